@@ -1,0 +1,216 @@
+"""Input checks shared by every transductive top-k estimator.
+
+Conventions (as in ``sklearn.semi_supervised``): labelled rows carry ``y`` in ``{0, 1}``,
+candidate (unlabelled, transductive) rows carry ``y == -1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+
+from reserve.errors import InvalidInputError
+
+__all__ = ["TransductiveData", "check_budget", "check_positive_real", "check_transductive"]
+
+
+@dataclass(frozen=True)
+class TransductiveData:
+    """Validated arrays of a transductive top-k problem.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n_samples, n_features), float64, C-contiguous
+    y : ndarray of shape (n_samples,), int64 in {-1, 0, 1}
+    labelled : ndarray of int64
+        Row indices of labelled rows.
+    candidates : ndarray of int64
+        Row indices of candidate rows (``y == -1``), in increasing order.
+    y_pm : ndarray of float64
+        Labels of the labelled rows mapped to {-1, +1}.
+    k : int
+        Number of candidates to select.
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    labelled: np.ndarray
+    candidates: np.ndarray
+    y_pm: np.ndarray
+    k: int
+
+    @property
+    def X_lab(self) -> np.ndarray:
+        """Feature rows of the labelled set."""
+        return self.X[self.labelled]
+
+    @property
+    def X_cand(self) -> np.ndarray:
+        """Feature rows of the candidate set."""
+        return self.X[self.candidates]
+
+
+def check_positive_real(value: object, name: str, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as a finite float > 0 (or >= 0), else raise ``InvalidInputError``.
+
+    Examples
+    --------
+    >>> check_positive_real(2, "C")
+    2.0
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise InvalidInputError(
+            f"{name} must be a number; received {value!r} ({type(value).__name__}). "
+            f"Pass a positive number, e.g. {name}=1.0."
+        )
+    v = float(value)
+    ok = np.isfinite(v) and (v >= 0 if allow_zero else v > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidInputError(
+            f"{name} must be a finite number {bound}; received {value!r}. "
+            f"Pass a finite value {bound}, e.g. {name}=1.0."
+        )
+    return v
+
+
+def check_budget(k: object, n_candidates: int, name: str = "k") -> int:
+    """Return the budget as an int with ``0 < k < n_candidates``.
+
+    Examples
+    --------
+    >>> check_budget(3, 10)
+    3
+    """
+    if isinstance(k, bool) or not isinstance(k, Integral | np.integer):
+        raise InvalidInputError(
+            f"{name} must be a whole number of candidates; received {k!r} "
+            f"({type(k).__name__}). Pass an integer between 1 and {n_candidates - 1}."
+        )
+    k = int(k)
+    if k <= 0 or k >= n_candidates:
+        raise InvalidInputError(
+            f"{name} must satisfy 0 < {name} < number of candidates ({n_candidates}); "
+            f"received {name}={k}. Choose {name} between 1 and {n_candidates - 1}, "
+            "or add candidate rows (y == -1)."
+        )
+    return k
+
+
+def _as_float_matrix(X: object) -> np.ndarray:
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged nested lists and the like
+        raise InvalidInputError(
+            f"X could not be read as a 2-D numeric array ({exc}). "
+            "Pass a rectangular array of numbers."
+        ) from None
+    if arr.dtype == object or arr.dtype.kind in "USVMmb":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"X must be numeric; received an array of dtype {arr.dtype}. "
+                "Convert text or categorical columns to numbers (e.g. one-hot) first."
+            ) from None
+    if arr.dtype.kind == "c":
+        raise InvalidInputError(
+            "X must be real-valued; received complex numbers. Pass real features."
+        )
+    if arr.ndim != 2:
+        raise InvalidInputError(
+            f"X must be 2-D (n_samples, n_features); received an array with shape {arr.shape}. "
+            "Reshape it, e.g. X.reshape(-1, 1) for a single feature."
+        )
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if arr.shape[1] == 0:
+        raise InvalidInputError(
+            "X has 0 features; received shape "
+            f"{arr.shape}. Pass at least one feature column."
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise InvalidInputError(
+            f"X contains {int(bad.sum())} NaN or infinite value(s), first at row {r}, "
+            f"column {c} ({arr[r, c]}). Impute or drop those rows before fitting."
+        )
+    return arr
+
+
+def check_transductive(X: object, y: object, k: object) -> TransductiveData:
+    """Validate a transductive top-k problem.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Features of labelled and candidate rows together.
+    y : array-like of shape (n_samples,)
+        1 (detected), 0 (not detected) for labelled rows; -1 for candidates.
+    k : int
+        Number of candidates to select.
+
+    Returns
+    -------
+    TransductiveData
+
+    Raises
+    ------
+    InvalidInputError
+        For NaN/inf or non-numeric features, mismatched shapes, labels outside {-1, 0, 1},
+        no candidates, a single class among labelled rows, or ``k`` out of range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> d = check_transductive(np.eye(4), [0, 1, -1, -1], 1)
+    >>> d.candidates.tolist(), d.k
+    ([2, 3], 1)
+    """
+    Xa = _as_float_matrix(X)
+    ya = np.asarray(y)
+    if ya.ndim == 2 and ya.shape[1] == 1:
+        ya = ya.ravel()
+    if ya.ndim != 1:
+        raise InvalidInputError(
+            f"y must be 1-D; received shape {ya.shape}. Pass one label per row of X."
+        )
+    if ya.shape[0] != Xa.shape[0]:
+        raise InvalidInputError(
+            f"X and y disagree: X has {Xa.shape[0]} rows, y has {ya.shape[0]} labels. "
+            "Pass one label per row (1, 0, or -1 for candidates)."
+        )
+    try:
+        yf = ya.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"y must hold the numbers 1, 0 or -1; received dtype {ya.dtype}. "
+            "Encode detected as 1, not detected as 0, candidates as -1."
+        ) from None
+    bad = ~np.isin(yf, (-1.0, 0.0, 1.0))
+    if bad.any():
+        vals = np.unique(ya[bad])[:5].tolist()
+        raise InvalidInputError(
+            f"y must contain only 1 (positive), 0 (negative) and -1 (candidate); received "
+            f"other values {vals}. Recode the labels."
+        )
+    yi = yf.astype(np.int64)
+    candidates = np.flatnonzero(yi == -1)
+    labelled = np.flatnonzero(yi != -1)
+    if candidates.size == 0:
+        raise InvalidInputError(
+            "y has no candidate rows (y == -1): there is nothing to select from. "
+            "Append the candidate rows to X with label -1."
+        )
+    classes = np.unique(yi[labelled])
+    if classes.size < 2:
+        got = classes.tolist()
+        raise InvalidInputError(
+            f"labelled rows must contain both classes 0 and 1; received only {got}. "
+            "Add labelled rows of the missing class."
+        )
+    kk = check_budget(k, candidates.size)
+    y_pm = np.where(yi[labelled] == 1, 1.0, -1.0)
+    return TransductiveData(X=Xa, y=yi, labelled=labelled, candidates=candidates, y_pm=y_pm, k=kk)
