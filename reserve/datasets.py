@@ -42,9 +42,7 @@ def load_benchmark(name: str) -> tuple[np.ndarray, np.ndarray]:
     ((208, 60), 111)
     """
     if name not in BENCHMARKS:
-        raise InvalidInputError(
-            f"unknown dataset {name!r}; choose one of {', '.join(BENCHMARKS)}."
-        )
+        raise InvalidInputError(f"unknown dataset {name!r}; choose one of {', '.join(BENCHMARKS)}.")
     path = resources.files("reserve.data") / "uci" / f"{name}.csv"
     try:
         with resources.as_file(path) as p:
@@ -106,7 +104,7 @@ def transductive_split(
     rng = np.random.default_rng(random_state)
     n = X.shape[0]
     perm = rng.permutation(n)
-    n_test = int(round(test_fraction * n))
+    n_test = round(test_fraction * n)
     train, test = perm[: n - n_test], perm[n - n_test :]
     Xa = np.vstack([X[train], X[test]])
     if standardize:
@@ -115,5 +113,5 @@ def transductive_split(
         sd[sd == 0] = 1.0
         Xa = (Xa - mu) / sd
     y_fit = np.concatenate([y[train], -np.ones(n_test, dtype=np.int64)])
-    k = max(1, int(round(k_fraction * n_test)))
+    k = max(1, round(k_fraction * n_test))
     return Xa, y_fit, y[test].astype(np.int64), k

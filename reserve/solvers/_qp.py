@@ -136,6 +136,4 @@ def solve_fixed_set(
     w, b = x[:d].copy(), float(x[d])
     z = np.asarray(sol.z)
     beta = z[2 * n :].copy() if p else np.zeros(0)
-    return QPResult(
-        w=w, b=b, objective=hinge_objective(w, b, X, y_pm, C), beta=beta, status=status
-    )
+    return QPResult(w=w, b=b, objective=hinge_objective(w, b, X, y_pm, C), beta=beta, status=status)

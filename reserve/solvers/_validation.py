@@ -127,8 +127,7 @@ def _as_float_matrix(X: object) -> np.ndarray:
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.shape[1] == 0:
         raise InvalidInputError(
-            "X has 0 features; received shape "
-            f"{arr.shape}. Pass at least one feature column."
+            f"X has 0 features; received shape {arr.shape}. Pass at least one feature column."
         )
     bad = ~np.isfinite(arr)
     if bad.any():
