@@ -1,0 +1,648 @@
+"""Exact TTK by mixed-integer quadratic programming (the paper's eq. ``opt_mip``, made strong).
+
+TTK with the relaxed budget ("at most ``k`` candidates score positive") is
+
+    min_{w, b, xi, eta}  0.5 ||w||^2 + C sum_i xi_i
+    s.t.  xi_i >= 1 - y_i (w . x_i + b),  xi_i >= 0           (labelled rows i)
+          w . z_j + b <= M_j eta_j,  eta_j in {0, 1}           (candidates j)
+          sum_j eta_j = k
+
+The paper uses one large constant ``G`` for every ``M_j``. Here each ``M_j`` is the largest
+score candidate ``j`` can reach among points whose objective is at most an upper bound ``UB``
+(a feasible point's objective): a small convex second-order-cone problem per candidate, solved
+by Clarabel. The optimum lies in that region, so the bounds are valid, and they are one to two
+orders of magnitude tighter than ``sqrt(2 UB) ||z_j|| + b_max``. The same bounds fix variables
+before branching: a candidate whose largest reachable score is ``<= 0`` can never be positive
+(``eta_j = 0``, plain linear constraint); one whose smallest reachable score is ``> 0`` is always
+positive (``eta_j = 1``). The quadratic objective enters SCIP as one epigraph constraint per
+coordinate, ``t_l >= w_l^2``, which SCIP linearises coordinate by coordinate.
+
+Features are centred internally (exactly equivalent: ``w`` is unchanged and the intercept is
+shifted back), which keeps the intercept and the big-M coefficients small. They are *not*
+rescaled: rescaling a column changes ``||w||`` and hence the problem being solved, so scaling
+is the caller's choice (the TTK estimator standardises before calling).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import clarabel
+import numpy as np
+import scipy.sparse as sp
+
+from reserve.errors import InvalidInputError, MissingDependencyError, SolverError
+from reserve.solvers._base import top_k
+from reserve.solvers._qp import hinge_objective, solve_fixed_set
+from reserve.solvers._validation import check_budget, check_positive_real
+
+__all__ = ["FORMULATIONS", "SOLVERS", "MIPResult", "solve_ttk_mip"]
+
+#: Values accepted by ``solver``.
+SOLVERS: tuple[str, ...] = ("auto", "scip", "gurobi")
+#: Values accepted by ``formulation`` (``"tight"`` measured fastest; see benchmarks/results).
+FORMULATIONS: tuple[str, ...] = ("tight", "simple", "indicator")
+
+_SCIP_STATUS = {
+    "optimal": "optimal",
+    "gaplimit": "gap_limit",
+    "timelimit": "time_limit",
+    "nodelimit": "node_limit",
+    "totalnodelimit": "node_limit",
+    "memlimit": "memory_limit",
+    "userinterrupt": "interrupted",
+}
+# Gurobi status codes (gurobipy.GRB.Status) to ours; the numbers are stable across versions.
+_GUROBI_STATUS = {2: "optimal", 9: "time_limit", 8: "node_limit", 11: "interrupted"}
+_GUROBI_SIZE_LIMIT = 10010  # GRB.Error.SIZE_LIMIT_EXCEEDED: restricted (pip) licence
+
+
+@dataclass(frozen=True)
+class MIPResult:
+    """Outcome of :func:`solve_ttk_mip`.
+
+    Attributes
+    ----------
+    w : ndarray of shape (d,)
+        Weights in the caller's feature space.
+    b : float
+        Intercept in the caller's feature space.
+    objective : float
+        ``0.5 ||w||^2 + C sum hinge``, recomputed from ``(w, b)`` (not the solver's figure).
+    bound : float
+        Proven lower bound on the optimum; never above ``objective``.
+    gap : float
+        ``(objective - bound) / objective``.
+    status : str
+        ``"optimal"`` (the solver proved it), ``"gap_limit"`` (proved within ``mip_gap``),
+        ``"time_limit"`` (incumbent returned, optimality not proved), or another limit.
+    n_nodes : int
+        Branch-and-bound nodes processed.
+    runtime : float
+        Wall time of the whole call in seconds, bound tightening included.
+    solver : str
+        ``"scip"`` or ``"gurobi"``: the solver that ran.
+    selected : ndarray of int64, shape (k,)
+        Positions (``0 .. m-1``) of the ``k`` best candidates by the returned scores.
+    details : dict
+        Diagnostics: time spent tightening bounds and in the MIP, how many candidates were
+        fixed in or out, whether the warm start was accepted, the big-M statistics.
+    """
+
+    w: np.ndarray
+    b: float
+    objective: float
+    bound: float
+    gap: float
+    status: str
+    n_nodes: int
+    runtime: float
+    solver: str
+    selected: np.ndarray
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Feasible points and the upper bound
+# --------------------------------------------------------------------------------------------
+
+
+def _make_feasible(w: np.ndarray, b: float, Xc: np.ndarray, k: int) -> float:
+    """Lower ``b`` just enough that at most ``k`` candidates score strictly positive."""
+    s = Xc @ w + b
+    if s.shape[0] <= k:
+        return b
+    kth = np.partition(-s, k)[k]  # minus the (k+1)-th largest score
+    if -kth > 0:
+        b = b + kth
+    # Rounding in Xc @ w + b can leave a score at +1e-16; step down until the count is right.
+    step = 1e-12 * (1.0 + abs(b))
+    while np.count_nonzero(Xc @ w + b > 0) > k:
+        b -= step
+        step *= 2.0
+    return float(b)
+
+
+def _polish(Xl, y_pm, Xc, k, C, w, b):
+    """Best of ``(w, b)`` made feasible and the fixed-set QP on its top-``k`` set."""
+    b = _make_feasible(w, b, Xc, k)
+    best = (hinge_objective(w, b, Xl, y_pm, C), w, b)
+    out = np.ones(Xc.shape[0], dtype=bool)
+    out[top_k(Xc @ w + b, k)] = False
+    try:
+        r = solve_fixed_set(Xl, y_pm, C, Xc[out])
+    except SolverError:
+        return best
+    b2 = _make_feasible(r.w, r.b, Xc, k)
+    obj2 = hinge_objective(r.w, b2, Xl, y_pm, C)
+    if obj2 < best[0]:
+        best = (obj2, r.w, b2)
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# Bounds on candidate scores over {objective <= UB}
+# --------------------------------------------------------------------------------------------
+
+
+class _ScoreBounder:
+    """Largest / smallest ``w . z + b`` over ``{0.5||w||^2 + C sum xi <= UB, hinge rows}``.
+
+    One Clarabel second-order-cone problem, built once; each candidate only changes the linear
+    objective (``solver.update(q=...)``). The rotated cone ``||w||^2 <= 2 s`` with
+    ``s = UB - C sum xi`` is written as ``||(s - 1/2, w)|| <= s + 1/2``.
+    """
+
+    def __init__(self, Xl: np.ndarray, y_pm: np.ndarray, C: float, ub: float) -> None:
+        n, d = Xl.shape
+        self.d, self.n = d, n
+        nv = d + 1 + n
+        hinge = sp.hstack(
+            [
+                sp.csr_matrix(-(y_pm[:, None] * Xl)),
+                sp.csr_matrix(-y_pm[:, None]),
+                -sp.identity(n, format="csr"),
+            ]
+        )
+        nonneg = sp.hstack([sp.csr_matrix((n, d + 1)), -sp.identity(n, format="csr")])
+        cvec = sp.csr_matrix(np.r_[np.zeros(d + 1), np.full(n, C)][None, :])
+        wrows = sp.hstack([-sp.identity(d, format="csr"), sp.csr_matrix((d, 1 + n))])
+        A = sp.vstack([hinge, nonneg, cvec, cvec, wrows], format="csc")
+        rhs = np.r_[-np.ones(n), np.zeros(n), ub + 0.5, ub - 0.5, np.zeros(d)]
+        cones = [clarabel.NonnegativeConeT(2 * n), clarabel.SecondOrderConeT(d + 2)]
+        st = clarabel.DefaultSettings()
+        st.verbose = False
+        st.presolve_enable = False  # required for data updates
+        st.tol_gap_abs = 1e-8
+        st.tol_gap_rel = 1e-8
+        st.tol_feas = 1e-8
+        st.max_iter = 100
+        self._q = np.zeros(nv)
+        self._solver = clarabel.DefaultSolver(sp.csc_matrix((nv, nv)), self._q, A, rhs, cones, st)
+
+    def max_score(self, z: np.ndarray) -> float | None:
+        """Valid upper bound on ``w . z + b`` (``None`` if the solve failed)."""
+        q = np.zeros_like(self._q)
+        q[: self.d] = -z
+        q[self.d] = -1.0
+        self._solver.update(q=q)
+        sol = self._solver.solve()
+        status = str(sol.status)
+        if "Solved" not in status:
+            return None
+        # min -(score): the dual objective is a lower bound on it, so -dual bounds the score.
+        val = max(-sol.obj_val, -sol.obj_val_dual)
+        return float(val)
+
+
+def _score_bounds(Xl, y_pm, Xc, C, ub, pos_idx, deadline):
+    """Upper bounds for every candidate, lower bounds for ``pos_idx``; ``nan`` where unknown."""
+    bnd = _ScoreBounder(Xl, y_pm, C, ub)
+    m = Xc.shape[0]
+    upper = np.full(m, np.nan)
+    lower = np.full(m, np.nan)
+    for j in range(m):
+        if time.perf_counter() > deadline:
+            break
+        v = bnd.max_score(Xc[j])
+        if v is not None:
+            upper[j] = v
+    for j in pos_idx:
+        if time.perf_counter() > deadline:
+            break
+        v = bnd.max_score(-Xc[j])
+        if v is not None:
+            lower[j] = -v
+    return upper, lower
+
+
+def _simple_upper(Xl, y_pm, Xc, C, ub):
+    """``sqrt(2 UB) ||z_j|| + b_max``, with ``b_max`` from the closest negative row.
+
+    For a negative row i, ``xi_i >= 1 + w.x_i + b`` and ``xi_i <= UB / C`` give
+    ``b <= UB / C - 1 + ||w|| ||x_i||``.
+    """
+    r = math.sqrt(2.0 * ub)
+    neg = Xl[y_pm < 0]
+    b_max = ub / C - 1.0 + r * float(np.linalg.norm(neg, axis=1).min())
+    return r * np.linalg.norm(Xc, axis=1) + b_max
+
+
+# --------------------------------------------------------------------------------------------
+# Solvers
+# --------------------------------------------------------------------------------------------
+
+
+def _import_scip():
+    try:
+        import pyscipopt
+    except ImportError:
+        raise MissingDependencyError(
+            "solver='mip' needs the SCIP optimisation suite's Python interface, which is not "
+            "installed. Install it with:\npip install pyscipopt"
+        ) from None
+    return pyscipopt
+
+
+def _import_gurobi():
+    try:
+        import gurobipy
+    except ImportError:
+        return None
+    return gurobipy
+
+
+def _solve_scip(Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, limits):
+    """Build and solve the MIQP in SCIP; return the raw outcome."""
+    pyscipopt = _import_scip()
+    n, d = Xl.shape
+    free = np.flatnonzero(~fixed_out & ~fixed_in)
+    k_rem = k - int(fixed_in.sum())
+
+    mdl = pyscipopt.Model("ttk")
+    mdl.hideOutput()
+    mdl.setParam("limits/time", max(limits["time"], 0.01))
+    mdl.setParam("limits/gap", limits["gap"])
+    mdl.setParam("randomization/randomseedshift", 0)
+    mdl.setHeuristics(pyscipopt.SCIP_PARAMSETTING.FAST)
+
+    w = mdl.addMatrixVar(d, vtype="C", lb=None, name="w")
+    b = mdl.addVar(lb=None, name="b")
+    xi = mdl.addMatrixVar(n, vtype="C", lb=0.0, name="xi")
+    t = mdl.addMatrixVar(d, vtype="C", lb=0.0, name="t")
+    eta = mdl.addMatrixVar(free.size, vtype="B", name="eta") if free.size else None
+
+    mdl.addMatrixCons(y_pm * (Xl @ w) + y_pm * b + xi >= 1.0)
+    out = np.flatnonzero(fixed_out)
+    if out.size:
+        mdl.addMatrixCons(Xc[out] @ w + b <= 0.0)
+    if free.size:
+        if formulation == "indicator":
+            mdl.addMatrixConsIndicator(Xc[free] @ w + b <= 0.0, eta, activeone=False)
+        else:
+            mdl.addMatrixCons(Xc[free] @ w + b - M[free] * eta <= 0.0)
+        if free.size >= k_rem:
+            mdl.addCons(eta.sum() == k_rem)
+        else:
+            mdl.addCons(eta.sum() <= k_rem)
+    for j in range(d):
+        # Per-coordinate epigraph: SCIP needs a linear objective, and separate t_l >= w_l^2
+        # rows give it one outer-approximation cut per coordinate instead of one for ||w||^2.
+        mdl.addCons(t[j] >= w[j] * w[j])
+    mdl.setObjective(0.5 * t.sum() + C * xi.sum(), "minimize")
+
+    accepted = False
+    if start is not None:
+        w0, b0 = start
+        s0 = Xc @ w0 + b0
+        sol = mdl.createSol()
+        for j in range(d):
+            mdl.setSolVal(sol, w[j], float(w0[j]))
+            mdl.setSolVal(sol, t[j], float(w0[j] ** 2) * (1.0 + 1e-12))
+        mdl.setSolVal(sol, b, float(b0))
+        xi0 = np.maximum(0.0, 1.0 - y_pm * (Xl @ w0 + b0))
+        for i in range(n):
+            mdl.setSolVal(sol, xi[i], float(xi0[i]))
+        if free.size:
+            sel = np.zeros(Xc.shape[0], dtype=bool)
+            # eta = 1 for the positive free candidates first, then the best of the rest.
+            order = free[np.lexsort((free, -s0[free]))]
+            sel[order[:k_rem]] = True
+            for pos, j in enumerate(free):
+                mdl.setSolVal(sol, eta[pos], 1.0 if sel[j] else 0.0)
+        accepted = bool(mdl.addSol(sol, free=True))
+
+    mdl.optimize()
+    status = str(mdl.getStatus())
+    if status == "infeasible":
+        raise SolverError(
+            "SCIP declared the TTK mixed-integer problem infeasible although a feasible point "
+            "is known; this is a numerical failure. Standardise the features and retry, or "
+            "pass formulation='simple'."
+        )
+    wv = bv = None
+    if mdl.getNSols() > 0:
+        best = mdl.getBestSol()
+        wv = np.array([mdl.getSolVal(best, w[j]) for j in range(d)])
+        bv = float(mdl.getSolVal(best, b))
+    return {
+        "w": wv,
+        "b": bv,
+        "bound": float(mdl.getDualbound()),
+        "status": _SCIP_STATUS.get(status, status),
+        "n_nodes": int(mdl.getNNodes()),
+        "warm_start_accepted": accepted,
+        "solver": "scip",
+    }
+
+
+def _solve_gurobi(gp, Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, limits):
+    """Build and solve the MIQP in Gurobi (native quadratic objective)."""
+    n, d = Xl.shape
+    free = np.flatnonzero(~fixed_out & ~fixed_in)
+    k_rem = k - int(fixed_in.sum())
+    env = gp.Env(empty=True)
+    env.setParam("OutputFlag", 0)
+    env.start()
+    mdl = gp.Model("ttk", env=env)
+    mdl.Params.TimeLimit = max(limits["time"], 0.01)
+    mdl.Params.MIPGap = limits["gap"]
+    mdl.Params.Threads = limits["threads"]
+    w = mdl.addMVar(d, lb=-gp.GRB.INFINITY, name="w")
+    b = mdl.addMVar(1, lb=-gp.GRB.INFINITY, name="b")
+    xi = mdl.addMVar(n, lb=0.0, name="xi")
+    mdl.addConstr((y_pm[:, None] * Xl) @ w + y_pm[:, None] @ b + xi >= 1.0)
+    out = np.flatnonzero(fixed_out)
+    ones = lambda r: np.ones((r, 1))  # noqa: E731
+    if out.size:
+        mdl.addConstr(Xc[out] @ w + ones(out.size) @ b <= 0.0)
+    if free.size:
+        eta = mdl.addMVar(free.size, vtype=gp.GRB.BINARY, name="eta")
+        if formulation == "indicator":
+            for pos, j in enumerate(free):
+                mdl.addGenConstrIndicator(eta[pos].item(), False, Xc[j] @ w + b[0] <= 0.0)
+        else:
+            mdl.addConstr(Xc[free] @ w + ones(free.size) @ b - np.diag(M[free]) @ eta <= 0.0)
+        if free.size >= k_rem:
+            mdl.addConstr(eta.sum() == k_rem)
+        else:
+            mdl.addConstr(eta.sum() <= k_rem)
+    mdl.setObjective(0.5 * (w @ w) + C * xi.sum(), gp.GRB.MINIMIZE)
+    if start is not None:
+        w0, b0 = start
+        w.Start = w0
+        b.Start = np.array([b0])
+        xi.Start = np.maximum(0.0, 1.0 - y_pm * (Xl @ w0 + b0))
+        if free.size:
+            s0 = Xc @ w0 + b0
+            order = free[np.lexsort((free, -s0[free]))]
+            sel = np.isin(free, order[:k_rem])
+            eta.Start = sel.astype(float)
+    mdl.optimize()
+    code = int(mdl.Status)
+    wv = bv = None
+    if mdl.SolCount > 0:
+        wv = np.asarray(w.X, dtype=float)
+        bv = float(b.X[0])
+    res = {
+        "w": wv,
+        "b": bv,
+        "bound": float(mdl.ObjBound),
+        "status": _GUROBI_STATUS.get(code, f"gurobi_status_{code}"),
+        "n_nodes": int(mdl.NodeCount),
+        "warm_start_accepted": start is not None,
+        "solver": "gurobi",
+    }
+    mdl.dispose()
+    env.dispose()
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry point
+# --------------------------------------------------------------------------------------------
+
+
+def _check_inputs(X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation):
+    Xl = np.ascontiguousarray(X_lab, dtype=np.float64)
+    Xc = np.ascontiguousarray(X_cand, dtype=np.float64)
+    y = np.asarray(y_pm, dtype=np.float64).ravel()
+    if Xl.ndim != 2 or Xc.ndim != 2 or Xl.shape[1] != Xc.shape[1]:
+        raise InvalidInputError(
+            f"X_lab and X_cand must be 2-D with the same number of columns; received shapes "
+            f"{np.shape(X_lab)} and {np.shape(X_cand)}. Pass (n, d) and (m, d) arrays."
+        )
+    if y.shape[0] != Xl.shape[0]:
+        raise InvalidInputError(
+            f"y_pm must have one label per row of X_lab ({Xl.shape[0]}); received "
+            f"{y.shape[0]}. Pass labels in {{-1, +1}} aligned with X_lab."
+        )
+    if not np.isin(y, (-1.0, 1.0)).all() or np.unique(y).size < 2:
+        raise InvalidInputError(
+            "y_pm must contain both -1 and +1 and nothing else; received values "
+            f"{np.unique(y)[:5].tolist()}. Map labels 0/1 to -1/+1 first."
+        )
+    if not (np.isfinite(Xl).all() and np.isfinite(Xc).all()):
+        raise InvalidInputError(
+            "X_lab and X_cand must be finite; received NaN or infinite values. "
+            "Impute or drop those rows before solving."
+        )
+    k = check_budget(k, Xc.shape[0])
+    C = check_positive_real(C, "C")
+    time_limit = check_positive_real(time_limit, "time_limit")
+    mip_gap = check_positive_real(mip_gap, "mip_gap", allow_zero=True)
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
+        raise InvalidInputError(
+            f"threads must be a whole number >= 1; received {threads!r}. Pass e.g. threads=1."
+        )
+    if solver not in SOLVERS:
+        raise InvalidInputError(
+            f"solver must be one of {', '.join(map(repr, SOLVERS))}; received {solver!r}. "
+            "Use 'auto' to pick Gurobi when its licence fits, else SCIP."
+        )
+    if formulation not in FORMULATIONS:
+        raise InvalidInputError(
+            f"formulation must be one of {', '.join(map(repr, FORMULATIONS))}; received "
+            f"{formulation!r}. Use 'tight' (the default)."
+        )
+    return Xl, y, Xc, k, C, time_limit, mip_gap, int(threads)
+
+
+def solve_ttk_mip(
+    X_lab: np.ndarray,
+    y_pm: np.ndarray,
+    X_cand: np.ndarray,
+    k: int,
+    C: float,
+    *,
+    warm_start: tuple[np.ndarray, float] | None = None,
+    time_limit: float = 60.0,
+    mip_gap: float = 1e-6,
+    threads: int = 1,
+    solver: str = "auto",
+    formulation: str = "tight",
+) -> MIPResult:
+    """Solve TTK exactly (or to a proven gap) as a mixed-integer quadratic program.
+
+    Parameters
+    ----------
+    X_lab : ndarray of shape (n, d)
+        Labelled rows, in the feature space the caller wants ``(w, b)`` in. Centring is done
+        internally and undone exactly; scaling is not (it would change the problem).
+    y_pm : ndarray of shape (n,)
+        Labels in {-1, +1}; both must occur.
+    X_cand : ndarray of shape (m, d)
+        Candidate rows.
+    k : int
+        Budget, ``0 < k < m``.
+    C : float
+        Hinge weight, ``> 0``.
+    warm_start : tuple (w, b) or None
+        A point from the feasible-direction solver. If more than ``k`` candidates score
+        positive, ``b`` is lowered until at most ``k`` do. Its objective (or that of its
+        fixed-set polish, if lower) is the upper bound behind the big-M values, and the
+        returned objective is never above it. Without it a shifted, polished SVM is used.
+    time_limit : float
+        Wall-time budget in seconds for the whole call (bound tightening included), ``> 0``.
+        On expiry the best point found is returned with ``status == "time_limit"``.
+    mip_gap : float
+        Stop once ``(objective - bound) / objective <= mip_gap`` is proved.
+    threads : int
+        Threads for Gurobi. SCIP's standard solve is sequential and ignores it.
+    solver : {"auto", "scip", "gurobi"}
+        ``"auto"`` runs Gurobi if ``gurobipy`` is installed and its licence accepts the model
+        size (the pip licence stops at 200 variables with a quadratic objective), else SCIP.
+    formulation : {"tight", "simple", "indicator"}
+        ``"tight"``: per-candidate big-M from one convex bound problem each, with fixing.
+        ``"simple"``: ``M_j = sqrt(2 UB) ||z_j|| + b_max`` in closed form.
+        ``"indicator"``: indicator constraints (no big-M), fixing from the tight bounds.
+
+    Returns
+    -------
+    MIPResult
+
+    Raises
+    ------
+    InvalidInputError
+        Bad shapes, labels, ``k``, ``C``, ``time_limit <= 0``, ``mip_gap < 0``, ``threads``.
+    MissingDependencyError
+        SCIP is needed and ``pyscipopt`` is missing (message: ``pip install pyscipopt``), or
+        ``solver="gurobi"`` without ``gurobipy``.
+    SolverError
+        The MIP solver failed numerically.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([-1.0, -1.0, 1.0, 1.0])
+    >>> Z = np.array([[0.5], [1.5], [3.0]])
+    >>> r = solve_ttk_mip(X, y, Z, 1, 1.0, time_limit=10)
+    >>> r.status, r.selected.tolist(), r.bound <= r.objective
+    ('optimal', [2], True)
+    """
+    t0 = time.perf_counter()
+    Xl, y, Xc, k, C, time_limit, mip_gap, threads = _check_inputs(
+        X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation
+    )
+    deadline = t0 + time_limit
+    gp = None
+    if solver in ("auto", "gurobi"):
+        gp = _import_gurobi()
+        if gp is None and solver == "gurobi":
+            raise MissingDependencyError(
+                "solver='gurobi' needs gurobipy, which is not installed. Install it with:\n"
+                "pip install gurobipy\n(or pass solver='scip' or 'auto' to use SCIP)."
+            )
+    if gp is None:
+        _import_scip()  # fail before any work if SCIP is missing
+
+    # Centre: scores and objective are unchanged with b' = b + mu . w.
+    mu = np.vstack([Xl, Xc]).mean(axis=0)
+    Xl0, Xc0 = Xl - mu, Xc - mu
+
+    # Upper bound: the warm start (made feasible) and its fixed-set polish, or a shifted SVM.
+    if warm_start is not None:
+        w0 = np.asarray(warm_start[0], dtype=np.float64).ravel()
+        b0 = float(warm_start[1])
+        if w0.shape[0] != Xl.shape[1] or not (np.isfinite(w0).all() and math.isfinite(b0)):
+            raise InvalidInputError(
+                f"warm_start must be (w, b) with w of length {Xl.shape[1]} and finite values; "
+                f"received w of shape {np.shape(warm_start[0])}. Pass the FD solver's (w, b)."
+            )
+        b0 = b0 + float(mu @ w0)
+    else:
+        svm = solve_fixed_set(Xl0, y, C)
+        w0, b0 = svm.w, svm.b
+    ub, w0, b0 = _polish(Xl0, y, Xc0, k, C, w0, b0)
+    ub_safe = ub * (1.0 + 1e-7) + 1e-9
+
+    # Big-M values and fixings.
+    m = Xc.shape[0]
+    t_b = time.perf_counter()
+    simple = _simple_upper(Xl0, y, Xc0, C, ub_safe)
+    upper, lower = simple.copy(), np.full(m, -np.inf)
+    if formulation in ("tight", "indicator"):
+        s0 = Xc0 @ w0 + b0
+        pos = np.flatnonzero(s0 > 0)
+        # Leave at least half the budget to the MIP itself.
+        tb_deadline = t_b + 0.5 * max(deadline - t_b, 0.0)
+        up, lo = _score_bounds(Xl0, y, Xc0, C, ub_safe, pos, tb_deadline)
+        ok = np.isfinite(up)
+        upper[ok] = np.minimum(simple[ok], up[ok] + 1e-6 * (1.0 + np.abs(up[ok])))
+        okl = np.isfinite(lo)
+        lower[okl] = lo[okl] - 1e-6 * (1.0 + np.abs(lo[okl]))
+        n_tightened = int(ok.sum())
+    else:
+        n_tightened = 0
+    fixed_out = upper <= 0.0
+    fixed_in = lower > 0.0
+    if fixed_in.sum() > k:  # cannot happen with exact bounds; distrust them if it does
+        fixed_in[:] = False
+    M = np.maximum(upper, 0.0)
+    t_bounds = time.perf_counter() - t_b
+
+    # Solve.
+    limits = {"time": deadline - time.perf_counter(), "gap": mip_gap, "threads": threads}
+    args = (Xl0, y, Xc0, k, C, M, fixed_out, fixed_in, (w0, b0), formulation, limits)
+    raw = None
+    gurobi_note = None
+    t_m = time.perf_counter()
+    if gp is not None:
+        try:
+            raw = _solve_gurobi(gp, *args)
+        except gp.GurobiError as exc:
+            if solver == "gurobi" or getattr(exc, "errno", None) != _GUROBI_SIZE_LIMIT:
+                raise SolverError(f"Gurobi failed on the TTK model: {exc}") from None
+            gurobi_note = f"gurobi skipped: {exc}"
+            limits["time"] = deadline - time.perf_counter()
+    if raw is None:
+        raw = _solve_scip(*args)
+    t_mip = time.perf_counter() - t_m
+
+    # Recompute everything from (w, b) in the caller's space; keep the start if it is better.
+    wc, bc = w0, b0
+    if raw["w"] is not None:
+        bc_new = _make_feasible(raw["w"], raw["b"], Xc0, k)
+        if hinge_objective(raw["w"], bc_new, Xl0, y, C) < hinge_objective(w0, b0, Xl0, y, C):
+            wc, bc = raw["w"], bc_new
+    w_out = np.asarray(wc, dtype=np.float64).copy()
+    b_out = _make_feasible(w_out, float(bc - mu @ w_out), Xc, k)
+    objective = hinge_objective(w_out, b_out, Xl, y, C)
+    bound = min(raw["bound"], objective)
+    if not math.isfinite(bound):
+        bound = 0.0  # the objective is a sum of non-negative terms
+    gap = (objective - bound) / objective
+    status = raw["status"]
+    if status == "gap_limit" and gap > mip_gap:
+        status = "time_limit"  # recomputation widened the gap; do not claim the target
+    details = {
+        "upper_bound_start": ub,
+        "bound_time": t_bounds,
+        "mip_time": t_mip,
+        "n_fixed_out": int(fixed_out.sum()),
+        "n_fixed_in": int(fixed_in.sum()),
+        "n_free": int((~fixed_out & ~fixed_in).sum()),
+        "n_tightened": n_tightened,
+        "median_M": float(np.median(M)) if m else 0.0,
+        "median_simple_M": float(np.median(np.maximum(simple, 0.0))) if m else 0.0,
+        "warm_start_accepted": raw["warm_start_accepted"],
+        "formulation": formulation,
+    }
+    if gurobi_note:
+        details["note"] = gurobi_note
+    return MIPResult(
+        w=w_out,
+        b=float(b_out),
+        objective=objective,
+        bound=float(bound),
+        gap=float(gap),
+        status=status,
+        n_nodes=raw["n_nodes"],
+        runtime=time.perf_counter() - t0,
+        solver=raw["solver"],
+        selected=top_k(Xc @ w_out + b_out, k),
+        details=details,
+    )

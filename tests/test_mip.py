@@ -1,0 +1,185 @@
+"""Tests of the exact TTK solver (reserve.solvers._mip) against an independent oracle."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from reserve.datasets import load_benchmark, transductive_split
+from reserve.errors import InvalidInputError, MissingDependencyError
+from reserve.solvers._base import top_k
+from reserve.solvers._mip import solve_ttk_mip
+from reserve.solvers._qp import hinge_objective
+from tests._oracle import brute_force_ttk
+
+PROVED = ("optimal", "gap_limit")
+
+
+def _tiny(seed: int, n: int = 10, m: int = 7, d: int = 2):
+    """Tiny instance whose candidates sit mostly on the positive side, so the budget binds."""
+    rng = np.random.default_rng(seed)
+    y_lab = np.r_[0, 1, rng.integers(0, 2, n - 2)]
+    X_lab = rng.standard_normal((n, d)) + np.where(y_lab[:, None] == 1, 1.0, -1.0)
+    X_cand = rng.standard_normal((m, d)) * 1.5 + 0.8
+    X = np.vstack([X_lab, X_cand])
+    y = np.r_[y_lab, -np.ones(m, dtype=np.int64)]
+    return X, y, X_lab, np.where(y_lab == 1, 1.0, -1.0), X_cand
+
+
+def _n_positive(r, X_cand) -> int:
+    return int(np.count_nonzero(X_cand @ r.w + r.b > 0))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_matches_brute_force_oracle(seed):
+    X, y, X_lab, y_pm, X_cand = _tiny(seed)
+    k, C = 2, 1.0
+    oracle_obj, *_ = brute_force_ttk(X, y, k, C)
+    r = solve_ttk_mip(X_lab, y_pm, X_cand, k, C, time_limit=20, mip_gap=1e-9)
+    assert r.status in PROVED
+    assert abs(r.objective - oracle_obj) <= 1e-6 * oracle_obj
+    assert r.bound <= r.objective
+    assert r.bound >= oracle_obj * (1 - 1e-6)  # a proved bound cannot exceed the optimum
+    assert _n_positive(r, X_cand) <= k
+
+
+def test_budget_binds_on_the_oracle_instances():
+    # Guard for the test above: without the budget the SVM would select more than k,
+    # so agreement with the oracle really exercises the integer part.
+    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    from reserve.solvers._qp import solve_fixed_set
+
+    svm = solve_fixed_set(X_lab, y_pm, 1.0)
+    assert np.count_nonzero(X_cand @ svm.w + svm.b > 0) > 2
+
+
+@pytest.mark.parametrize("formulation", ["tight", "simple", "indicator"])
+def test_formulations_agree(formulation):
+    _, _, X_lab, y_pm, X_cand = _tiny(5, n=12, m=8, d=3)
+    ref = solve_ttk_mip(X_lab, y_pm, X_cand, 3, 2.0, time_limit=20, mip_gap=1e-9)
+    r = solve_ttk_mip(
+        X_lab, y_pm, X_cand, 3, 2.0, time_limit=20, mip_gap=1e-9, formulation=formulation
+    )
+    assert ref.status in PROVED and r.status in PROVED
+    assert r.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+def test_objective_and_selection_are_recomputed_from_w_b():
+    _, _, X_lab, y_pm, X_cand = _tiny(7, n=14, m=9, d=3)
+    k = 3
+    r = solve_ttk_mip(X_lab, y_pm, X_cand, k, 1.0, time_limit=20)
+    assert r.objective == hinge_objective(r.w, r.b, X_lab, y_pm, 1.0)
+    scores = X_cand @ r.w + r.b
+    np.testing.assert_array_equal(r.selected, top_k(scores, k))
+    assert len(set(r.selected.tolist())) == k
+    assert r.solver in ("scip", "gurobi")
+    assert r.n_nodes >= 0 and r.runtime > 0
+    assert r.gap == pytest.approx((r.objective - r.bound) / r.objective)
+
+
+def test_never_worse_than_the_warm_start_even_an_infeasible_one():
+    _, _, X_lab, y_pm, X_cand = _tiny(3, n=14, m=9, d=3)
+    k, C = 2, 1.0
+    # A poor start that scores every candidate positive: the solver must repair it
+    # (lower b) and still return at most its objective once repaired.
+    w0 = np.array([0.1, 0.1, 0.1])
+    b0 = 50.0
+    r = solve_ttk_mip(X_lab, y_pm, X_cand, k, C, warm_start=(w0, b0), time_limit=20)
+    assert _n_positive(r, X_cand) <= k
+    s = np.sort(X_cand @ w0 + b0)[::-1]
+    repaired = hinge_objective(w0, b0 - s[k], X_lab, y_pm, C)
+    assert r.objective <= repaired
+    assert r.bound <= r.objective
+
+
+def test_warm_start_from_optimum_is_kept_and_proved():
+    X, y, X_lab, y_pm, X_cand = _tiny(1)
+    oracle_obj, w, b, _ = brute_force_ttk(X, y, 2, 1.0)
+    r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, warm_start=(w, b), time_limit=20)
+    assert r.objective <= hinge_objective(w, b, X_lab, y_pm, 1.0) + 1e-9
+    assert r.status in PROVED
+    assert r.objective == pytest.approx(oracle_obj, rel=1e-6)
+
+
+def test_centring_is_exact():
+    # Shifting every feature by a constant changes only the intercept of the optimum.
+    _, _, X_lab, y_pm, X_cand = _tiny(2)
+    shift = np.array([100.0, -40.0])
+    a = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, time_limit=20, mip_gap=1e-9)
+    c = solve_ttk_mip(X_lab + shift, y_pm, X_cand + shift, 2, 1.0, time_limit=20, mip_gap=1e-9)
+    assert c.objective == pytest.approx(a.objective, rel=1e-6)
+    np.testing.assert_allclose(c.w, a.w, atol=1e-4)
+    assert c.b == pytest.approx(a.b - shift @ a.w, abs=1e-3)
+    assert sorted(c.selected.tolist()) == sorted(a.selected.tolist())
+
+
+def test_time_limit_returns_feasible_incumbent_and_says_so():
+    # Sonar (d = 60, n = m = 104) is far from proved in a second and a half.
+    X, y = load_benchmark("sonar")
+    Xa, y_fit, _, k = transductive_split(X, y, random_state=0)
+    lab = y_fit != -1
+    y_pm = np.where(y_fit[lab] == 1, 1.0, -1.0)
+    X_cand = Xa[~lab]
+    r = solve_ttk_mip(Xa[lab], y_pm, X_cand, k, 1.0, time_limit=1.5)
+    assert r.status == "time_limit"
+    assert r.gap > 1e-3
+    assert r.bound < r.objective
+    assert r.selected.shape == (k,) and len(set(r.selected.tolist())) == k
+    assert _n_positive(r, X_cand) <= k
+    assert r.objective == hinge_objective(r.w, r.b, Xa[lab], y_pm, 1.0)
+    assert r.runtime < 10.0
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, 0.0, float("nan"), "60"])
+def test_time_limit_must_be_positive(bad):
+    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    with pytest.raises(InvalidInputError, match="time_limit"):
+        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, time_limit=bad)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "word"),
+    [
+        ({"k": 0}, "k"),
+        ({"k": 7}, "k"),
+        ({"C": -1.0}, "C"),
+        ({"mip_gap": -0.1}, "mip_gap"),
+        ({"threads": 0}, "threads"),
+        ({"solver": "cplex"}, "solver"),
+        ({"formulation": "sos"}, "formulation"),
+    ],
+)
+def test_bad_parameters_are_refused(kwargs, word):
+    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    args = {"k": 2, "C": 1.0} | kwargs
+    k, C = args.pop("k"), args.pop("C")
+    with pytest.raises(InvalidInputError, match=word):
+        solve_ttk_mip(X_lab, y_pm, X_cand, k, C, **args)
+
+
+def test_bad_arrays_are_refused():
+    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    with pytest.raises(InvalidInputError, match="y_pm"):
+        solve_ttk_mip(X_lab, np.abs(y_pm), X_cand, 2, 1.0)
+    with pytest.raises(InvalidInputError, match="columns"):
+        solve_ttk_mip(X_lab, y_pm, X_cand[:, :1], 2, 1.0)
+    with pytest.raises(InvalidInputError, match="warm_start"):
+        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, warm_start=(np.zeros(5), 0.0))
+
+
+def test_missing_scip_gives_the_install_line(monkeypatch):
+    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    monkeypatch.setitem(sys.modules, "pyscipopt", None)  # makes `import pyscipopt` fail
+    monkeypatch.setitem(sys.modules, "gurobipy", None)
+    with pytest.raises(MissingDependencyError) as info:
+        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="scip")
+    assert "pip install pyscipopt" in str(info.value).splitlines()
+
+
+def test_gurobi_requested_but_missing(monkeypatch):
+    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    monkeypatch.setitem(sys.modules, "gurobipy", None)
+    with pytest.raises(MissingDependencyError, match="pip install gurobipy"):
+        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="gurobi")
