@@ -11,6 +11,7 @@ import sys
 import click
 
 from reserve import __version__
+from reserve.config import INGEST_DEFAULTS
 from reserve.errors import InvalidInputError, ReserveError
 
 __all__ = ["main"]
@@ -32,6 +33,137 @@ class _ReserveGroup(click.Group):
 @click.version_option(__version__, prog_name="reserve")
 def main() -> None:
     """Choose k private land cells for an endangered species with Transductive Top K."""
+
+
+def _named_paths(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """Parse repeated ``NAME=PATH`` options into a dict."""
+    out = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise InvalidInputError(f"{option} {value!r} must be NAME=PATH, e.g. landcover=lc.tif")
+        out[name.strip()] = path.strip()
+    return out
+
+
+def _int_list(value: str | None, option: str) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise InvalidInputError(
+            f"{option} {value!r} must be integers separated by commas"
+        ) from None
+
+
+@main.command("ingest")
+@click.option(
+    "--ebd", required=True, type=click.Path(), help="eBird Basic Dataset (.txt/.gz/.zip)."
+)
+@click.option(
+    "--sed", required=True, type=click.Path(), help="Sampling Event Data (.txt/.gz/.zip)."
+)
+@click.option("--species", required=True, help="Common or scientific name, e.g. 'Wood Thrush'.")
+@click.option("--output", required=True, type=click.Path(), help="GeoPackage to write (.gpkg).")
+@click.option("--region", help="Bbox min_lon,min_lat,max_lon,max_lat or a polygon file.")
+@click.option("--region-layer", help="Layer of a multi-layer region file.")
+@click.option(
+    "--cell-size",
+    type=float,
+    default=INGEST_DEFAULTS.cell_size,
+    show_default=True,
+    help="Cell side in metres.",
+)
+@click.option("--crs", help="Equal-area grid CRS (default: LAEA centred on the region).")
+@click.option(
+    "--categorical",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Categorical raster (class fractions); repeatable.",
+)
+@click.option(
+    "--continuous",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Continuous raster (mean, sd); repeatable.",
+)
+@click.option(
+    "--legend",
+    multiple=True,
+    metavar="NAME=CSV",
+    help="Class legend (class,name CSV) of a categorical raster; repeatable.",
+)
+@click.option(
+    "--public", multiple=True, type=click.Path(), help="Public-land polygons; repeatable."
+)
+@click.option(
+    "--locked-out",
+    multiple=True,
+    type=click.Path(),
+    help="Polygons never to select (urban, protected); repeatable.",
+)
+@click.option(
+    "--public-threshold", type=float, default=INGEST_DEFAULTS.public_threshold, show_default=True
+)
+@click.option(
+    "--locked-threshold", type=float, default=INGEST_DEFAULTS.locked_threshold, show_default=True
+)
+@click.option(
+    "--protocols",
+    default=",".join(INGEST_DEFAULTS.protocols),
+    show_default=True,
+    help="Protocols kept, comma-separated ('all' keeps every protocol).",
+)
+@click.option("--max-hours", type=float, default=INGEST_DEFAULTS.max_hours, show_default=True)
+@click.option("--max-km", type=float, default=INGEST_DEFAULTS.max_km, show_default=True)
+@click.option("--max-observers", type=int, default=INGEST_DEFAULTS.max_observers, show_default=True)
+@click.option(
+    "--max-speed-kmh", type=float, default=INGEST_DEFAULTS.max_speed_kmh, show_default=True
+)
+@click.option("--start-date", help="First date kept, YYYY-MM-DD.")
+@click.option("--end-date", help="Last date kept, YYYY-MM-DD.")
+@click.option("--months", help="Months kept, e.g. 5,6.")
+@click.option("--years", help="Years kept, e.g. 2017,2018.")
+@click.option(
+    "--deduplicate/--no-deduplicate",
+    default=True,
+    show_default=True,
+    help="One checklist per shared-checklist group.",
+)
+@click.option("--chunksize", type=int, default=INGEST_DEFAULTS.chunksize, show_default=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "dask"]),
+    default=INGEST_DEFAULTS.engine,
+    show_default=True,
+)
+@click.option("--scheduler", help="Dask scheduler address (default: a local cluster).")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace an existing output.")
+def ingest_command(**kw: object) -> None:
+    """Grid eBird checklists of one species into labelled planning units with features."""
+    from reserve.ingest import ingest
+
+    kw["categorical"] = _named_paths(kw["categorical"], "--categorical")  # type: ignore[arg-type]
+    kw["continuous"] = _named_paths(kw["continuous"], "--continuous")  # type: ignore[arg-type]
+    kw["legend"] = _named_paths(kw["legend"], "--legend")  # type: ignore[arg-type]
+    kw["public"] = list(kw["public"]) or None  # type: ignore[call-overload]
+    kw["locked_out"] = list(kw["locked_out"]) or None  # type: ignore[call-overload]
+    kw["months"] = _int_list(kw["months"], "--months")  # type: ignore[arg-type]
+    kw["years"] = _int_list(kw["years"], "--years")  # type: ignore[arg-type]
+    protocols = str(kw["protocols"])
+    kw["protocols"] = None if protocols.lower() == "all" else protocols.split(",")
+    result = ingest(kw.pop("ebd"), kw.pop("sed"), kw.pop("species"), kw.pop("output"), **kw)
+    counts = result.counts()
+    click.echo(
+        f"wrote {result.path} (crs {result.grid.crs.name}, cells {result.grid.cell_size:g} m)"
+    )
+    click.echo(
+        f"checklists {counts['checklists']}; cells: train {counts['train']} "
+        f"(positive {counts['train_positive']}), candidate {counts['candidate']}, "
+        f"other {counts['other']}"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

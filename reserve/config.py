@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TTK_DEFAULTS", "TTKDefaults"]
+__all__ = ["INGEST_DEFAULTS", "TTK_DEFAULTS", "IngestDefaults", "TTKDefaults"]
 
 
 @dataclass(frozen=True)
@@ -43,3 +43,46 @@ class TTKDefaults:
 
 
 TTK_DEFAULTS = TTKDefaults()
+
+
+@dataclass(frozen=True)
+class IngestDefaults:
+    """Default parameters of :func:`reserve.ingest.ingest` (the eBird best-practice values).
+
+    Attributes
+    ----------
+    cell_size : float
+        Side of the square planning units, in metres of the equal-area CRS.
+    protocols : tuple of str
+        eBird protocols kept (compared case-insensitively).
+    max_hours : float
+        Longest checklist duration kept, in hours.
+    max_km : float
+        Longest distance travelled kept, in kilometres (stationary counts travel 0 km).
+    max_observers : int
+        Largest party size kept.
+    max_speed_kmh : float
+        Fastest travel speed kept (distance / duration), in km/h.
+    public_threshold : float
+        A cell whose public-land fraction exceeds this is public.
+    locked_threshold : float
+        A cell whose locked-out fraction exceeds this is locked out.
+    chunksize : int
+        Rows parsed per chunk while streaming EBD / SED text; bounds memory.
+    engine : str
+        ``"local"`` (one process, streaming) or ``"dask"`` (a Dask cluster).
+    """
+
+    cell_size: float = 3000.0
+    protocols: tuple[str, ...] = ("Stationary", "Traveling")
+    max_hours: float = 6.0
+    max_km: float = 10.0
+    max_observers: int = 10
+    max_speed_kmh: float = 100.0
+    public_threshold: float = 0.5
+    locked_threshold: float = 0.5
+    chunksize: int = 500_000
+    engine: str = "local"
+
+
+INGEST_DEFAULTS = IngestDefaults()

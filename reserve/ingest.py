@@ -1,0 +1,483 @@
+"""eBird EBD + SED -> one GeoPackage of gridded, labelled planning units with habitat features.
+
+:func:`ingest` is the one place that runs the sequence: read and filter checklists
+(:mod:`reserve.ebird`), grid them (:mod:`reserve.grid`), summarise rasters per cell
+(:mod:`reserve.habitat`), and assign ownership roles (:mod:`reserve.ownership`).
+
+Output schema
+-------------
+The GeoPackage holds two layers.
+
+``planning_units`` (one row per grid cell of the region, surveyed or not; this is the
+contract with ``reserve select``):
+
+=========================  ==========  =====================================================
+column                     type        meaning
+=========================  ==========  =====================================================
+``cell_id``                int64       ``row * n_cols + col`` of the grid (stable per grid)
+``role``                   text        ``train`` (public, surveyed), ``candidate`` (private,
+                                       not locked out), ``other`` (public unsurveyed, or
+                                       locked out)
+``label``                  int64       1 detected on some checklist, 0 only non-detections,
+                                       -1 unsurveyed (never NaN)
+``n_checklists``           int64       kept checklists in the cell (0 when unsurveyed)
+``n_detections``           int64       of which detected the species
+``effort_hours``           float64     total checklist duration
+``effort_km``              float64     total distance travelled (stationary counts 0)
+``public_fraction``        float64     fraction of the cell inside the public polygons
+``locked_out``             bool        locked-out fraction > ``locked_threshold``
+``<raster>_<class>``       float64     fraction of the cell's valid area in each class
+``<raster>_mean``, ``_sd`` float64     area-weighted mean and sd of a continuous raster
+``geometry``               polygon     the square cell, in the grid's equal-area CRS (stored)
+=========================  ==========  =====================================================
+
+Feature columns are NaN for a cell the raster covers only partly (a warning says how many).
+
+``ingest_summary`` (a table without geometry): columns ``item``, ``kept``, ``dropped``,
+``value``. One row per filter (``sed:complete``, ``ebd:species``, ...: the rows it kept and
+dropped), then the cell counts (``cells:train``, ...), the run settings (``crs``,
+``cell_size``, ``species``, inputs) and the versions of the libraries used.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pyproj
+import shapely
+
+from reserve.config import INGEST_DEFAULTS
+from reserve.ebird import FilterLog, load_observations
+from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
+from reserve.grid import Grid, aggregate_checklists, equal_area_crs, require_equal_area
+from reserve.habitat import RasterLayer, habitat_features
+from reserve.ownership import assign_roles, cover_fraction, read_polygons
+
+__all__ = ["PLANNING_UNIT_COLUMNS", "IngestResult", "ingest", "parse_region"]
+
+#: Fixed leading columns of the ``planning_units`` layer (features and geometry follow).
+PLANNING_UNIT_COLUMNS = (
+    "cell_id",
+    "role",
+    "label",
+    "n_checklists",
+    "n_detections",
+    "effort_hours",
+    "effort_km",
+    "public_fraction",
+    "locked_out",
+)
+
+_WGS84 = pyproj.CRS.from_epsg(4326)
+
+
+@dataclass
+class IngestResult:
+    """What :func:`ingest` wrote and the tables behind it.
+
+    Attributes
+    ----------
+    path : Path
+        The GeoPackage written.
+    planning_units : geopandas.GeoDataFrame
+    summary : pandas.DataFrame
+    checklists : pandas.DataFrame
+        The zero-filled checklists with their ``cell_id``.
+    grid : Grid
+    """
+
+    path: Path
+    planning_units: gpd.GeoDataFrame
+    summary: pd.DataFrame
+    checklists: pd.DataFrame
+    grid: Grid
+
+    def counts(self) -> dict[str, int]:
+        """Cells per role and positives (train cells with label 1)."""
+        pu = self.planning_units
+        out = {r: int((pu["role"] == r).sum()) for r in ("train", "candidate", "other")}
+        out["train_positive"] = int(((pu["role"] == "train") & (pu["label"] == 1)).sum())
+        out["surveyed_positive"] = int((pu["label"] == 1).sum())
+        out["checklists"] = len(self.checklists)
+        return out
+
+
+def parse_region(
+    region: str | os.PathLike[str] | Sequence[float] | shapely.Geometry | None,
+    layer: str | None = None,
+) -> shapely.Geometry | None:
+    """Turn a region into one polygon in longitude/latitude (EPSG:4326).
+
+    Parameters
+    ----------
+    region : bbox, path, geometry or None
+        ``(min_lon, min_lat, max_lon, max_lat)``, the same as a ``"a,b,c,d"`` string, a
+        polygon file GDAL reads (any CRS, reprojected), or a shapely geometry in lon/lat.
+    layer : str, optional
+        Layer of a multi-layer polygon file.
+
+    Examples
+    --------
+    >>> parse_region("-85,30,-80,35").bounds
+    (-85.0, 30.0, -80.0, 35.0)
+    """
+    if region is None:
+        return None
+    if isinstance(region, shapely.Geometry):
+        geom = region
+    elif isinstance(region, str) and re.fullmatch(r"[\s\d.,+eE-]+", region):
+        try:
+            values = [float(v) for v in region.split(",")]
+        except ValueError:
+            values = []
+        geom = _bbox_polygon(values, region)
+    elif isinstance(region, str | os.PathLike):
+        path = Path(region)
+        if not path.exists():
+            raise DataFileError(
+                f"region={str(region)!r} is neither a bbox 'min_lon,min_lat,max_lon,max_lat' "
+                "nor an existing polygon file; check the path"
+            )
+        geom = read_polygons(path, _WGS84, layer=layer, name="region")
+    else:
+        geom = _bbox_polygon(list(region), region)
+    if geom.is_empty or shapely.get_dimensions(geom) != 2:
+        raise InvalidInputError(f"region={region!r} holds no polygon; pass a bbox or polygons")
+    x0, y0, x1, y1 = geom.bounds
+    if x0 < -180 or x1 > 180 or y0 < -90 or y1 > 90:
+        raise InvalidInputError(
+            f"region={region!r} has bounds {geom.bounds} outside longitude/latitude; give it in "
+            "degrees (EPSG:4326) or as a file with its CRS"
+        )
+    return geom
+
+
+def _bbox_polygon(values: list[float], shown: Any) -> shapely.Geometry:
+    if len(values) != 4 or not (values[0] < values[2] and values[1] < values[3]):
+        raise InvalidInputError(
+            f"region={shown!r} is not a bbox; pass min_lon,min_lat,max_lon,max_lat with "
+            "min < max, e.g. -85.6,30.4,-80.8,35.0"
+        )
+    return shapely.box(*values)
+
+
+def _check_output(output: str | os.PathLike[str], overwrite: bool) -> Path:
+    path = Path(output)
+    if path.suffix.lower() != ".gpkg":
+        raise InvalidInputError(f"output={str(path)!r} must end in .gpkg (a GeoPackage)")
+    if not path.parent.is_dir():
+        raise DataFileError(f"output folder {str(path.parent)!r} does not exist; create it first")
+    if path.exists() and not overwrite:
+        raise OutputExistsError(
+            f"output={str(path)!r} already exists; pass overwrite=True (--overwrite) to replace it"
+        )
+    return path
+
+
+def _layers(
+    categorical: Mapping[str, Any] | None,
+    continuous: Mapping[str, Any] | None,
+    legend: Mapping[str, Any] | None,
+) -> list[RasterLayer]:
+    categorical = dict(categorical or {})
+    continuous = dict(continuous or {})
+    legend = dict(legend or {})
+    unknown = sorted(set(legend) - set(categorical))
+    if unknown:
+        raise InvalidInputError(
+            f"legend names {unknown} match no categorical raster (have {sorted(categorical)}); "
+            "use the same NAME in --legend NAME=CSV and --categorical NAME=PATH"
+        )
+    both = sorted(set(categorical) & set(continuous))
+    if both:
+        raise InvalidInputError(f"raster names {both} are used twice; give each a distinct name")
+    layers = [RasterLayer(n, p, "categorical", legend.get(n)) for n, p in categorical.items()]
+    layers += [RasterLayer(n, p, "continuous") for n, p in continuous.items()]
+    return layers
+
+
+def _empty_step(log: FilterLog) -> str:
+    for (table, step), (kept, dropped) in log.counts.items():
+        if table == "sed" and kept == 0 and dropped > 0:
+            return f"{table}:{step} ({log.details.get((table, step), '')})"
+    return "the filters"
+
+
+def _versions() -> dict[str, str]:
+    import rasterio
+
+    import reserve
+
+    return {
+        "reserve": reserve.__version__,
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "geopandas": gpd.__version__,
+        "shapely": shapely.__version__,
+        "pyproj": pyproj.__version__,
+        "rasterio": rasterio.__version__,
+        "gdal": rasterio.__gdal_version__,
+    }
+
+
+def ingest(
+    ebd: str | os.PathLike[str],
+    sed: str | os.PathLike[str],
+    species: str,
+    output: str | os.PathLike[str],
+    *,
+    region: str | os.PathLike[str] | Sequence[float] | shapely.Geometry | None = None,
+    region_layer: str | None = None,
+    cell_size: float = INGEST_DEFAULTS.cell_size,
+    crs: pyproj.CRS | str | None = None,
+    categorical: Mapping[str, str | os.PathLike[str]] | None = None,
+    continuous: Mapping[str, str | os.PathLike[str]] | None = None,
+    legend: Mapping[str, Any] | None = None,
+    public: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    locked_out: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    public_threshold: float = INGEST_DEFAULTS.public_threshold,
+    locked_threshold: float = INGEST_DEFAULTS.locked_threshold,
+    complete: bool = True,
+    protocols: Sequence[str] | None = INGEST_DEFAULTS.protocols,
+    max_hours: float | None = INGEST_DEFAULTS.max_hours,
+    max_km: float | None = INGEST_DEFAULTS.max_km,
+    max_observers: int | None = INGEST_DEFAULTS.max_observers,
+    max_speed_kmh: float | None = INGEST_DEFAULTS.max_speed_kmh,
+    start_date: str | None = None,
+    end_date: str | None = None,
+    months: Sequence[int] | None = None,
+    years: Sequence[int] | None = None,
+    deduplicate: bool = True,
+    chunksize: int = INGEST_DEFAULTS.chunksize,
+    engine: str = INGEST_DEFAULTS.engine,
+    scheduler: str | None = None,
+    progress: bool = False,
+    overwrite: bool = False,
+) -> IngestResult:
+    """Ingest eBird data for one species into a GeoPackage of planning units.
+
+    Parameters
+    ----------
+    ebd, sed : path-like
+        eBird Basic Dataset and Sampling Event Data (plain, ``.gz`` or ``.zip``).
+    species : str
+        Common or scientific name.
+    output : path-like
+        ``.gpkg`` to write (atomically: a temporary file beside it, then a rename).
+    region : bbox, polygon file or geometry, optional
+        See :func:`parse_region`. Default: the bounding box of the kept checklists.
+    region_layer : str, optional
+        Layer of a multi-layer region file.
+    cell_size : float
+        Cell side in metres.
+    crs : CRS or str, optional
+        Equal-area CRS of the grid; default a Lambert azimuthal equal-area centred on the region.
+    categorical, continuous : mapping name -> raster path, optional
+        Rasters summarised per cell (class fractions; mean and sd).
+    legend : mapping name -> CSV path or {value: name}, optional
+        Class names of categorical rasters.
+    public : path or paths, optional
+        Public-land polygons. Without them every cell is private (no ``train`` cells).
+    locked_out : path or paths, optional
+        Polygons whose cells must never be selected.
+    public_threshold, locked_threshold : float
+        Fractions above which a cell is public / locked out.
+    complete, protocols, max_hours, max_km, max_observers, max_speed_kmh, start_date,
+    end_date, months, years, deduplicate
+        eBird filters; see :mod:`reserve.ebird`. ``None`` disables a limit.
+    chunksize : int
+        Rows per streamed chunk.
+    engine : {"local", "dask"}
+    scheduler : str, optional
+        Dask scheduler address; default a local cluster.
+    progress : bool
+        Show a progress bar on stderr while reading.
+    overwrite : bool
+        Replace an existing ``output``.
+
+    Returns
+    -------
+    IngestResult
+    """
+    path = _check_output(output, overwrite)
+    if not (0.0 <= locked_threshold <= 1.0):
+        raise InvalidInputError(f"locked_threshold={locked_threshold!r} must lie in [0, 1]")
+    if not (0.0 <= public_threshold <= 1.0):
+        raise InvalidInputError(f"public_threshold={public_threshold!r} must lie in [0, 1]")
+    layers = _layers(categorical, continuous, legend)
+    for layer in layers:
+        if not Path(layer.path).is_file():
+            raise DataFileError(f"raster {str(layer.path)!r} ({layer.name}) does not exist")
+    for name, files in (("public", public), ("locked_out", locked_out)):
+        for f in [files] if isinstance(files, str | os.PathLike) else files or []:
+            if not Path(f).exists():
+                raise DataFileError(f"{name} polygon file {str(f)!r} does not exist")
+    for name, f in (("ebd", ebd), ("sed", sed)):
+        if not Path(f).is_file():
+            raise DataFileError(f"{name}={str(f)!r} does not exist; check the path")
+    region_ll = parse_region(region, region_layer)
+    grid_crs = None if crs is None else require_equal_area(crs)
+
+    log = FilterLog()
+    obs = load_observations(
+        ebd,
+        sed,
+        species,
+        deduplicate=deduplicate,
+        log=log,
+        complete=complete,
+        protocols=protocols,
+        max_hours=max_hours,
+        max_km=max_km,
+        max_observers=max_observers,
+        max_speed_kmh=max_speed_kmh,
+        start_date=start_date,
+        end_date=end_date,
+        months=months,
+        years=years,
+        polygon=region_ll,
+        chunksize=chunksize,
+        progress=progress,
+        engine=engine,
+        scheduler=scheduler,
+    )
+    if obs.empty:
+        raise InvalidInputError(
+            f"no checklist of sed={str(sed)!r} is left after filtering "
+            f"({log.kept('sed', 'read')} read); the last rows were dropped by {_empty_step(log)}. "
+            "Fix: widen the region / dates or relax the effort limits"
+        )
+    lon = obs["longitude"].to_numpy()
+    lat = obs["latitude"].to_numpy()
+    if region_ll is None:
+        region_ll = shapely.box(lon.min(), lat.min(), lon.max(), lat.max())
+    if grid_crs is None:
+        x0, y0, x1, y1 = region_ll.bounds
+        grid_crs = equal_area_crs((x0 + x1) / 2, (y0 + y1) / 2)
+
+    # Grid: densify the region in degrees so its edges stay true after projection.
+    to_grid = pyproj.Transformer.from_crs(_WGS84, grid_crs, always_xy=True)
+    region_xy = shapely.transform(
+        shapely.segmentize(region_ll, 0.05), lambda c: np.column_stack(to_grid.transform(*c.T))
+    )
+    region_xy = shapely.make_valid(region_xy)
+    if region_xy.is_empty:
+        raise InvalidInputError(f"region={region!r} is empty in the grid CRS")
+    x, y = to_grid.transform(lon, lat)
+    grid = Grid.covering(
+        shapely.bounds(shapely.union(region_xy, shapely.multipoints(np.column_stack([x, y])))),
+        cell_size=cell_size,
+        crs=grid_crs,
+    )
+    obs = obs.assign(cell_id=grid.cell_of(x, y))
+    cells = np.union1d(grid.cells_in(region_xy), obs["cell_id"].to_numpy())
+    agg = aggregate_checklists(
+        obs["cell_id"].to_numpy(),
+        obs["detected"].to_numpy(),
+        obs["duration_minutes"].to_numpy(),
+        obs["effort_distance_km"].to_numpy(),
+    ).reindex(cells)
+    surveyed = agg["n_checklists"].notna().to_numpy()
+    polygons = grid.polygons(cells)
+
+    # Features
+    features = habitat_features(grid, cells, layers) if layers else pd.DataFrame(index=cells)
+
+    # Ownership
+    if public is None:
+        warnings.warn(
+            "no public polygons given: every cell is private, so no cell has role 'train'",
+            UserWarning,
+            stacklevel=2,
+        )
+        public_fraction = np.zeros(len(cells))
+    else:
+        public_fraction = cover_fraction(polygons, read_polygons(public, grid.crs, name="public"))
+    if locked_out is None:
+        locked = np.zeros(len(cells), dtype=bool)
+    else:
+        locked_geom = read_polygons(locked_out, grid.crs, name="locked_out")
+        locked = cover_fraction(polygons, locked_geom) > locked_threshold
+    role = assign_roles(public_fraction, surveyed, locked, public_threshold=public_threshold)
+
+    table = pd.DataFrame(
+        {
+            "cell_id": cells.astype(np.int64),
+            "role": role.astype(str),
+            "label": np.where(surveyed, agg["label"].fillna(-1), -1).astype(np.int64),
+            "n_checklists": agg["n_checklists"].fillna(0).to_numpy().astype(np.int64),
+            "n_detections": agg["n_detections"].fillna(0).to_numpy().astype(np.int64),
+            "effort_hours": agg["effort_hours"].fillna(0.0).to_numpy(dtype=float),
+            "effort_km": agg["effort_km"].fillna(0.0).to_numpy(dtype=float),
+            "public_fraction": public_fraction.astype(float),
+            "locked_out": locked.astype(bool),
+        }
+    )
+    feats = features.reindex(cells).reset_index(drop=True).astype(np.float64)
+    table = pd.concat([table, feats], axis=1)
+    units = gpd.GeoDataFrame(table, geometry=polygons, crs=grid.crs)
+
+    summary = _summary(log, units, grid, species, ebd, sed, region, layers, public, locked_out)
+    _write(units, summary, path)
+    return IngestResult(path, units, summary, obs, grid)
+
+
+def _summary(
+    log: FilterLog,
+    units: gpd.GeoDataFrame,
+    grid: Grid,
+    species: str,
+    ebd: Any,
+    sed: Any,
+    region: Any,
+    layers: list[RasterLayer],
+    public: Any,
+    locked_out: Any,
+) -> pd.DataFrame:
+    rows: list[tuple[str, float, float, str]] = []
+    for r in log.to_frame().itertuples(index=False):
+        rows.append((f"{r.table}:{r.step}", r.kept, r.dropped, r.detail))
+    for role in ("train", "candidate", "other"):
+        rows.append((f"cells:{role}", int((units["role"] == role).sum()), 0, ""))
+    rows.append(("cells:positive", int((units["label"] == 1).sum()), 0, "label = 1"))
+    rows.append(("cells:surveyed", int((units["label"] >= 0).sum()), 0, "label >= 0"))
+    settings = {
+        "species": species,
+        "ebd": str(ebd),
+        "sed": str(sed),
+        "region": str(region) if not isinstance(region, shapely.Geometry) else region.wkt[:200],
+        "crs": grid.crs.to_wkt(),
+        "crs_name": grid.crs.name,
+        "cell_size": str(grid.cell_size),
+        "rasters": "; ".join(f"{lay.name}={lay.path} ({lay.kind})" for lay in layers),
+        "public": str(public),
+        "locked_out": str(locked_out),
+        "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    settings.update({f"version:{k}": v for k, v in _versions().items()})
+    rows += [(k, np.nan, np.nan, v) for k, v in settings.items()]
+    return pd.DataFrame(rows, columns=["item", "kept", "dropped", "value"])
+
+
+def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
+    """Write both layers to a temporary file beside ``path``, then rename it into place."""
+    import pyogrio
+
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.gpkg")
+    try:
+        pyogrio.write_dataframe(units, tmp, layer="planning_units", driver="GPKG")
+        pyogrio.write_dataframe(summary, tmp, layer="ingest_summary", driver="GPKG", append=True)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
