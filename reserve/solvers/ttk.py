@@ -1,0 +1,282 @@
+"""TTK: Transductive Top K as a scikit-learn estimator."""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral
+
+import numpy as np
+
+from reserve.config import TTK_DEFAULTS
+from reserve.errors import InvalidInputError
+from reserve.solvers._base import TopKClassifierMixin
+from reserve.solvers._fd import feasible_direction
+from reserve.solvers._polish import polish
+from reserve.solvers._qp import hinge_objective, solve_fixed_set
+from reserve.solvers._validation import check_positive_real, check_transductive
+
+__all__ = ["TTK", "shifted_svm_start"]
+
+_SOLVERS = ("fd", "mip")
+
+
+def shifted_svm_start(
+    X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, k: int, C: float
+) -> tuple[np.ndarray, float, float]:
+    """The paper's starting point: a true-hinge SVM with ``b`` shifted to the k-constraint.
+
+    The SVM has an unregularised intercept and the plain (not squared) hinge loss. Given its
+    ``w``, the objective is convex in ``b`` and "at most k candidates positive" means
+    ``b <= -s_(k+1)`` (``s_(k+1)`` the (k+1)-th largest candidate score ``w . z``). So the best
+    feasible ``b`` is ``min(b_svm, -s_(k+1))``: in the usual case the top ``k`` candidates score
+    positive and the (k+1)-th sits on the boundary; if the SVM itself already marks fewer than
+    ``k + 1`` candidates positive it is left unshifted, being optimal for the relaxed problem.
+
+    Returns
+    -------
+    w, b : the start
+    b_svm : the SVM's own intercept
+    """
+    svm = solve_fixed_set(X_lab, y_pm, C)
+    u = X_cand @ svm.w
+    s_k1 = float(-np.partition(-u, k)[k])  # (k+1)-th largest
+    return svm.w, min(svm.b, -s_k1), svm.b
+
+
+class TTK(TopKClassifierMixin):
+    """Transductive Top K: the hinge-loss linear scorer whose top k candidates are its positives.
+
+    Minimises ``0.5 ||w||^2 + C sum_i [1 - y_i (w . x_i + b)]_+`` over the labelled rows subject to
+    at most ``k`` candidate rows scoring positive, then selects exactly ``k`` candidates: the
+    top ``k`` by score, ties to the lower row index.
+
+    Parameters
+    ----------
+    k : int
+        Number of candidates to select (``0 < k < number of candidates``).
+    C : float
+        Hinge-loss weight.
+    solver : {"fd", "mip"}
+        ``"fd"``: the paper's feasible-direction method (plus the polish, by default).
+        ``"mip"``: the exact mixed-integer program, warm-started from FD + polish.
+    polish : bool
+        Follow FD with the swap local search over fixed-set QPs, which reaches the optimum on
+        small instances where plain FD stops short.
+    max_iter : int
+        Feasible-direction iterations at most (500, as in the paper).
+    step_shrink : float
+        The line search covers ``[0, step_shrink * alpha]`` of the maximal feasible step.
+    boundary_rtol : float
+        Relative width of the decision-boundary set (see :mod:`reserve.solvers._fd`).
+    tol : float
+        Relative objective decrease that counts as progress.
+    polish_max_rounds, polish_pairs : int
+        Swaps accepted at most; pairs tried per round before the polish stops.
+    time_limit : float
+        Seconds for the MIP solver (``solver="mip"``).
+    mip_gap : float
+        Relative gap at which the MIP solver may stop.
+    threads : int
+        Threads for the MIP solver.
+    random_state : int or None
+        TTK is deterministic; the seed is accepted for the same interface as the randomised
+        baselines and is recorded in run summaries.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    selected_ : ndarray of shape (k,)
+        Row indices (into ``X``) of the chosen candidates, best first.
+    candidates_ : ndarray
+        Row indices of all candidates; ``candidate_scores_`` their scores.
+    objective_ : float
+        Objective recomputed from ``coef_`` and ``intercept_``.
+    init_objective_ : float
+        Objective of the shifted-SVM start.
+    fd_objective_ : float
+        Objective after the feasible-direction method.
+    objective_history_ : list of float
+        Objective after every FD iteration, then after every accepted polish swap.
+    n_iter_ : int
+        FD iterations taken.
+    n_swaps_ : int
+        Polish swaps accepted.
+    stop_reason_ : str
+        Why FD stopped: ``"max_iter"``, ``"no_progress"``, ``"zero_direction"``.
+    status_ : str
+        ``"local"`` for FD (+ polish): a feasible point with no proof of optimality; the MIP
+        reports its own status (``"optimal"``, ``"time_limit"``, ...).
+    runtime_ : float
+        Seconds spent in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 3))
+    >>> y = np.r_[(X[:30, 0] > 0).astype(int), -np.ones(30, dtype=int)]
+    >>> model = TTK(k=5).fit(X, y)
+    >>> model.selected_.shape
+    (5,)
+    """
+
+    def __init__(
+        self,
+        k: int = 10,
+        C: float = TTK_DEFAULTS.C,
+        solver: str = "fd",
+        polish: bool = TTK_DEFAULTS.polish,
+        max_iter: int = TTK_DEFAULTS.max_iter,
+        step_shrink: float = TTK_DEFAULTS.step_shrink,
+        boundary_rtol: float = TTK_DEFAULTS.boundary_rtol,
+        tol: float = TTK_DEFAULTS.tol,
+        polish_max_rounds: int = TTK_DEFAULTS.polish_max_rounds,
+        polish_pairs: int = TTK_DEFAULTS.polish_pairs,
+        time_limit: float = 60.0,
+        mip_gap: float = 1e-6,
+        threads: int = 1,
+        random_state: int | None = None,
+    ) -> None:
+        self.k = k
+        self.C = C
+        self.solver = solver
+        self.polish = polish
+        self.max_iter = max_iter
+        self.step_shrink = step_shrink
+        self.boundary_rtol = boundary_rtol
+        self.tol = tol
+        self.polish_max_rounds = polish_max_rounds
+        self.polish_pairs = polish_pairs
+        self.time_limit = time_limit
+        self.mip_gap = mip_gap
+        self.threads = threads
+        self.random_state = random_state
+
+    def _check_params(self) -> float:
+        if self.solver not in _SOLVERS:
+            raise InvalidInputError(
+                f"solver must be one of {', '.join(_SOLVERS)}; received {self.solver!r}. "
+                'Use solver="fd" (default) or solver="mip".'
+            )
+        for name in ("max_iter", "polish_max_rounds", "polish_pairs", "threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+                raise InvalidInputError(
+                    f"{name} must be a non-negative integer; received {value!r}. "
+                    f"Pass e.g. {name}={getattr(TTK_DEFAULTS, name, 1)}."
+                )
+        step = check_positive_real(self.step_shrink, "step_shrink")
+        if step > 1.0:
+            raise InvalidInputError(
+                f"step_shrink must be in (0, 1]; received {self.step_shrink!r}. "
+                "Pass e.g. step_shrink=0.5 (the paper's value)."
+            )
+        check_positive_real(self.boundary_rtol, "boundary_rtol")
+        check_positive_real(self.tol, "tol", allow_zero=True)
+        if self.solver == "mip":
+            check_positive_real(self.time_limit, "time_limit")
+            check_positive_real(self.mip_gap, "mip_gap", allow_zero=True)
+        return check_positive_real(self.C, "C")
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> TTK:
+        """Fit the scorer and select exactly ``k`` candidates.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Labelled and candidate rows (standardise features first: ``C`` and the
+            regulariser assume comparable scales).
+        y : array-like of shape (n_samples,)
+            1 / 0 for labelled rows, -1 for candidates.
+
+        Returns
+        -------
+        self
+        """
+        t0 = time.perf_counter()
+        C = self._check_params()
+        data = check_transductive(X, y, self.k)
+        X_lab, X_cand, y_pm, k = data.X_lab, data.X_cand, data.y_pm, data.k
+
+        w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, k, C)
+        self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
+        fd = feasible_direction(
+            X_lab,
+            y_pm,
+            X_cand,
+            k,
+            C,
+            w,
+            b,
+            max_iter=self.max_iter,
+            step_shrink=self.step_shrink,
+            boundary_rtol=self.boundary_rtol,
+            tol=self.tol,
+        )
+        w, b = fd.w, fd.b
+        self.fd_objective_ = fd.objective
+        self.n_iter_ = fd.n_iter
+        self.stop_reason_ = fd.stop_reason
+        history = list(fd.history)
+        self.n_swaps_ = 0
+        if self.polish:
+            pol = polish(
+                X_lab,
+                y_pm,
+                X_cand,
+                k,
+                C,
+                w,
+                b,
+                max_rounds=self.polish_max_rounds,
+                max_pairs=self.polish_pairs,
+                tol=self.tol,
+            )
+            # The polish starts from the FD point's own set, so it cannot be worse; keep FD's
+            # point if the QP solver's rounding made it so by a hair.
+            if pol.objective <= fd.objective:
+                w, b = pol.w, pol.b
+                history.extend(pol.history[1:])
+            self.n_swaps_ = pol.n_swaps
+        self.status_ = "local"
+        if self.solver == "mip":
+            w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b)
+        self.coef_ = np.asarray(w, dtype=np.float64)
+        self.intercept_ = float(b)
+        self.objective_ = hinge_objective(self.coef_, self.intercept_, X_lab, y_pm, C)
+        self.objective_history_ = history
+        self._select(data.X, data.candidates, k)
+        self.runtime_ = time.perf_counter() - t0
+        return self
+
+    def _fit_mip(
+        self,
+        X_lab: np.ndarray,
+        y_pm: np.ndarray,
+        X_cand: np.ndarray,
+        k: int,
+        C: float,
+        w: np.ndarray,
+        b: float,
+    ) -> tuple[np.ndarray, float]:
+        from reserve.solvers._mip import solve_ttk_mip
+
+        res = solve_ttk_mip(
+            X_lab,
+            y_pm,
+            X_cand,
+            k,
+            C,
+            warm_start=(w, b),
+            time_limit=float(self.time_limit),
+            mip_gap=float(self.mip_gap),
+            threads=int(self.threads),
+        )
+        self.status_ = res.status
+        self.bound_ = res.bound
+        self.gap_ = res.gap
+        self.n_nodes_ = res.n_nodes
+        self.mip_solver_ = res.solver
+        self.mip_runtime_ = res.runtime
+        return res.w, res.b
