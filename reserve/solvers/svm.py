@@ -1,0 +1,115 @@
+"""Baseline: true-hinge linear SVM, ranked and thresholded to exactly ``k`` candidates.
+
+The SVM is fitted to the labelled rows only (candidates play no part in training). Its
+scores rank the candidates; the top ``k`` are selected. As in the paper's Table 2, the
+intercept is then *shifted* just enough that at most ``k`` candidates score positive, which
+makes the SVM a feasible point of TTK's problem and its objective comparable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reserve.solvers._base import TopKClassifierMixin
+from reserve.solvers._qp import hinge_objective, solve_fixed_set
+from reserve.solvers._validation import check_positive_real, check_transductive
+
+__all__ = ["SVM", "kth_largest", "shifted_intercept"]
+
+
+def kth_largest(scores: np.ndarray, k: int) -> float:
+    """The ``k``-th largest value of ``scores`` (1-based); ``-inf`` when ``k > len(scores)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> kth_largest(np.array([3.0, 1.0, 2.0]), 2)
+    2.0
+    """
+    if k > scores.shape[0]:
+        return -np.inf
+    return float(-np.partition(-scores, k - 1)[k - 1])
+
+
+def shifted_intercept(raw_intercept: float, candidate_margins: np.ndarray, k: int) -> float:
+    """Largest intercept ``<= raw_intercept`` under which at most ``k`` candidates score > 0.
+
+    ``candidate_margins`` are ``w . z_j`` (without intercept). The hinge objective is convex in
+    the intercept, so moving it the least distance from the unconstrained optimum gives the
+    best objective among intercepts that satisfy the budget (ties at the ``k+1``-th score may
+    leave fewer than ``k`` strictly positive).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> shifted_intercept(0.0, np.array([3.0, 2.0, 1.0]), 1)
+    -2.0
+    """
+    return float(min(raw_intercept, -kth_largest(candidate_margins, k + 1)))
+
+
+def midpoint_intercept(candidate_margins: np.ndarray, k: int) -> float:
+    """Intercept halfway between the ``k``-th and ``k+1``-th candidate margins.
+
+    For ranking methods without an intercept of their own (SVMPerf, TopPush): ``predict``
+    then marks exactly the ``k`` selected candidates when their scores are distinct.
+    """
+    a = kth_largest(candidate_margins, k)
+    b = kth_largest(candidate_margins, k + 1)
+    if not np.isfinite(b):
+        return float(-a + 1.0)
+    return float(-(a + b) / 2.0)
+
+
+class SVM(TopKClassifierMixin):
+    """Soft-margin linear SVM (true hinge loss, unregularised intercept) as a top-k selector.
+
+    Minimises ``0.5 ||w||^2 + C sum_i [1 - y_i (w . x_i + b)]_+`` over the labelled rows, ranks
+    the candidates by ``w . z``, selects the top ``k`` and shifts the intercept so that at most
+    ``k`` candidates score positive.
+
+    Parameters
+    ----------
+    k : int
+        Number of candidates to select.
+    C : float
+        Hinge-loss weight.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+        Shifted intercept (at most ``k`` candidates score > 0).
+    raw_intercept_ : float
+        The SVM's own intercept before the shift.
+    objective_ : float
+        ``0.5 ||w||^2 + C * hinge`` on the labelled rows with the shifted intercept.
+    selected_ : ndarray of int64, shape (k,)
+        Row indices of the selected candidates, best first.
+    candidates_, candidate_scores_, classes_, n_features_in_
+        As for every top-k estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0], [0.5], [3.0], [-3.0]])
+    >>> y = np.array([0, 0, 1, 1, -1, -1, -1])
+    >>> SVM(k=1, C=1.0).fit(X, y).selected_.tolist()
+    [5]
+    """
+
+    def __init__(self, k: int = 10, C: float = 1.0) -> None:
+        self.k = k
+        self.C = C
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> SVM:
+        """Fit on labelled rows, select ``k`` candidates (``y == -1``); return ``self``."""
+        data = check_transductive(X, y, self.k)
+        C = check_positive_real(self.C, "C")
+        res = solve_fixed_set(data.X_lab, data.y_pm, C)
+        self.coef_ = res.w
+        self.raw_intercept_ = res.b
+        self.intercept_ = shifted_intercept(res.b, data.X_cand @ res.w, data.k)
+        self.objective_ = hinge_objective(res.w, self.intercept_, data.X_lab, data.y_pm, C)
+        self._select(data.X, data.candidates, data.k)
+        return self
