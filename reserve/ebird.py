@@ -32,12 +32,12 @@ needs.
 from __future__ import annotations
 
 import csv
+import datetime as _dt
 import difflib
 import gzip
 import io
 import os
 import re
-import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -261,6 +261,9 @@ def _header_from_line(line: bytes, path: Path) -> list[str]:
 
 def _check_columns(header: list[str], required: Sequence[str], path: Path, kind: str) -> None:
     missing = [c for c in required if c not in header]
+    if kind == "SED" and "common_name" in header and "scientific_name" in header:
+        # An EBD holds every SED column too, but one row per species, not per checklist.
+        missing.append("(no species columns)")
     if not missing:
         return
     hint = ""
@@ -323,12 +326,14 @@ def iter_table(
         Read only the lines that *start* in ``[start, stop)`` of a plain file (used by the Dask
         engine; the header is always read from the top).
     log : FilterLog, optional
-        Receives the number of lines with too many fields (``malformed_lines``).
+        Unused here (kept for a uniform signature); the parsers count malformed rows.
 
     Yields
     ------
     pandas.DataFrame
-        Every value is text (``str``) or NaN; rows with too many fields are skipped and counted.
+        Every value is text (``str``) or NaN. Fields are taken by position, so a row with
+        missing or extra fields yields values that do not parse, and the parsers drop it as
+        malformed.
     """
     path = Path(path)
     with _open_binary(path) as (stream, consumed, total):
@@ -367,28 +372,14 @@ def iter_table(
             index_col=False,
             chunksize=chunksize,
             engine="c",
-            on_bad_lines="warn",
             encoding="utf-8",
             encoding_errors="replace",
         )
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", pd.errors.ParserWarning)
-            for chunk in reader:
-                bad = _count_bad_lines(caught)
-                caught.clear()
-                if log is not None and bad:
-                    log.record(kind.lower(), "malformed_lines", kept=0, dropped=bad)
-                for c in columns:
-                    if c not in chunk.columns:
-                        chunk[c] = np.nan
-                yield chunk[list(columns)]
-            bad = _count_bad_lines(caught)
-            if log is not None and bad:
-                log.record(kind.lower(), "malformed_lines", kept=0, dropped=bad)
-
-
-def _count_bad_lines(caught: list[warnings.WarningMessage]) -> int:
-    return sum(str(w.message).count("Skipping line") for w in caught)
+        for chunk in reader:
+            for c in columns:
+                if c not in chunk.columns:
+                    chunk[c] = np.nan
+            yield chunk[list(columns)]
 
 
 class _Prefixed(io.RawIOBase):
@@ -671,7 +662,7 @@ def filter_dates(
 
 def _date(value: str, name: str) -> pd.Timestamp:
     try:
-        return pd.Timestamp(value)
+        return pd.Timestamp(_dt.date.fromisoformat(str(value)))
     except ValueError:
         raise InvalidInputError(
             f"{name}={value!r} is not a date; pass it as YYYY-MM-DD, e.g. 2018-05-01"
@@ -906,6 +897,7 @@ def _ebd_chunk(
 def _progress_bar(enabled: bool, description: str) -> Any:
     if not enabled:
         return nullcontext(None)
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -914,8 +906,6 @@ def _progress_bar(enabled: bool, description: str) -> Any:
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
-
-    from rich.console import Console
 
     return Progress(
         TextColumn("[bold]{task.description}"),

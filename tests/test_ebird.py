@@ -1,0 +1,548 @@
+"""Tests for reserve.ebird: reading both layouts, every best-practice step, real auk files."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import zipfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reserve import ebird
+from reserve.errors import DataFileError, InvalidInputError
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "real" / "ebird-bcr27"
+
+# Column names of the two layouts (names only; no eBird data).
+NEW_SED = (
+    "LAST EDITED DATE|COUNTRY|COUNTRY CODE|STATE|STATE CODE|COUNTY|COUNTY CODE|IBA CODE|BCR CODE|"
+    "USFWS CODE|ATLAS BLOCK|LOCALITY|LOCALITY ID|LOCALITY TYPE|LATITUDE|LONGITUDE|"
+    "OBSERVATION DATE|TIME OBSERVATIONS STARTED|OBSERVER ID|OBSERVER ORCID ID|"
+    "SAMPLING EVENT IDENTIFIER|OBSERVATION TYPE|PROTOCOL NAME|PROTOCOL CODE|PROJECT NAMES|"
+    "PROJECT IDENTIFIERS|DURATION MINUTES|EFFORT DISTANCE KM|EFFORT AREA HA|NUMBER OBSERVERS|"
+    "ALL SPECIES REPORTED|GROUP IDENTIFIER|CHECKLIST COMMENTS"
+).split("|")
+OLD_SED = (
+    "LAST EDITED DATE|COUNTRY|COUNTRY CODE|STATE|STATE CODE|COUNTY|COUNTY CODE|IBA CODE|BCR CODE|"
+    "USFWS CODE|ATLAS BLOCK|LOCALITY ID| LOCALITY TYPE|LATITUDE|LONGITUDE|OBSERVATION DATE|"
+    "TIME OBSERVATIONS STARTED|OBSERVER ID|SAMPLING EVENT IDENTIFIER|PROTOCOL TYPE|PROTOCOL CODE|"
+    "PROJECT CODE|DURATION MINUTES|EFFORT DISTANCE KM|EFFORT AREA HA|NUMBER OBSERVERS|"
+    "ALL SPECIES REPORTED|GROUP IDENTIFIER|TRIP COMMENTS"
+).split("|")
+NEW_EBD = (
+    "GLOBAL UNIQUE IDENTIFIER|LAST EDITED DATE|TAXONOMIC ORDER|CATEGORY|TAXON CONCEPT ID|"
+    "COMMON NAME|SCIENTIFIC NAME|SUBSPECIES COMMON NAME|SUBSPECIES SCIENTIFIC NAME|EXOTIC CODE|"
+    "OBSERVATION COUNT|BREEDING CODE|BREEDING CATEGORY|BEHAVIOR CODE|AGE/SEX|COUNTRY|"
+    "COUNTRY CODE|STATE|STATE CODE|COUNTY|COUNTY CODE|IBA CODE|BCR CODE|USFWS CODE|ATLAS BLOCK|"
+    "LOCALITY|LOCALITY ID|LOCALITY TYPE|LATITUDE|LONGITUDE|OBSERVATION DATE|"
+    "TIME OBSERVATIONS STARTED|OBSERVER ID|OBSERVER ORCID ID|SAMPLING EVENT IDENTIFIER|"
+    "OBSERVATION TYPE|PROTOCOL NAME|PROTOCOL CODE|PROJECT NAMES|PROJECT IDENTIFIERS|"
+    "DURATION MINUTES|EFFORT DISTANCE KM|EFFORT AREA HA|NUMBER OBSERVERS|ALL SPECIES REPORTED|"
+    "GROUP IDENTIFIER|HAS MEDIA|APPROVED|REVIEWED|REASON|CHECKLIST COMMENTS|SPECIES COMMENTS"
+).split("|")
+OLD_EBD = (
+    "GLOBAL UNIQUE IDENTIFIER|LAST EDITED DATE|TAXONOMIC ORDER|CATEGORY|COMMON NAME|"
+    "SCIENTIFIC NAME|SUBSPECIES COMMON NAME|SUBSPECIES SCIENTIFIC NAME|OBSERVATION COUNT|"
+    "BREEDING BIRD ATLAS CODE|BREEDING BIRD ATLAS CATEGORY|AGE/SEX|COUNTRY|COUNTRY CODE|STATE|"
+    "STATE CODE|COUNTY|COUNTY CODE|IBA CODE|BCR CODE|USFWS CODE|ATLAS BLOCK|LOCALITY|"
+    "LOCALITY ID| LOCALITY TYPE|LATITUDE|LONGITUDE|OBSERVATION DATE|TIME OBSERVATIONS STARTED|"
+    "OBSERVER ID|SAMPLING EVENT IDENTIFIER|PROTOCOL TYPE|PROTOCOL CODE|PROJECT CODE|"
+    "DURATION MINUTES|EFFORT DISTANCE KM|EFFORT AREA HA|NUMBER OBSERVERS|ALL SPECIES REPORTED|"
+    "GROUP IDENTIFIER|HAS MEDIA|APPROVED|REVIEWED|REASON|TRIP COMMENTS|SPECIES COMMENTS"
+).split("|")
+
+_FIELD = {  # canonical key -> header name in either layout
+    "id": ("SAMPLING EVENT IDENTIFIER",),
+    "lat": ("LATITUDE",),
+    "lon": ("LONGITUDE",),
+    "date": ("OBSERVATION DATE",),
+    "time": ("TIME OBSERVATIONS STARTED",),
+    "protocol": ("PROTOCOL NAME", "PROTOCOL TYPE"),
+    "minutes": ("DURATION MINUTES",),
+    "km": ("EFFORT DISTANCE KM",),
+    "observers": ("NUMBER OBSERVERS",),
+    "complete": ("ALL SPECIES REPORTED",),
+    "group": ("GROUP IDENTIFIER",),
+    "category": ("CATEGORY",),
+    "common": ("COMMON NAME",),
+    "sci": ("SCIENTIFIC NAME",),
+    "count": ("OBSERVATION COUNT",),
+    "comment": ("CHECKLIST COMMENTS", "TRIP COMMENTS"),
+}
+
+
+def checklist(id_, **kw):
+    """A synthetic checklist that passes every default filter unless told otherwise."""
+    row = {
+        "id": id_,
+        "lat": "35.0",
+        "lon": "-80.0",
+        "date": "2018-05-15",
+        "time": "07:00:00",
+        "protocol": "Traveling",
+        "minutes": "60",
+        "km": "1.5",
+        "observers": "1",
+        "complete": "1",
+        "group": "",
+    }
+    row.update({k: str(v) for k, v in kw.items()})
+    return row
+
+
+def observation(id_, common="Wood Thrush", sci="Hylocichla mustelina", count="1", **kw):
+    """A synthetic EBD row for checklist ``id_``."""
+    row = checklist(id_, **{k: v for k, v in kw.items() if k not in ("category",)})
+    row.update(common=common, sci=sci, count=str(count), category=kw.get("category", "species"))
+    return row
+
+
+def lines(header, rows, trailing_tab=False):
+    """Tab-separated text of ``rows`` (dicts keyed as in ``_FIELD``) under ``header``."""
+    where = {}
+    for key, names in _FIELD.items():
+        for n in names:
+            if n in header:
+                where[key] = header.index(n)
+    end = "\t" if trailing_tab else ""
+    out = ["\t".join(header) + end]
+    for row in rows:
+        fields = [""] * len(header)
+        for key, value in row.items():
+            if key in where:
+                fields[where[key]] = value
+        out.append("\t".join(fields) + end)
+    return "\n".join(out) + "\n"
+
+
+def write(path, header, rows, compress=None, trailing_tab=False):
+    """Write a synthetic EBD/SED file, plain, gzip or zip; return its path."""
+    text = lines(header, rows, trailing_tab).encode()
+    path = Path(path)
+    if compress == "gz":
+        path = path.with_suffix(".txt.gz")
+        path.write_bytes(gzip.compress(text))
+    elif compress == "zip":
+        path = path.with_suffix(".zip")
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("terms_of_use.txt", "not the data")
+            zf.writestr(path.stem + ".txt", text)
+    else:
+        path.write_bytes(text)
+    return path
+
+
+NO_FILTERS = dict(
+    complete=False,
+    protocols=None,
+    max_hours=None,
+    max_km=None,
+    max_observers=None,
+    max_speed_kmh=None,
+)
+
+
+def ids(frame):
+    return sorted(frame["sampling_event_identifier"].tolist())
+
+
+# ------------------------------------------------------------------------------------------
+# reading
+
+
+def test_normalise_columns_maps_both_layouts_to_the_same_names():
+    old = set(ebird.normalise_columns(OLD_SED))
+    new = set(ebird.normalise_columns(NEW_SED))
+    assert set(ebird.SED_REQUIRED) <= old
+    assert set(ebird.SED_REQUIRED) <= new
+    assert "locality_type" in old  # the leading space of " LOCALITY TYPE" is trimmed
+    assert "checklist_comments" in old and "checklist_comments" in new
+    assert set(ebird.EBD_REQUIRED) <= set(ebird.normalise_columns(OLD_EBD))
+    assert set(ebird.EBD_REQUIRED) <= set(ebird.normalise_columns(NEW_EBD))
+
+
+@pytest.mark.parametrize("layout", ["old", "new"])
+@pytest.mark.parametrize("compress", [None, "gz", "zip"])
+@pytest.mark.parametrize("trailing_tab", [False, True])
+def test_read_checklists_layouts_and_compression(tmp_path, layout, compress, trailing_tab):
+    header = OLD_SED if layout == "old" else NEW_SED
+    rows = [checklist("S1"), checklist("S2", minutes="30", km=""), checklist("S3", lat="40.25")]
+    path = write(tmp_path / "sed", header, rows, compress, trailing_tab)
+    got = ebird.read_checklists(path, **NO_FILTERS)
+    assert ids(got) == ["S1", "S2", "S3"]
+    assert got.set_index("sampling_event_identifier").loc["S3", "latitude"] == 40.25
+    assert got.set_index("sampling_event_identifier").loc["S2", "duration_minutes"] == 30.0
+    assert got["observation_date"].dt.year.tolist() == [2018] * 3
+
+
+def test_streaming_in_small_chunks_gives_the_same_table(tmp_path):
+    rows = [checklist(f"S{i}", minutes=str(10 * i)) for i in range(1, 30)]
+    path = write(tmp_path / "sed.txt", NEW_SED, rows)
+    log_small, log_big = ebird.FilterLog(), ebird.FilterLog()
+    small = ebird.read_checklists(path, chunksize=4, log=log_small)
+    big = ebird.read_checklists(path, chunksize=1000, log=log_big)
+    pd.testing.assert_frame_equal(small, big)
+    assert log_small.counts == log_big.counts
+    assert log_small.kept("sed", "effort") == sum(10 * i <= 360 for i in range(1, 30))
+
+
+def test_missing_file_and_wrong_header(tmp_path):
+    with pytest.raises(DataFileError, match="does not exist"):
+        ebird.read_checklists(tmp_path / "nope.txt")
+    ebd = write(tmp_path / "ebd.txt", NEW_EBD, [observation("S1")])
+    with pytest.raises(DataFileError, match="looks like an EBD"):
+        ebird.read_checklists(ebd)
+    sed = write(tmp_path / "sed.txt", NEW_SED, [checklist("S1")])
+    with pytest.raises(DataFileError, match="looks like a sampling event"):
+        ebird.read_detections(sed, "Wood Thrush")
+    other = tmp_path / "other.txt"
+    other.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(DataFileError, match="is not an eBird SED file"):
+        ebird.read_checklists(other)
+
+
+def test_missing_required_column_is_named(tmp_path):
+    header = [h for h in NEW_SED if h != "GROUP IDENTIFIER"]
+    path = write(tmp_path / "sed.txt", header, [checklist("S1")])
+    with pytest.raises(DataFileError, match="group_identifier"):
+        ebird.read_checklists(path)
+
+
+def test_malformed_rows_are_counted_and_dropped(tmp_path):
+    rows = [
+        checklist("S1"),
+        checklist("S2", lat="north"),
+        checklist("S3", date="2018-13-45"),
+        checklist("S4", lon="-200"),
+        checklist("S5"),
+    ]
+    path = write(tmp_path / "sed.txt", NEW_SED, rows)
+    with open(path, "a") as f:  # a line with far too many fields, and a truncated one
+        f.write("\t".join(["x"] * (len(NEW_SED) + 5)) + "\n" + "S7\t2018-05-01\n")
+    log = ebird.FilterLog()
+    got = ebird.read_checklists(path, log=log, **NO_FILTERS)
+    assert ids(got) == ["S1", "S5"]
+    assert log.counts[("sed", "malformed")] == [2, 5]
+
+
+# ------------------------------------------------------------------------------------------
+# the best-practice steps, one at a time
+
+
+def _parsed(rows):
+    text = pd.DataFrame(
+        [
+            {
+                "sampling_event_identifier": r["id"],
+                "group_identifier": r["group"] or np.nan,
+                "latitude": r["lat"],
+                "longitude": r["lon"],
+                "observation_date": r["date"],
+                "time_observations_started": r["time"],
+                "protocol_type": r["protocol"],
+                "duration_minutes": r["minutes"],
+                "effort_distance_km": r["km"],
+                "number_observers": r["observers"],
+                "all_species_reported": r["complete"],
+            }
+            for r in rows
+        ]
+    ).replace("", np.nan)
+    return ebird.parse_sampling(text)
+
+
+def test_filter_complete():
+    got = ebird.filter_complete(_parsed([checklist("S1"), checklist("S2", complete="0")]))
+    assert ids(got) == ["S1"]
+
+
+def test_filter_protocol_ignores_case_and_accepts_custom_lists():
+    rows = [
+        checklist("S1", protocol="Stationary"),
+        checklist("S2", protocol="traveling"),
+        checklist("S3", protocol="Incidental"),
+        checklist("S4", protocol="Historical"),
+    ]
+    assert ids(ebird.filter_protocol(_parsed(rows))) == ["S1", "S2"]
+    assert ids(ebird.filter_protocol(_parsed(rows), protocols=["Historical"])) == ["S4"]
+
+
+@pytest.mark.parametrize(
+    ("row", "kept"),
+    [
+        (checklist("S", minutes="360"), True),  # exactly 6 h
+        (checklist("S", minutes="361"), False),
+        (checklist("S", km="10"), True),
+        (checklist("S", km="10.01"), False),
+        (checklist("S", observers="10"), True),
+        (checklist("S", observers="11"), False),
+        (checklist("S", minutes="6", km="10"), True),  # 100 km/h
+        (checklist("S", minutes="5", km="10"), False),  # 120 km/h
+        (checklist("S", protocol="Stationary", km=""), True),  # stationary travels 0 km
+        (checklist("S", protocol="Traveling", km=""), False),
+        (checklist("S", minutes=""), False),
+        (checklist("S", observers=""), False),
+    ],
+)
+def test_filter_effort_limits(row, kept):
+    assert len(ebird.filter_effort(_parsed([row]))) == int(kept)
+
+
+def test_filter_effort_limits_are_configurable_and_removable():
+    rows = [checklist("S1", minutes="100"), checklist("S2", minutes="500", observers="")]
+    assert ids(ebird.filter_effort(_parsed(rows), max_hours=1.5)) == []
+    assert ids(ebird.filter_effort(_parsed(rows), max_hours=2)) == ["S1"]
+    got = ebird.filter_effort(_parsed(rows), max_hours=None, max_observers=None)
+    assert ids(got) == ["S1", "S2"]
+
+
+def test_filter_effort_sets_stationary_distance_to_zero():
+    got = ebird.filter_effort(_parsed([checklist("S1", protocol="Stationary", km="")]))
+    assert got["effort_distance_km"].tolist() == [0.0]
+
+
+def test_filter_dates_window_months_years():
+    rows = [
+        checklist("S1", date="2017-05-01"),
+        checklist("S2", date="2018-04-30"),
+        checklist("S3", date="2018-05-01"),
+        checklist("S4", date="2018-06-30"),
+        checklist("S5", date="2018-07-01"),
+    ]
+    p = _parsed(rows)
+    assert ids(ebird.filter_dates(p, start_date="2018-05-01", end_date="2018-06-30")) == [
+        "S3",
+        "S4",
+    ]
+    assert ids(ebird.filter_dates(p, months=[5, 6])) == ["S1", "S3", "S4"]
+    assert ids(ebird.filter_dates(p, years=[2017])) == ["S1"]
+    with pytest.raises(InvalidInputError, match="start_date"):
+        ebird.filter_dates(p, start_date="May 1st")
+
+
+def test_filter_region_bbox_and_polygon():
+    rows = [
+        checklist("S1", lon="-80", lat="35"),
+        checklist("S2", lon="-79", lat="36"),  # on the corner: kept
+        checklist("S3", lon="-78.5", lat="35"),
+    ]
+    p = _parsed(rows)
+    assert ids(ebird.filter_region(p, bbox=(-81, 34, -79, 36))) == ["S1", "S2"]
+    triangle = shapely.Polygon([(-80.5, 34), (-78, 34), (-78, 35.5)])
+    assert ids(ebird.filter_region(p, polygon=triangle)) == ["S3"]
+
+
+def test_deduplicate_groups_keeps_one_per_group_whatever_the_order():
+    rows = [
+        checklist("S9", group="G1"),
+        checklist("S3", group="G1"),
+        checklist("S5"),
+        checklist("S4", group="G2"),
+    ]
+    got = ebird.deduplicate_groups(_parsed(rows))
+    assert sorted(zip(got.checklist_id, got.sampling_event_identifier, strict=True)) == [
+        ("G1", "S3"),
+        ("G2", "S4"),
+        ("S5", "S5"),
+    ]
+    again = ebird.deduplicate_groups(_parsed(rows[::-1]))
+    assert sorted(again.checklist_id) == sorted(got.checklist_id)
+    assert set(again.sampling_event_identifier) == set(got.sampling_event_identifier)
+
+
+def _detections(rows):
+    text = pd.DataFrame(
+        [
+            {
+                "sampling_event_identifier": r["id"],
+                "category": r["category"],
+                "common_name": r["common"],
+                "scientific_name": r["sci"],
+                "observation_count": r["count"],
+            }
+            for r in rows
+        ]
+    )
+    return ebird.parse_detections(text)
+
+
+def test_x_counts_are_detections_with_unknown_count():
+    got = _detections([observation("S1", count="X"), observation("S2", count="3")])
+    assert got["detected"].tolist() == [True, True]
+    assert np.isnan(got["observation_count"].iloc[0])
+    assert got["observation_count"].iloc[1] == 3.0
+
+
+def test_rollup_drops_spuh_slash_hybrid_and_merges_subspecies():
+    rows = [
+        observation("S1", "Yellow-rumped Warbler", "Setophaga coronata", 2, category="issf"),
+        observation("S1", "Yellow-rumped Warbler", "Setophaga coronata", 3),
+        observation("S2", "Yellow-rumped Warbler", "Setophaga coronata", "X", category="issf"),
+        observation("S2", "Yellow-rumped Warbler", "Setophaga coronata", 1),
+        observation("S3", "warbler sp.", "Parulidae sp.", 1, category="spuh"),
+        observation("S4", "Yellow-rumped/Palm Warbler", "Setophaga coronata/palmarum", 1,
+                    category="slash"),
+        observation("S5", "Western x Glaucous-winged Gull (hybrid)",
+                    "Larus occidentalis x glaucescens", 1, category="hybrid"),
+        observation("S6", "Yellow-rumped Warbler (Myrtle x Audubon's)",
+                    "Setophaga coronata coronata x auduboni", 4, category="intergrade"),
+    ]  # fmt: skip
+    got = ebird.rollup_species(_detections(rows)).set_index("sampling_event_identifier")
+    assert sorted(got.index) == ["S1", "S2", "S6"]
+    assert got.loc["S1", "observation_count"] == 5.0
+    assert np.isnan(got.loc["S2", "observation_count"])  # an X makes the total unknown
+    assert got.loc["S6", "scientific_name"] == "Setophaga coronata"
+    assert got.loc["S6", "common_name"] == "Yellow-rumped Warbler"
+
+
+def test_hybrid_is_not_read_as_its_first_parent(tmp_path):
+    rows = [
+        observation("S1", "Western Gull", "Larus occidentalis", 1),
+        observation("S2", "Western x Glaucous-winged Gull (hybrid)",
+                    "Larus occidentalis x glaucescens", 1, category="hybrid"),
+    ]  # fmt: skip
+    path = write(tmp_path / "ebd.txt", NEW_EBD, rows)
+    got = ebird.read_detections(path, "western gull")
+    assert got["sampling_event_identifier"].tolist() == ["S1"]
+
+
+def test_species_by_common_or_scientific_name_any_case(tmp_path):
+    rows = [observation("S1"), observation("S2", "Veery", "Catharus fuscescens")]
+    path = write(tmp_path / "ebd.txt", OLD_EBD, rows)
+    a = ebird.read_detections(path, "wood thrush")
+    b = ebird.read_detections(path, "HYLOCICHLA  mustelina")
+    assert a["sampling_event_identifier"].tolist() == b["sampling_event_identifier"].tolist()
+    assert a["sampling_event_identifier"].tolist() == ["S1"]
+
+
+def test_species_not_in_file_suggests_close_names(tmp_path):
+    path = write(tmp_path / "ebd.txt", NEW_EBD, [observation("S1")])
+    with pytest.raises(InvalidInputError, match="Close names in the file: Wood Thrush"):
+        ebird.read_detections(path, "Wood Thrsh")
+
+
+def test_zero_fill_end_to_end_with_groups_and_filters(tmp_path):
+    sed_rows = [
+        checklist("S1"),
+        checklist("S2"),
+        checklist("S3", group="G1"),
+        checklist("S4", group="G1"),
+        checklist("S5", complete="0"),
+        checklist("S6", group="G2"),
+        checklist("S7", group="G2", protocol="Incidental"),
+    ]
+    ebd_rows = [
+        observation("S2", count="X"),
+        observation("S4", count="2"),  # a detection on the member that is not kept
+        observation("S5", count="1"),  # incomplete checklist: dropped
+        observation("S7", count="1"),  # its member failed the protocol filter: dropped
+        observation("S1", "Veery", "Catharus fuscescens"),
+        observation("S99", count="1"),  # not in the SED
+    ]
+    sed = write(tmp_path / "sed.txt", NEW_SED, sed_rows)
+    ebd = write(tmp_path / "ebd.txt", NEW_EBD, ebd_rows)
+    log = ebird.FilterLog()
+    got = ebird.load_observations(ebd, sed, "Wood Thrush", log=log).set_index("checklist_id")
+    assert sorted(got.index) == ["G1", "G2", "S1", "S2"]
+    assert got.loc["G1", "sampling_event_identifier"] == "S3"
+    assert got["detected"].to_dict() == {"G1": True, "G2": False, "S1": False, "S2": True}
+    assert got.loc["G1", "observation_count"] == 2.0
+    assert np.isnan(got.loc["S2", "observation_count"])
+    assert got.loc["S1", "observation_count"] == 0.0
+    assert log.counts[("ebd", "in_kept_checklists")] == [2, 3]
+    assert log.counts[("sed", "group_dedup")] == [4, 1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.booleans(), st.sampled_from(["", "1", "X"])),
+        min_size=1,
+        max_size=15,
+    )
+)
+def test_zero_fill_detection_matches_a_direct_count(spec):
+    """Property: a checklist is detected iff some EBD row of the species names it."""
+    checklists = pd.DataFrame({"checklist_id": [f"S{i}" for i in range(4)]})
+    rows = [(f"S{c}", 1.0 if n == "1" else np.nan) for c, _, n in spec if n]
+    det = pd.DataFrame(rows or None, columns=["checklist_id", "observation_count"])
+    det["detected"] = True
+    got = ebird.zero_fill(checklists, det)
+    expected = {f"S{c}" for c, _, n in spec if n}
+    assert set(got.checklist_id[got.detected]) == expected
+    assert (got.observation_count[~got.detected] == 0).all()
+
+
+# ------------------------------------------------------------------------------------------
+# real files (never copied into the project)
+
+
+def _real(*parts):
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real eBird file {path} not available (tests read it from ../shared)")
+    return path
+
+
+def _rows(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = [h.strip() for h in next(reader)]
+        return [dict(zip(header, r, strict=False)) for r in reader]
+
+
+def test_real_zerofill_example_gives_729_checklists_and_the_file_counts():
+    ebd = _real("format_samples", "auk_zerofill-ex_ebd.txt")
+    sed = _real("format_samples", "auk_zerofill-ex_sampling.txt")
+    # Independent count: distinct checklists per species, straight from the text.
+    by_species = defaultdict(set)
+    for r in _rows(ebd):
+        by_species[r["COMMON NAME"]].add(r["SAMPLING EVENT IDENTIFIER"])
+    assert len(by_species) == 3
+    for species, events in by_species.items():
+        got = ebird.load_observations(ebd, sed, species, deduplicate=False, **NO_FILTERS)
+        assert len(got) == 729
+        assert int(got["detected"].sum()) == len(events)
+        assert set(got.loc[got.detected, "sampling_event_identifier"]) == events
+
+
+def test_real_nh_thrush_old_layout_parses_and_deduplicates():
+    ebd = _real("nh_thrush", "ebd_thrush_nh.txt")
+    sed = _real("nh_thrush", "ebd_thrush_nh_sampling.txt")
+    rows = _rows(sed)
+    groups = {r["GROUP IDENTIFIER"] for r in rows if r["GROUP IDENTIFIER"]}
+    in_groups = sum(bool(r["GROUP IDENTIFIER"]) for r in rows)
+    log = ebird.FilterLog()
+    no_effort = {k: v for k, v in NO_FILTERS.items() if k != "complete"}
+    got = ebird.load_observations(ebd, sed, "Swainson's Thrush", log=log, **no_effort)
+    assert log.kept("sed", "complete") == 14355
+    assert len(got) == 14355 - in_groups + len(groups)
+    assert got["checklist_id"].is_unique
+    detected_events = {
+        r["SAMPLING EVENT IDENTIFIER"]
+        for r in _rows(ebd)
+        if r["COMMON NAME"] == "Swainson's Thrush"
+    }
+    members = {
+        r["SAMPLING EVENT IDENTIFIER"]: (r["GROUP IDENTIFIER"] or r["SAMPLING EVENT IDENTIFIER"])
+        for r in rows
+    }
+    assert int(got["detected"].sum()) == len({members[e] for e in detected_events})
+
+
+def test_real_newer_layout_sample_parses():
+    ebd = _real("format_samples", "auk_ebd-sample.txt")
+    rows = _rows(ebd)
+    log = ebird.FilterLog()
+    got = ebird.read_detections(ebd, "Blue Jay", log=log)
+    assert log.kept("ebd", "read") == len(rows) == 400
+    expected = {r["SAMPLING EVENT IDENTIFIER"] for r in rows if r["COMMON NAME"] == "Blue Jay"}
+    assert set(got["sampling_event_identifier"]) == expected
+    assert got["detected"].all()
