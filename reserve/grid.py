@@ -133,11 +133,14 @@ class Grid:
         # Every point of the closed box must fall in a cell, so the right and bottom edges lie
         # strictly beyond xmax and ymin (cell_of gives left and top edges to the cell).
         x0 = math.floor(xmin / s) * s
-        x1 = (math.floor(xmax / s) + 1) * s
+        if x0 > xmin:  # the division rounded up
+            x0 -= s
         y0 = math.ceil(ymax / s) * s
-        y1 = (math.ceil(ymin / s) - 1) * s
-        n_cols = round((x1 - x0) / s)
-        n_rows = round((y0 - y1) / s)
+        if y0 < ymax:
+            y0 += s
+        # Same arithmetic as cell_of, so the extreme points get valid rows and columns.
+        n_cols = int(math.floor((xmax - x0) / s)) + 1
+        n_rows = int(math.floor((y0 - ymin) / s)) + 1
         return cls(pyproj.CRS.from_user_input(crs), s, x0, y0, n_rows, n_cols)
 
     @property
