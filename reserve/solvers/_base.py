@@ -8,7 +8,33 @@ from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError
 
-__all__ = ["TopKClassifierMixin", "top_k"]
+__all__ = ["TopKClassifierMixin", "canonical_order", "top_k"]
+
+
+def canonical_order(X: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """A row order that depends only on the rows' values, not on their input order.
+
+    Solving in this order makes a fit a function of the multiset of rows, so permuting the
+    input permutes the answer and nothing else (floating-point sums and every tie-break see
+    the same sequence). Rows are sorted by two fixed random projections (O(n log n), unlike a
+    lexicographic sort over every column); identical rows keep their input order, which cannot
+    matter because they are interchangeable. With ``rows``, returns those row indices reordered.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[3.0], [1.0], [2.0]])
+    >>> X[canonical_order(X)].ravel().tolist()
+    [1.0, 2.0, 3.0]
+    """
+    rng = np.random.default_rng(20150607)
+    r = rng.standard_normal((X.shape[1], 2))
+    r[:, 0] = np.abs(r[:, 0])  # keep the 1-D case increasing, which reads naturally
+    keys = X @ r
+    if rows is None:
+        return np.lexsort((keys[:, 1], keys[:, 0]))
+    sub = keys[rows]
+    return rows[np.lexsort((sub[:, 1], sub[:, 0]))]
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -47,6 +73,11 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
 
     Subclasses set ``coef_``, ``intercept_``, ``candidates_`` and call ``_select`` in ``fit``.
     """
+
+    def __sklearn_tags__(self):  # sklearn protocol: declare binary-only
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # binary, -1 is reserved for candidates
+        return tags
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Linear score ``X @ coef_ + intercept_`` of each row.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError
 
@@ -100,6 +101,11 @@ def check_budget(k: object, n_candidates: int, name: str = "k") -> int:
 
 
 def _as_float_matrix(X: object) -> np.ndarray:
+    if sp.issparse(X):
+        raise InvalidInputError(
+            "X is a sparse matrix, and sparse input is not supported: the solvers work on "
+            "dense features. Pass X.toarray()."
+        )
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged nested lists and the like
@@ -117,7 +123,7 @@ def _as_float_matrix(X: object) -> np.ndarray:
             ) from None
     if arr.dtype.kind == "c":
         raise InvalidInputError(
-            "X must be real-valued; received complex numbers. Pass real features."
+            "Complex data not supported: X must be real-valued. Pass real features."
         )
     if arr.ndim != 2:
         raise InvalidInputError(
@@ -127,7 +133,8 @@ def _as_float_matrix(X: object) -> np.ndarray:
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.shape[1] == 0:
         raise InvalidInputError(
-            f"X has 0 features; received shape {arr.shape}. Pass at least one feature column."
+            f"0 feature(s) (shape={arr.shape}) while a minimum of 1 is required: "
+            "pass at least one feature column."
         )
     bad = ~np.isfinite(arr)
     if bad.any():
@@ -168,6 +175,11 @@ def check_transductive(X: object, y: object, k: object) -> TransductiveData:
     >>> d.candidates.tolist(), d.k
     ([2, 3], 1)
     """
+    if y is None:
+        raise InvalidInputError(
+            "this estimator requires y to be passed, but the target y is None. Pass labels: "
+            "1 / 0 for labelled rows, -1 for candidates."
+        )
     Xa = _as_float_matrix(X)
     ya = np.asarray(y)
     if ya.ndim == 2 and ya.shape[1] == 1:
@@ -188,12 +200,17 @@ def check_transductive(X: object, y: object, k: object) -> TransductiveData:
             f"y must hold the numbers 1, 0 or -1; received dtype {ya.dtype}. "
             "Encode detected as 1, not detected as 0, candidates as -1."
         ) from None
+    if np.any(yf != np.round(yf)):
+        raise InvalidInputError(
+            "Unknown label type: continuous. y must hold 1 (positive), 0 (negative) or "
+            "-1 (candidate); recode the labels."
+        )
     bad = ~np.isin(yf, (-1.0, 0.0, 1.0))
     if bad.any():
         vals = np.unique(ya[bad])[:5].tolist()
         raise InvalidInputError(
-            f"y must contain only 1 (positive), 0 (negative) and -1 (candidate); received "
-            f"other values {vals}. Recode the labels."
+            "Only binary classification is supported. y must contain only 1 (positive), "
+            f"0 (negative) and -1 (candidate); received other values {vals}. Recode the labels."
         )
     yi = yf.astype(np.int64)
     candidates = np.flatnonzero(yi == -1)

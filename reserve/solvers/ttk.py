@@ -9,7 +9,7 @@ import numpy as np
 
 from reserve.config import TTK_DEFAULTS
 from reserve.errors import InvalidInputError
-from reserve.solvers._base import TopKClassifierMixin
+from reserve.solvers._base import TopKClassifierMixin, canonical_order
 from reserve.solvers._fd import feasible_direction
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
@@ -197,7 +197,11 @@ class TTK(TopKClassifierMixin):
         t0 = time.perf_counter()
         C = self._check_params()
         data = check_transductive(X, y, self.k)
-        X_lab, X_cand, y_pm, k = data.X_lab, data.X_cand, data.y_pm, data.k
+        k = data.k
+        # Solve in a canonical row order so that the answer does not depend on the input order.
+        lab = canonical_order(data.X, data.labelled)
+        X_lab, X_cand = data.X[lab], data.X[canonical_order(data.X, data.candidates)]
+        y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
 
         w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, k, C)
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)

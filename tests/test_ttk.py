@@ -1,0 +1,296 @@
+"""TTK estimator: the brute-force oracle, invariants, sklearn conventions, bad input."""
+
+from __future__ import annotations
+
+import pickle
+from math import comb
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from reserve.errors import InvalidInputError, ReserveError
+from reserve.solvers import TTK
+from reserve.solvers._qp import hinge_objective
+from tests._oracle import brute_force_ttk
+
+
+def make_instance(seed: int, max_subsets: int = 400):
+    """A tiny random problem: n labelled rows, m <= 14 candidates, C(m, k) <= max_subsets."""
+    rng = np.random.default_rng(seed)
+    while True:
+        n, m, d = int(rng.integers(12, 30)), int(rng.integers(6, 15)), int(rng.integers(2, 6))
+        k = int(rng.integers(1, min(5, m - 1) + 1))
+        if comb(m, k) <= max_subsets:
+            break
+    X = rng.normal(size=(n + m, d))
+    p = 1.0 / (1.0 + np.exp(-2.0 * (X[:n] @ rng.normal(size=d))))
+    y_lab = (rng.random(n) < p).astype(int)
+    if y_lab.min() == y_lab.max():
+        y_lab[0] = 1 - y_lab[0]
+    C = float(rng.choice([0.1, 1.0, 10.0]))
+    return X, np.r_[y_lab, -np.ones(m, dtype=int)], k, C
+
+
+def recomputed_objective(model: TTK, X, y, C):
+    lab = y != -1
+    y_pm = np.where(y[lab] == 1, 1.0, -1.0)
+    return hinge_objective(model.coef_, model.intercept_, X[lab], y_pm, C)
+
+
+@pytest.fixture(scope="module")
+def oracle_results():
+    out = []
+    for seed in range(40):
+        X, y, k, C = make_instance(seed)
+        opt = brute_force_ttk(X, y, k, C)[0]
+        model = TTK(k=k, C=C).fit(X, y)
+        out.append((seed, opt, model, X, y, C))
+    return out
+
+
+def test_fd_polish_matches_brute_force_on_95_percent(oracle_results):
+    within = [
+        (model.objective_ - opt) <= 1e-3 * max(abs(opt), 1e-12)
+        for _, opt, model, *_ in oracle_results
+    ]
+    assert sum(within) >= 38, f"only {sum(within)}/40 within 0.1% of the optimum"
+
+
+def test_never_below_the_optimum(oracle_results):
+    # Below the exact optimum would mean an infeasible answer (more than k positives).
+    for seed, opt, model, X, y, C in oracle_results:
+        obj = recomputed_objective(model, X, y, C)
+        assert obj >= opt - 1e-6 * max(1.0, abs(opt)), seed
+        assert obj == pytest.approx(model.objective_, rel=1e-12)
+
+
+def test_at_most_k_candidates_score_positive(oracle_results):
+    for seed, _, model, *_ in oracle_results:
+        k = model.k
+        assert (model.candidate_scores_ > 1e-7).sum() <= k, seed
+        assert model.selected_.size == k
+        assert np.unique(model.selected_).size == k
+
+
+def test_polish_beats_plain_fd_somewhere(oracle_results):
+    # The paper's FD alone stops short on some instances; the polish must reach further there.
+    gains = [
+        TTK(k=model.k, C=C, polish=False).fit(X, y).objective_ - model.objective_
+        for _, _, model, X, y, C in oracle_results[:20]
+    ]
+    assert min(gains) >= -1e-9
+    assert max(gains) > 1e-3
+
+
+def test_selected_are_top_k_by_score():
+    X, y, k, C = make_instance(3)
+    model = TTK(k=k, C=C).fit(X, y)
+    scores = model.decision_function(X)
+    cand = np.flatnonzero(y == -1)
+    chosen = set(model.selected_.tolist())
+    worst_in = min(scores[j] for j in chosen)
+    best_out = max(scores[j] for j in cand if j not in chosen)
+    assert worst_in >= best_out
+    assert np.all(np.diff(scores[model.selected_]) <= 0)  # best first
+
+
+def test_ties_are_broken_by_lower_row_index():
+    # Duplicate candidate rows tie exactly; the lower index must win, every time.
+    X, y, k, C = make_instance(5)
+    X = np.vstack([X, X[y == -1]])
+    y = np.r_[y, -np.ones((y == -1).sum(), dtype=int)]
+    a = TTK(k=k, C=C).fit(X, y)
+    scores = a.decision_function(X)
+    for j in a.selected_:
+        twins = np.flatnonzero((y == -1) & np.all(X == X[j], axis=1))
+        assert j == twins.min() or scores[twins.min()] > scores[j] or twins.min() in a.selected_
+
+
+def test_shifted_svm_start_is_feasible_and_history_descends():
+    X, y, k, C = make_instance(7)
+    model = TTK(k=k, C=C, polish=False).fit(X, y)
+    h = np.asarray(model.objective_history_)
+    assert h[0] == pytest.approx(model.init_objective_)
+    assert np.all(np.diff(h) <= 1e-9 * np.abs(h[:-1]).clip(1.0))
+    assert model.objective_ <= model.init_objective_ + 1e-9
+
+
+problem = st.builds(
+    make_instance, st.integers(0, 10_000), st.just(10**9)
+)  # any size; no oracle needed for the properties
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem, st.booleans())
+def test_properties(inst, polish):
+    X, y, k, C = inst
+    model = TTK(k=k, C=C, polish=polish).fit(X, y)
+    # exactly k, all candidates, no repeats
+    assert model.selected_.size == k
+    assert set(model.selected_.tolist()) <= set(np.flatnonzero(y == -1).tolist())
+    assert np.unique(model.selected_).size == k
+    # FD never increases the objective; the final objective is <= the shifted-SVM start
+    h = np.asarray(model.objective_history_)
+    assert np.all(np.diff(h) <= 1e-9 * np.abs(h[:-1]).clip(1.0))
+    assert model.objective_ <= model.init_objective_ * (1 + 1e-9) + 1e-12
+    # same input, same output
+    again = TTK(k=k, C=C, polish=polish).fit(X, y)
+    assert np.array_equal(again.selected_, model.selected_)
+    assert np.array_equal(again.coef_, model.coef_)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 10_000))
+def test_permuting_rows_permutes_the_answer(seed, perm_seed):
+    X, y, k, C = make_instance(seed, 10**9)
+    model = TTK(k=k, C=C).fit(X, y)
+    perm = np.random.default_rng(perm_seed).permutation(len(y))
+    other = TTK(k=k, C=C).fit(X[perm], y[perm])
+    # Same objective and the same chosen rows (mapped back), unless scores tie at the k-th
+    # place, where the lower-index rule legitimately depends on the order.
+    assert other.objective_ == pytest.approx(model.objective_, rel=1e-6, abs=1e-9)
+    s = np.sort(model.candidate_scores_)[::-1]
+    gap = s[k - 1] - s[k]
+    if gap > 1e-6 * max(1.0, abs(s[0])):
+        assert set(perm[other.selected_].tolist()) == set(model.selected_.tolist())
+
+
+def test_pickle_and_clone_roundtrip():
+    X, y, k, C = make_instance(11)
+    model = TTK(k=k, C=C).fit(X, y)
+    again = pickle.loads(pickle.dumps(model))
+    assert np.array_equal(again.selected_, model.selected_)
+    assert np.array_equal(again.decision_function(X), model.decision_function(X))
+    fresh = clone(model)
+    assert not hasattr(fresh, "coef_") and fresh.get_params() == model.get_params()
+
+
+def test_predict_marks_at_most_k_candidates():
+    X, y, k, C = make_instance(13)
+    model = TTK(k=k, C=C).fit(X, y)
+    assert model.predict(X[y == -1]).sum() <= k
+    assert set(np.unique(model.predict(X)).tolist()) <= {0, 1}
+
+
+# --- bad input -------------------------------------------------------------------------
+
+GOOD_X = np.random.default_rng(0).normal(size=(10, 2))
+GOOD_Y = np.array([0, 1, 0, 1, 0, -1, -1, -1, -1, -1])
+
+
+@pytest.mark.parametrize(
+    ("X", "y", "params", "fragment"),
+    [
+        (np.where(np.eye(10, 2) > 0, np.nan, GOOD_X), GOOD_Y, {}, "NaN or infinite"),
+        (np.where(np.eye(10, 2) > 0, np.inf, GOOD_X), GOOD_Y, {}, "NaN or infinite"),
+        (GOOD_X, GOOD_Y, {"k": 0}, "k=0"),
+        (GOOD_X, GOOD_Y, {"k": -2}, "k=-2"),
+        (GOOD_X, GOOD_Y, {"k": 5}, "k=5"),
+        (GOOD_X, GOOD_Y, {"k": 2.5}, "whole number"),
+        (GOOD_X, np.array([0, 1] * 5), {}, "no candidate rows"),
+        (GOOD_X, np.array([1] * 5 + [-1] * 5), {}, "both classes"),
+        (GOOD_X[:9], GOOD_Y, {}, "X has 9 rows, y has 10"),
+        (np.array([["a", "b"]] * 10), GOOD_Y, {}, "numeric"),
+        (GOOD_X, np.array([0, 1, 2, 1, 0, -1, -1, -1, -1, -1]), {}, "other values [2]"),
+        (GOOD_X, GOOD_Y, {"C": 0.0}, "C must be"),
+        (GOOD_X, GOOD_Y, {"C": np.nan}, "C must be"),
+        (GOOD_X, GOOD_Y, {"solver": "cplex"}, "solver must be one of"),
+        (GOOD_X, GOOD_Y, {"max_iter": -1}, "max_iter"),
+        (GOOD_X, GOOD_Y, {"step_shrink": 2.0}, "step_shrink"),
+        (GOOD_X[:, :0], GOOD_Y, {}, "0 feature(s)"),
+        (GOOD_X[:, 0], GOOD_Y, {}, "must be 2-D"),
+    ],
+)
+def test_bad_input_names_the_problem(X, y, params, fragment):
+    model = TTK(**{"k": 2, **params})
+    with pytest.raises(InvalidInputError) as info:
+        model.fit(X, y)
+    assert isinstance(info.value, ReserveError) and isinstance(info.value, ValueError)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_input_messages_say_how_to_fix():
+    with pytest.raises(InvalidInputError, match=r"Choose k between 1 and 4"):
+        TTK(k=5).fit(GOOD_X, GOOD_Y)
+    with pytest.raises(InvalidInputError, match=r"Impute or drop"):
+        TTK(k=2).fit(np.where(np.eye(10, 2) > 0, np.nan, GOOD_X), GOOD_Y)
+
+
+# --- scikit-learn's own estimator checks ---------------------------------------------------
+
+_NEEDS_CANDIDATES = (
+    "sklearn's checks fit fully labelled data; TTK must refuse data with no candidate rows "
+    "(y == -1), so the check cannot run. Its property is tested above with candidates."
+)
+_LABEL_CODES = (
+    "the check passes string or multiclass labels; TTK's labels are 1/0 with -1 reserved "
+    "for candidates (sklearn.semi_supervised's convention), so it refuses them."
+)
+EXPECTED_FAILED = {
+    name: _NEEDS_CANDIDATES
+    for name in (
+        "check_fit_score_takes_y",
+        "check_estimators_overwrite_params",
+        "check_dont_overwrite_parameters",
+        "check_estimators_fit_returns_self",
+        "check_readonly_memmap_input",
+        "check_n_features_in_after_fitting",
+        "check_positive_only_tag_during_fit",
+        "check_dtype_object",
+        "check_pipeline_consistency",
+        "check_estimators_nan_inf",
+        "check_estimators_pickle",
+        "check_f_contiguous_array_estimator",
+        "check_classifiers_one_label",
+        "check_classifiers_train",
+        "check_supervised_y_2d",
+        "check_non_transformer_estimators_n_iter",
+        "check_methods_sample_order_invariance",
+        "check_methods_subset_invariance",
+        "check_fit2d_1sample",
+        "check_fit2d_1feature",
+        "check_dict_unchanged",
+        "check_fit_idempotent",
+        "check_fit_check_is_fitted",
+        "check_n_features_in",
+        "check_fit2d_predict1d",
+    )
+}
+EXPECTED_FAILED |= {
+    name: _LABEL_CODES
+    for name in (
+        "check_estimators_dtypes",
+        "check_classifier_data_not_an_array",
+        "check_classifiers_classes",
+    )
+}
+
+
+@parametrize_with_checks([TTK(k=1)], expected_failed_checks=lambda est: EXPECTED_FAILED)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_hand_solved_instance():
+    """1-D, labelled -1 (neg) and +1 (pos), candidates z = 2 and z = 0.5, k = 1, C = 10.
+
+    The plain SVM (w = 1, b = 0, objective 0.5) scores both candidates positive. Allowing only
+    z = 2: b <= -0.5 w, and for w >= 2 both hinges vanish, so the optimum is w = 2, b = -1,
+    objective 2. Allowing only z = 0.5: b <= -2 w keeps the positive's hinge >= 1 + w, and the
+    best is 0.5/9 + 40/3 > 13. So TTK must reach 2 and pick z = 2; the oracle must agree.
+    """
+    X = np.array([[-1.0], [1.0], [2.0], [0.5]])
+    y = np.array([0, 1, -1, -1])
+    opt, _, _, S = brute_force_ttk(X, y, 1, 10.0)
+    assert opt == pytest.approx(2.0, rel=1e-6)
+    assert S == (0,)
+    model = TTK(k=1, C=10.0).fit(X, y)
+    assert model.objective_ == pytest.approx(2.0, rel=1e-6)
+    assert model.coef_[0] == pytest.approx(2.0, rel=1e-5)
+    assert model.intercept_ == pytest.approx(-1.0, rel=1e-5)
+    assert model.selected_.tolist() == [2]
