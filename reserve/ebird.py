@@ -56,6 +56,7 @@ __all__ = [
     "EBD_REQUIRED",
     "SED_REQUIRED",
     "FilterLog",
+    "dask_client",
     "deduplicate_groups",
     "filter_complete",
     "filter_dates",
@@ -355,8 +356,11 @@ def iter_table(
         # line and give that trailing field a name, so columns do not shift.
         first = body.readline()
         names = list(header)
-        if first.rstrip(b"\r\n").count(b"\t") + 1 == len(names) + 1:
+        n_fields = first.rstrip(b"\r\n").count(b"\t") + 1 if first else len(names)
+        while n_fields > len(names):
             names.append(f"_unnamed_{len(names)}")
+        while n_fields < len(names) and names[-1].startswith("_unnamed_"):
+            names.pop()  # a trailing tab on the header line only
         body = io.BufferedReader(_Prefixed(first, body), buffer_size=1 << 20)  # type: ignore[assignment]
         wanted = [c for c in columns if c in names]
         reader = pd.read_csv(
@@ -375,11 +379,22 @@ def iter_table(
             encoding="utf-8",
             encoding_errors="replace",
         )
-        for chunk in reader:
+        for chunk in _parse_errors(reader, path, kind):
             for c in columns:
                 if c not in chunk.columns:
                     chunk[c] = np.nan
             yield chunk[list(columns)]
+
+
+def _parse_errors(reader: Iterable[pd.DataFrame], path: Path, kind: str) -> Iterator[pd.DataFrame]:
+    """Re-raise the tokenizer's errors as DataFileError naming the file."""
+    try:
+        yield from reader
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise DataFileError(
+            f"{kind} file {str(path)!r} cannot be parsed as tab-separated eBird text ({exc}); "
+            "check that it is an uncorrupted EBD/SED download"
+        ) from None
 
 
 class _Prefixed(io.RawIOBase):
@@ -404,36 +419,37 @@ class _Prefixed(io.RawIOBase):
 
 
 class _Bounded(io.RawIOBase):
-    """Read a seekable stream up to the end of the line that crosses ``stop``."""
+    """Read a seekable stream up to the end of the line that crosses ``stop``.
+
+    A line belongs to the byte range it *starts* in, so consecutive ranges read every line
+    exactly once.
+    """
 
     def __init__(self, stream: BinaryIO, stop: int) -> None:
         self._stream = stream
         self._stop = stop
+        self._pending = b""
         self._done = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        if self._done:
-            return 0
-        pos = self._stream.tell()
-        if pos >= self._stop:
-            # A line starting at or after stop belongs to the next range.
-            return 0
-        data = self._stream.read(min(len(buffer), max(self._stop - pos, 1)))
-        if not data:
-            return 0
-        if pos + len(data) >= self._stop and not data.endswith(b"\n"):
-            tail = self._stream.readline()
-            data += tail
-            self._done = True
-            if len(data) > len(buffer):
-                raise DataFileError("a line is longer than the read buffer")  # pragma: no cover
-        elif pos + len(data) >= self._stop:
-            self._done = True
-        buffer[: len(data)] = data
-        return len(data)
+        if not self._pending and not self._done:
+            pos = self._stream.tell()
+            if pos >= self._stop:
+                self._done = True  # a line starting at or after stop belongs to the next range
+            else:
+                data = self._stream.read(min(len(buffer), self._stop - pos))
+                if pos + len(data) >= self._stop or not data:
+                    self._done = True
+                    if data and not data.endswith(b"\n"):
+                        data += self._stream.readline()  # finish the line that crosses stop
+                self._pending = data
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
 
 
 # --------------------------------------------------------------------------------------------
@@ -1206,6 +1222,9 @@ def load_observations(
         ``observation_count``.
     """
     log = FilterLog() if log is None else log
+    if options.get("engine") == "dask" and not _ACTIVE_CLIENT:
+        with dask_client(options.get("scheduler")):
+            return load_observations(ebd, sed, species, deduplicate=deduplicate, log=log, **options)
     checklists = read_checklists(sed, log=log, **options)
     members = with_checklist_id(checklists, groups=deduplicate)
     if deduplicate:
@@ -1248,7 +1267,136 @@ def _require_dask() -> Any:  # pragma: no cover - exercised only without dask
         ) from None
 
 
-def _dask_map_blocks(*args: Any, **kwargs: Any) -> Any:
-    """Placeholder until the Dask engine lands."""
+#: Bytes of plain text per Dask task (compressed files are read by one task).
+DASK_BLOCK_BYTES = 64 * 2**20
+
+
+def _dask_task(
+    path: str,
+    kind: str,
+    columns: Sequence[str],
+    required: Sequence[str],
+    chunksize: int,
+    byte_range: tuple[int, int] | None,
+    block_fn: Callable[[pd.DataFrame, FilterLog, dict[str, Any]], pd.DataFrame],
+    options: dict[str, Any],
+) -> tuple[list[pd.DataFrame], FilterLog, dict[str, str]]:
+    """Read one byte range on a worker and run the same per-chunk steps as the local engine."""
+    log = FilterLog()
+    options = dict(options)
+    names: dict[str, str] = {}
+    if "names" in options:
+        options["names"] = names
+    parts = [
+        block_fn(chunk, log, options)
+        for chunk in iter_table(
+            path, columns, required=required, kind=kind, chunksize=chunksize, byte_range=byte_range
+        )
+    ]
+    return parts, log, names
+
+
+def _dask_map_blocks(
+    path: Path,
+    kind: str,
+    columns: Sequence[str],
+    required: Sequence[str],
+    chunksize: int,
+    block_fn: Callable[[pd.DataFrame, FilterLog, dict[str, Any]], pd.DataFrame],
+    options: dict[str, Any],
+    scheduler: str | None,
+    with_names: bool = False,
+) -> Any:
+    """Run :func:`_dask_task` over byte ranges of ``path`` on a Dask cluster, in file order.
+
+    The client connects to ``scheduler`` or starts a LocalCluster on the loopback interface.
+    Per-chunk results are concatenated in file order, so the output equals the local engine's.
+    """
     _require_dask()
-    raise NotImplementedError
+    with _open_binary(path) as (stream, _, _):  # validates the path and the header up front
+        _check_columns(_header_from_line(stream.readline(), path), required, path, kind)
+        plain = isinstance(stream, io.BufferedReader)
+    size = path.stat().st_size
+    if plain and size > DASK_BLOCK_BYTES:
+        starts = list(range(0, size, DASK_BLOCK_BYTES))
+        ranges: list[tuple[int, int] | None] = [
+            (a, min(a + DASK_BLOCK_BYTES, size)) for a in starts
+        ]
+    else:
+        ranges = [None]
+    if _ACTIVE_CLIENT:
+        return _gather(_ACTIVE_CLIENT[-1], path, kind, columns, required, chunksize, block_fn,
+                       options, ranges, with_names)  # fmt: skip
+    with dask_client(scheduler) as client:
+        return _gather(client, path, kind, columns, required, chunksize, block_fn, options,
+                       ranges, with_names)  # fmt: skip
+
+
+_ACTIVE_CLIENT: list[Any] = []
+
+
+@contextmanager
+def dask_client(scheduler: str | None = None) -> Iterator[Any]:
+    """A Dask client for ``scheduler``, or for a new LocalCluster on loopback; closed on exit.
+
+    While the block runs, the EBD and SED readers reuse this client instead of starting their
+    own cluster.
+    """
+    _require_dask()
+    from distributed import Client, LocalCluster
+
+    if scheduler is None:
+        cluster = LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+        client = Client(cluster)
+    else:
+        cluster = None
+        try:
+            client = Client(scheduler, timeout=10)
+        except OSError as exc:
+            raise DataFileError(
+                f"scheduler={scheduler!r} cannot be reached ({exc}); pass the address of a "
+                "running dask scheduler (tcp://HOST:8786) or leave it unset for a local cluster"
+            ) from None
+    try:
+        _ACTIVE_CLIENT.append(client)
+        yield client
+    finally:
+        _ACTIVE_CLIENT.remove(client)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _gather(client, path, kind, columns, required, chunksize, block_fn, options, ranges,
+            with_names):  # fmt: skip
+    futures = [
+        client.submit(
+            _dask_task,
+            str(path),
+            kind,
+            list(columns),
+            list(required),
+            chunksize,
+            r,
+            block_fn,
+            options,
+            pure=False,
+        )
+        for r in ranges
+    ]
+    results = client.gather(futures)
+    log = FilterLog()
+    parts: list[pd.DataFrame] = []
+    names: dict[str, str] = {}
+    for block_parts, block_log, block_names in results:
+        parts.extend(block_parts)
+        log.merge(block_log)
+        for k, v in block_names.items():
+            names.setdefault(k, v)
+    return (parts, log, names) if with_names else (parts, log)

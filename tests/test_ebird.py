@@ -546,3 +546,48 @@ def test_real_newer_layout_sample_parses():
     expected = {r["SAMPLING EVENT IDENTIFIER"] for r in rows if r["COMMON NAME"] == "Blue Jay"}
     assert set(got["sampling_event_identifier"]) == expected
     assert got["detected"].all()
+
+
+def test_header_with_a_trailing_tab_that_data_lines_lack(tmp_path):
+    path = tmp_path / "sed.txt"
+    text = lines(NEW_SED, [checklist("S1"), checklist("S2")])
+    head, _, rest = text.partition("\n")
+    path.write_text(head + "\t\n" + rest)
+    assert ids(ebird.read_checklists(path)) == ["S1", "S2"]
+
+
+# ------------------------------------------------------------------------------------------
+# byte ranges (the unit of work of the Dask engine) and the Dask engine itself
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(min_value=1, max_value=900))
+def test_byte_ranges_read_every_line_exactly_once(tmp_path_factory, block):
+    rows = [checklist(f"S{i}", minutes=str(i % 50 + 1)) for i in range(40)]
+    path = write(tmp_path_factory.mktemp("ranges") / "sed.txt", NEW_SED, rows)
+    size = path.stat().st_size
+    seen = []
+    for start in range(0, size, block):
+        for chunk in ebird.iter_table(
+            path, ["sampling_event_identifier"], byte_range=(start, min(start + block, size))
+        ):
+            seen += chunk["sampling_event_identifier"].tolist()
+    assert seen == [f"S{i}" for i in range(40)]
+
+
+def test_dask_engine_equals_the_local_engine(tmp_path, monkeypatch):
+    pytest.importorskip("distributed", reason="the Dask engine needs dask[distributed]")
+    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 1500)  # several tasks on a tiny file
+    sed_rows = [
+        checklist(f"S{i}", minutes=str(20 * (i % 25)), group=f"G{i // 7}" if i % 5 == 0 else "")
+        for i in range(60)
+    ]
+    ebd_rows = [observation(f"S{i}", count="X" if i % 4 else str(i)) for i in range(0, 60, 3)]
+    sed = write(tmp_path / "sed.txt", NEW_SED, sed_rows)
+    ebd = write(tmp_path / "ebd", NEW_EBD, ebd_rows, "gz")  # compressed: one task
+    logs = [ebird.FilterLog(), ebird.FilterLog()]
+    local = ebird.load_observations(ebd, sed, "Wood Thrush", log=logs[0], chunksize=7)
+    dask = ebird.load_observations(ebd, sed, "Wood Thrush", log=logs[1], chunksize=7, engine="dask")
+    pd.testing.assert_frame_equal(local, dask)
+    assert logs[0].counts == logs[1].counts
+    assert local["detected"].any() and not local["detected"].all()

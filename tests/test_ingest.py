@@ -350,3 +350,16 @@ def test_real_nh_ingest_is_consistent(tmp_path):
     assert pu["n_detections"].sum() == res.checklists["detected"].sum()
     counts = res.counts()
     assert counts["train"] > 0 and counts["candidate"] > 0 and counts["train_positive"] > 0
+
+
+def test_dask_engine_gives_exactly_the_local_planning_units(inputs, monkeypatch):
+    pytest.importorskip("distributed", reason="the Dask engine needs dask[distributed]")
+    from reserve import ebird
+
+    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 2000)  # several tasks on a small file
+    local = run(inputs)
+    dask = run(inputs, output=inputs["dir"] / "dask.gpkg", engine="dask")
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units)
+    )
+    pd.testing.assert_frame_equal(local.checklists, dask.checklists)
