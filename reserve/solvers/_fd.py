@@ -238,6 +238,15 @@ class _CandidateScores:
         self.s = scores[idx]
         self.v_ref = np.r_[w, b]
 
+    def pin(self, row: int, w: np.ndarray, b: float) -> None:
+        """Set candidate ``row``'s score to exactly 0 (it was stepped onto the boundary)."""
+        pos = int(np.searchsorted(self.idx, row))
+        if pos >= self.idx.size or self.idx[pos] != row:
+            # The exact fallback found a blocker outside the working set: rebuild around it.
+            self.refresh(w, b)
+            pos = int(np.searchsorted(self.idx, row))
+        self.s[pos] = 0.0
+
     def max_step(self, w: np.ndarray, b: float, d_w: np.ndarray, d_b: float, btol: float):
         """Largest ``a`` keeping every candidate below the boundary at or under zero.
 
@@ -366,7 +375,7 @@ def feasible_direction(
         margins += a * v_rate
         cand.s += a * rate
         if a >= alpha:  # the blocker landed on the boundary: pin it there exactly
-            cand.s[np.searchsorted(cand.idx, blocker)] = 0.0
+            cand.pin(blocker, w, b)
         last_blocker = blocker if a >= step_shrink * alpha else -1
         f = f_new
         history.append(f)
