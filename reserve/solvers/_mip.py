@@ -58,6 +58,8 @@ _SCIP_STATUS = {
 # Gurobi status codes (gurobipy.GRB.Status) to ours; the numbers are stable across versions.
 _GUROBI_STATUS = {2: "optimal", 9: "time_limit", 8: "node_limit", 11: "interrupted"}
 _GUROBI_SIZE_LIMIT = 10010  # GRB.Error.SIZE_LIMIT_EXCEEDED: restricted (pip) licence
+_BOUND_TIME_SHARE = 0.4
+_MAX_BOUND_ROUNDS = 30
 
 
 @dataclass(frozen=True)
@@ -148,31 +150,67 @@ def _polish(Xl, y_pm, Xc, k, C, w, b):
 # --------------------------------------------------------------------------------------------
 
 
-class _ScoreBounder:
-    """Largest / smallest ``w . z + b`` over ``{0.5||w||^2 + C sum xi <= UB, hinge rows}``.
+class _Relaxation:
+    """The MIP's continuous relaxation, as one Clarabel conic problem.
 
-    One Clarabel second-order-cone problem, built once; each candidate only changes the linear
-    objective (``solver.update(q=...)``). The rotated cone ``||w||^2 <= 2 s`` with
-    ``s = UB - C sum xi`` is written as ``||(s - 1/2, w)|| <= s + 1/2``.
+    Variables ``(w, b, xi, eta_free)``; constraints: hinge rows, ``w.z_j + b <= 0`` for
+    candidates fixed out, ``w.z_j + b <= M_j eta_j`` with ``0 <= eta_j <= 1`` for free ones,
+    ``sum eta = k_rem`` (or ``<=`` when fewer than ``k_rem`` are free). Candidates fixed in are
+    unconstrained.
+
+    With ``ub`` given, the objective becomes the constraint ``0.5||w||^2 + C sum xi <= ub``
+    (rotated cone ``||w||^2 <= 2 s``, ``s = ub - C sum xi``, written as
+    ``||(s - 1/2, w)|| <= s + 1/2``) and :meth:`max_score` maximises one candidate's score
+    over it: the problem is built once, each candidate only changes the linear objective.
+    Without ``ub``, :meth:`lower_bound` returns the relaxation's optimum, a valid lower bound.
     """
 
-    def __init__(self, Xl: np.ndarray, y_pm: np.ndarray, C: float, ub: float) -> None:
+    def __init__(self, Xl, y_pm, Xc, C, k_rem, M, out_idx, free_idx, ub=None) -> None:
         n, d = Xl.shape
-        self.d, self.n = d, n
-        nv = d + 1 + n
-        hinge = sp.hstack(
-            [
-                sp.csr_matrix(-(y_pm[:, None] * Xl)),
-                sp.csr_matrix(-y_pm[:, None]),
-                -sp.identity(n, format="csr"),
+        f, o = free_idx.size, out_idx.size
+        self.d = d
+        nv = d + 1 + n + f
+
+        def zeros(r: int, c: int) -> sp.csr_matrix:
+            return sp.csr_matrix((r, c))
+
+        eye = lambda r: sp.identity(r, format="csr")  # noqa: E731
+        rows = [
+            sp.hstack([-(y_pm[:, None] * Xl), -y_pm[:, None], -eye(n), zeros(n, f)]),
+            sp.hstack([zeros(n, d + 1), -eye(n), zeros(n, f)]),
+        ]
+        rhs = [-np.ones(n), np.zeros(n)]
+        if o:
+            rows.append(sp.hstack([Xc[out_idx], np.ones((o, 1)), zeros(o, n + f)]))
+            rhs.append(np.zeros(o))
+        if f:
+            rows += [
+                sp.hstack([Xc[free_idx], np.ones((f, 1)), zeros(f, n), -sp.diags(M[free_idx])]),
+                sp.hstack([zeros(f, d + 1 + n), -eye(f)]),
+                sp.hstack([zeros(f, d + 1 + n), eye(f)]),
             ]
-        )
-        nonneg = sp.hstack([sp.csr_matrix((n, d + 1)), -sp.identity(n, format="csr")])
-        cvec = sp.csr_matrix(np.r_[np.zeros(d + 1), np.full(n, C)][None, :])
-        wrows = sp.hstack([-sp.identity(d, format="csr"), sp.csr_matrix((d, 1 + n))])
-        A = sp.vstack([hinge, nonneg, cvec, cvec, wrows], format="csc")
-        rhs = np.r_[-np.ones(n), np.zeros(n), ub + 0.5, ub - 0.5, np.zeros(d)]
-        cones = [clarabel.NonnegativeConeT(2 * n), clarabel.SecondOrderConeT(d + 2)]
+            rhs += [np.zeros(f), np.zeros(f), np.ones(f)]
+        n_nonneg = sum(r.shape[0] for r in rows)
+        cones = []
+        if f:
+            rows.append(sp.hstack([zeros(1, d + 1 + n), np.ones((1, f))]))
+            rhs.append(np.array([float(k_rem)]))
+            if f > k_rem:
+                cones.append(clarabel.ZeroConeT(1))
+            else:
+                n_nonneg += 1
+        cones.insert(0, clarabel.NonnegativeConeT(n_nonneg))
+        if ub is not None:
+            cvec = sp.csr_matrix(np.r_[np.zeros(d + 1), np.full(n, C), np.zeros(f)][None, :])
+            rows += [cvec, cvec, sp.hstack([-eye(d), zeros(d, 1 + n + f)])]
+            rhs += [np.array([ub + 0.5]), np.array([ub - 0.5]), np.zeros(d)]
+            cones.append(clarabel.SecondOrderConeT(d + 2))
+            P = sp.csc_matrix((nv, nv))
+            q = np.zeros(nv)
+        else:
+            P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n + f)], format="csc")
+            q = np.r_[np.zeros(d + 1), np.full(n, C), np.zeros(f)]
+        A = sp.vstack(rows, format="csc")
         st = clarabel.DefaultSettings()
         st.verbose = False
         st.presolve_enable = False  # required for data updates
@@ -180,43 +218,76 @@ class _ScoreBounder:
         st.tol_gap_rel = 1e-8
         st.tol_feas = 1e-8
         st.max_iter = 100
-        self._q = np.zeros(nv)
-        self._solver = clarabel.DefaultSolver(sp.csc_matrix((nv, nv)), self._q, A, rhs, cones, st)
+        self._nv = nv
+        self._solver = clarabel.DefaultSolver(P, q, A, np.concatenate(rhs), cones, st)
 
     def max_score(self, z: np.ndarray) -> float | None:
-        """Valid upper bound on ``w . z + b`` (``None`` if the solve failed)."""
-        q = np.zeros_like(self._q)
+        """Upper bound on ``w . z + b`` over the relaxation (``None`` if the solve failed)."""
+        q = np.zeros(self._nv)
         q[: self.d] = -z
         q[self.d] = -1.0
         self._solver.update(q=q)
         sol = self._solver.solve()
-        status = str(sol.status)
-        if "Solved" not in status:
+        if "Solved" not in str(sol.status):
             return None
-        # min -(score): the dual objective is a lower bound on it, so -dual bounds the score.
-        val = max(-sol.obj_val, -sol.obj_val_dual)
-        return float(val)
+        # We minimise -score; the dual objective bounds that from below, so -dual bounds the
+        # score from above. Take the larger of both and pad for the solver's tolerances.
+        val = float(max(-sol.obj_val, -sol.obj_val_dual))
+        return val + 1e-6 * (1.0 + abs(val))
+
+    def lower_bound(self) -> float:
+        """Optimum of the relaxation, padded downwards (``-inf`` if the solve failed)."""
+        sol = self._solver.solve()
+        if "Solved" not in str(sol.status):
+            return -math.inf
+        val = float(min(sol.obj_val, sol.obj_val_dual))
+        return val - 1e-6 * (1.0 + abs(val))
 
 
-def _score_bounds(Xl, y_pm, Xc, C, ub, pos_idx, deadline):
-    """Upper bounds for every candidate, lower bounds for ``pos_idx``; ``nan`` where unknown."""
-    bnd = _ScoreBounder(Xl, y_pm, C, ub)
+def _tighten(Xl, y_pm, Xc, C, k, ub, M, s0, deadline, max_rounds):
+    """Iterated bound tightening of the big-M values, with fixing.
+
+    Round ``r`` maximises (and, for candidates positive at the start point, minimises) every
+    free candidate's score over the continuous relaxation built with the ``M`` of round
+    ``r - 1`` plus ``objective <= ub``. Every point with objective at most ``ub`` and at most
+    ``k`` positive candidates is feasible for that relaxation, so the new values stay valid;
+    smaller ``M`` tighten the next relaxation in turn. A candidate whose largest score is
+    ``<= 0`` is fixed out, one whose smallest score is ``> 0`` is fixed in. Rounds stop when
+    the relaxation's lower bound gains less than 1% of the remaining gap while the sum of the
+    free ``M`` shrank by less than 5%, at ``max_rounds`` or at ``deadline``.
+    """
     m = Xc.shape[0]
-    upper = np.full(m, np.nan)
-    lower = np.full(m, np.nan)
-    for j in range(m):
-        if time.perf_counter() > deadline:
+    M = M.copy()
+    fixed_in = np.zeros(m, dtype=bool)
+    lb, history, shrink = -math.inf, [], 1.0
+    for _ in range(max_rounds):
+        fixed_out = M <= 0.0
+        free = np.flatnonzero(~fixed_out & ~fixed_in)
+        k_rem = k - int(fixed_in.sum())
+        args = (Xl, y_pm, Xc, C, k_rem, np.maximum(M, 0.0), np.flatnonzero(fixed_out), free)
+        new_lb = _Relaxation(*args).lower_bound()
+        history.append(new_lb)
+        stalled = (new_lb - lb) < 0.01 * (ub - lb) and shrink < 0.05
+        if new_lb >= ub or stalled or free.size == 0 or time.perf_counter() > deadline:
+            lb = max(lb, new_lb)
             break
-        v = bnd.max_score(Xc[j])
-        if v is not None:
-            upper[j] = v
-    for j in pos_idx:
-        if time.perf_counter() > deadline:
-            break
-        v = bnd.max_score(-Xc[j])
-        if v is not None:
-            lower[j] = -v
-    return upper, lower
+        lb = new_lb
+        before = float(np.maximum(M[free], 0.0).sum())
+        rel = _Relaxation(*args, ub=ub)
+        for j in free:
+            if time.perf_counter() > deadline:
+                break
+            v = rel.max_score(Xc[j])
+            if v is not None:
+                M[j] = min(M[j], v)
+        for j in free[s0[free] > 0]:
+            if time.perf_counter() > deadline or fixed_in.sum() >= k:
+                break
+            v = rel.max_score(-Xc[j])
+            if v is not None and -v > 0.0 and M[j] > 0.0:
+                fixed_in[j] = True
+        shrink = 1.0 - float(np.maximum(M[free], 0.0).sum()) / max(before, 1e-300)
+    return M, M <= 0.0, fixed_in, lb, history
 
 
 def _simple_upper(Xl, y_pm, Xc, C, ub):
@@ -563,25 +634,16 @@ def solve_ttk_mip(
     m = Xc.shape[0]
     t_b = time.perf_counter()
     simple = _simple_upper(Xl0, y, Xc0, C, ub_safe)
-    upper, lower = simple.copy(), np.full(m, -np.inf)
+    M, fixed_out, fixed_in = simple.copy(), simple <= 0.0, np.zeros(m, dtype=bool)
+    root_lb, lb_history = 0.0, []
     if formulation in ("tight", "indicator"):
+        # Tightening may use up to 40% of the budget; the rest is left to branch and bound.
+        tb_deadline = t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0)
         s0 = Xc0 @ w0 + b0
-        pos = np.flatnonzero(s0 > 0)
-        # Leave at least half the budget to the MIP itself.
-        tb_deadline = t_b + 0.5 * max(deadline - t_b, 0.0)
-        up, lo = _score_bounds(Xl0, y, Xc0, C, ub_safe, pos, tb_deadline)
-        ok = np.isfinite(up)
-        upper[ok] = np.minimum(simple[ok], up[ok] + 1e-6 * (1.0 + np.abs(up[ok])))
-        okl = np.isfinite(lo)
-        lower[okl] = lo[okl] - 1e-6 * (1.0 + np.abs(lo[okl]))
-        n_tightened = int(ok.sum())
-    else:
-        n_tightened = 0
-    fixed_out = upper <= 0.0
-    fixed_in = lower > 0.0
-    if fixed_in.sum() > k:  # cannot happen with exact bounds; distrust them if it does
-        fixed_in[:] = False
-    M = np.maximum(upper, 0.0)
+        M, fixed_out, fixed_in, root_lb, lb_history = _tighten(
+            Xl0, y, Xc0, C, k, ub_safe, simple, s0, tb_deadline, _MAX_BOUND_ROUNDS
+        )
+    M = np.maximum(M, 0.0)
     t_bounds = time.perf_counter() - t_b
 
     # Solve.
@@ -611,7 +673,8 @@ def solve_ttk_mip(
     w_out = np.asarray(wc, dtype=np.float64).copy()
     b_out = _make_feasible(w_out, float(bc - mu @ w_out), Xc, k)
     objective = hinge_objective(w_out, b_out, Xl, y, C)
-    bound = min(raw["bound"], objective)
+    # SCIP's bound and the tightening's relaxation bound are both valid; keep the better.
+    bound = min(max(raw["bound"], root_lb), objective)
     if not math.isfinite(bound):
         bound = 0.0  # the objective is a sum of non-negative terms
     gap = (objective - bound) / objective
@@ -625,7 +688,8 @@ def solve_ttk_mip(
         "n_fixed_out": int(fixed_out.sum()),
         "n_fixed_in": int(fixed_in.sum()),
         "n_free": int((~fixed_out & ~fixed_in).sum()),
-        "n_tightened": n_tightened,
+        "bound_rounds": len(lb_history),
+        "relaxation_bounds": lb_history,
         "median_M": float(np.median(M)) if m else 0.0,
         "median_simple_M": float(np.median(np.maximum(simple, 0.0))) if m else 0.0,
         "warm_start_accepted": raw["warm_start_accepted"],
