@@ -1186,6 +1186,24 @@ def read_detections(
     return log.apply("ebd", "rollup", rollup_species, rows, detail="drop spuh/slash/hybrid")
 
 
+def _empty_message(sed: str | os.PathLike[str], log: FilterLog) -> str:
+    read = log.kept("sed", "read")
+    if read == 0:
+        return (
+            f"sed={str(sed)!r} has no data rows (only a header); pass a non-empty Sampling "
+            "Event Data file"
+        )
+    step = "the filters"
+    for (table, name), (kept, dropped) in log.counts.items():
+        if table == "sed" and kept == 0 and dropped > 0:
+            step = f"{table}:{name} ({log.details.get((table, name), '')})"
+            break
+    return (
+        f"no checklist of sed={str(sed)!r} is left after filtering ({read} read); the last rows "
+        f"were dropped by {step}. Fix: widen the region / dates or relax the effort limits"
+    )
+
+
 def load_observations(
     ebd: str | os.PathLike[str],
     sed: str | os.PathLike[str],
@@ -1226,6 +1244,8 @@ def load_observations(
         with dask_client(options.get("scheduler")):
             return load_observations(ebd, sed, species, deduplicate=deduplicate, log=log, **options)
     checklists = read_checklists(sed, log=log, **options)
+    if checklists.empty:
+        raise InvalidInputError(_empty_message(sed, log))
     members = with_checklist_id(checklists, groups=deduplicate)
     if deduplicate:
         checklists = log.apply(

@@ -206,13 +206,6 @@ def _layers(
     return layers
 
 
-def _empty_step(log: FilterLog) -> str:
-    for (table, step), (kept, dropped) in log.counts.items():
-        if table == "sed" and kept == 0 and dropped > 0:
-            return f"{table}:{step} ({log.details.get((table, step), '')})"
-    return "the filters"
-
-
 def _versions() -> dict[str, str]:
     import rasterio
 
@@ -351,12 +344,6 @@ def ingest(
         engine=engine,
         scheduler=scheduler,
     )
-    if obs.empty:
-        raise InvalidInputError(
-            f"no checklist of sed={str(sed)!r} is left after filtering "
-            f"({log.kept('sed', 'read')} read); the last rows were dropped by {_empty_step(log)}. "
-            "Fix: widen the region / dates or relax the effort limits"
-        )
     lon = obs["longitude"].to_numpy()
     lat = obs["latitude"].to_numpy()
     if region_ll is None:

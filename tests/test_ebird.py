@@ -560,7 +560,7 @@ def test_header_with_a_trailing_tab_that_data_lines_lack(tmp_path):
 # byte ranges (the unit of work of the Dask engine) and the Dask engine itself
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.integers(min_value=1, max_value=900))
 def test_byte_ranges_read_every_line_exactly_once(tmp_path_factory, block):
     rows = [checklist(f"S{i}", minutes=str(i % 50 + 1)) for i in range(40)]
