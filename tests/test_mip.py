@@ -183,3 +183,61 @@ def test_gurobi_requested_but_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     with pytest.raises(MissingDependencyError, match="pip install gurobipy"):
         solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="gurobi")
+
+
+# --------------------------------------------------------------------------------------------
+# End to end through the estimator: TTK(solver="mip")
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_ttk_mip_end_to_end_matches_oracle_and_beats_fd(seed):
+    from reserve.solvers.ttk import TTK
+
+    X, y, *_ = _tiny(seed)
+    k = 2
+    oracle_obj, *_ = brute_force_ttk(X, y, k, 1.0)
+    fd = TTK(k=k, C=1.0).fit(X, y)
+    est = TTK(k=k, C=1.0, solver="mip", time_limit=20, mip_gap=1e-9).fit(X, y)
+    assert est.status_ in PROVED
+    assert est.objective_ == pytest.approx(oracle_obj, rel=1e-6)
+    assert est.objective_ <= fd.objective_ + 1e-9
+    assert est.bound_ <= est.objective_
+    assert est.gap_ == pytest.approx((est.objective_ - est.bound_) / est.objective_, abs=1e-9)
+    assert est.mip_solver_ in ("scip", "gurobi") and est.n_nodes_ >= 0
+    cand = np.flatnonzero(y == -1)
+    assert est.selected_.shape == (k,) and set(est.selected_.tolist()) <= set(cand.tolist())
+    np.testing.assert_array_equal(
+        est.selected_, cand[top_k(X[cand] @ est.coef_ + est.intercept_, k)]
+    )
+
+
+def test_ttk_mip_time_limit_is_reported():
+    from reserve.solvers.ttk import TTK
+
+    X, y = load_benchmark("sonar")
+    Xa, y_fit, _, k = transductive_split(X, y, random_state=1)
+    est = TTK(k=k, C=1.0, solver="mip", time_limit=1.0).fit(Xa, y_fit)
+    assert est.status_ == "time_limit" and est.gap_ > 0
+    assert est.selected_.shape == (k,)
+    cand = np.flatnonzero(y_fit == -1)
+    assert np.count_nonzero(Xa[cand] @ est.coef_ + est.intercept_ > 0) <= k
+
+
+@pytest.mark.parametrize("bad", [0, -5.0])
+def test_ttk_mip_refuses_non_positive_time_limit(bad):
+    from reserve.solvers.ttk import TTK
+
+    X, y, *_ = _tiny(0)
+    with pytest.raises(InvalidInputError, match="time_limit"):
+        TTK(k=2, solver="mip", time_limit=bad).fit(X, y)
+
+
+def test_ttk_mip_without_scip_gives_the_install_line(monkeypatch):
+    from reserve.solvers.ttk import TTK
+
+    X, y, *_ = _tiny(0)
+    monkeypatch.setitem(sys.modules, "pyscipopt", None)
+    monkeypatch.setitem(sys.modules, "gurobipy", None)
+    with pytest.raises(MissingDependencyError, match="pip install pyscipopt"):
+        TTK(k=2, solver="mip").fit(X, y)

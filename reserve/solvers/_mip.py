@@ -339,6 +339,8 @@ def _solve_scip(Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, 
     mdl.setParam("limits/gap", limits["gap"])
     mdl.setParam("randomization/randomseedshift", 0)
     mdl.setHeuristics(pyscipopt.SCIP_PARAMSETTING.FAST)
+    for key, value in limits.get("scip_params", {}).items():  # experiments only
+        mdl.setParam(key, value)
 
     w = mdl.addMatrixVar(d, vtype="C", lb=None, name="w")
     b = mdl.addVar(lb=None, name="b")
