@@ -768,12 +768,20 @@ def rollup_species(detections: pd.DataFrame) -> pd.DataFrame:
         return rows.reset_index(drop=True)
     sci = _binomial(rows["scientific_name"])
     common = _strip_paren(rows["common_name"])
-    rows = rows.assign(scientific_name=sci, common_name=common, category="species")
+    rows = rows.assign(
+        scientific_name=sci,
+        common_name=common,
+        category="species",
+        _unknown=rows["observation_count"].isna().to_numpy(),
+    )
     grouped = rows.groupby(["sampling_event_identifier", "scientific_name"], sort=True)
-    count = grouped["observation_count"].sum(min_count=1)
-    unknown = grouped["observation_count"].apply(lambda s: s.isna().any())
-    out = grouped.agg(common_name=("common_name", "first"), detected=("detected", "any"))
-    out["observation_count"] = count.where(~unknown, np.nan)
+    out = grouped.agg(
+        common_name=("common_name", "first"),
+        detected=("detected", "any"),
+        observation_count=("observation_count", "sum"),
+        unknown=("_unknown", "any"),
+    )
+    out["observation_count"] = out["observation_count"].where(~out.pop("unknown"), np.nan)
     out["category"] = "species"
     return out.reset_index()[list(detections.columns)]
 
@@ -828,9 +836,7 @@ def zero_fill(checklists: pd.DataFrame, detections: pd.DataFrame) -> pd.DataFram
         )
     det = detections[detections["detected"].to_numpy(dtype=bool)]
     grouped = det.groupby("checklist_id", sort=False)["observation_count"]
-    count = grouped.max()
-    unknown = grouped.apply(lambda s: s.isna().all()) if len(det) else count.isna()
-    count = count.where(~unknown, np.nan)
+    count = grouped.max()  # NaN only when every member's count is an X
     ids = checklists["checklist_id"]
     detected = ids.isin(count.index).to_numpy()
     filled = ids.map(count).to_numpy(dtype=float)

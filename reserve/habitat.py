@@ -203,7 +203,6 @@ def _band_pixels(
     if same:
         a, e = src.transform.a, src.transform.e
         win = from_bounds(left, top - n_r * s, left + n_c * s, top, transform=src.transform)
-        win = win.round_offsets(op="floor").round_lengths(op="ceil")
         win = _clip(win, src)
         data = src.read(band, window=win).astype(np.float64)
         transform = src.window_transform(win)
@@ -220,10 +219,9 @@ def _band_pixels(
         sb = transform_bounds(
             grid.crs.to_wkt(), src.crs, left, top - n_r * s, left + n_c * s, top, densify_pts=51
         )
-        win = from_bounds(*sb, transform=src.transform).round_offsets(op="floor")
-        win = Window(win.col_off - 2, win.row_off - 2, win.width + 5, win.height + 5)
-        win = _clip(win, src).round_lengths(op="ceil")
-        win = _clip(win, src)
+        win = from_bounds(*sb, transform=src.transform)
+        # a margin of 2 source pixels, so resampling at the edges sees real neighbours
+        win = _clip(Window(win.col_off - 2, win.row_off - 2, win.width + 4, win.height + 4), src)
         data = np.full(shape, np.nan)
         footprint = np.zeros(shape, dtype=np.uint8)
         if win.width > 0 and win.height > 0:
@@ -269,8 +267,9 @@ def _band_pixels(
 
 
 def _clip(win: Window, src: rasterio.io.DatasetReader) -> Window:
-    c0 = max(int(win.col_off), 0)
-    r0 = max(int(win.row_off), 0)
+    """The whole pixels touched by a fractional window, clipped to the dataset."""
+    c0 = max(math.floor(win.col_off), 0)
+    r0 = max(math.floor(win.row_off), 0)
     c1 = min(math.ceil(win.col_off + win.width), src.width)
     r1 = min(math.ceil(win.row_off + win.height), src.height)
     return Window(c0, r0, max(c1 - c0, 0), max(r1 - r0, 0))
@@ -401,9 +400,11 @@ def categorical_fractions(
         names = {k: v for k, v in names.items() if k != nodata}
     frame = _summarise(grid, np.asarray(cell_ids), layer, reduce, Resampling.nearest)
     if names is None:
+        # Bands of rows may find different classes: a class absent from a band is 0 there.
         frame = frame.fillna({c: 0.0 for c in frame.columns}).where(
             frame.notna().any(axis=1), np.nan, axis=0
         )
+        frame = frame[sorted(frame.columns, key=lambda c: int(c.rsplit("_", 1)[1]))]
     return frame
 
 

@@ -166,3 +166,27 @@ def test_habitat_features_combines_any_number_of_rasters(tmp_path, two_cells):
     assert got["elevation_sd"].tolist() == [0.0, 0.0]
     with pytest.raises(InvalidInputError, match="repeat"):
         habitat_features(two_cells, [0], [RasterLayer("e", dem, "continuous")] * 2)
+
+
+@pytest.mark.parametrize("crs", [CRS, "EPSG:4326"])
+def test_processing_in_bands_of_rows_changes_nothing(tmp_path, monkeypatch, crs):
+    import reserve.habitat as habitat
+
+    rng = np.random.default_rng(0)
+    values = rng.integers(1, 4, (40, 60)).astype("uint8")
+    if crs == CRS:
+        transform = from_origin(-3100.0, 2900.0, 110.0, 130.0)
+    else:
+        transform = from_origin(-0.032, 0.026, 0.0011, 0.0013)
+    path = raster(tmp_path / "lc.tif", values, transform, crs, dtype="uint8")
+    g = Grid.covering((-3000.0, -2000.0, 2999.0, 1999.0), cell_size=1000.0, crs=CRS)
+    cells = np.arange(g.n_cells)
+    whole = categorical_fractions(g, cells, path, "lc")
+    monkeypatch.setattr(habitat, "MAX_BAND_PIXELS", 10)  # one row of cells per band
+    banded = categorical_fractions(g, cells, path, "lc")
+    assert list(banded.columns) == ["lc_class_1", "lc_class_2", "lc_class_3"]
+    np.testing.assert_allclose(banded.to_numpy(), whole.to_numpy(), rtol=1e-12, atol=1e-12)
+    full = whole.dropna()
+    assert np.allclose(full.sum(axis=1), 1.0)
+    if crs == CRS:  # the raster spans y in [-2300, 2900]: only the bottom row is partial
+        assert len(full) == g.n_cells - g.n_cols
