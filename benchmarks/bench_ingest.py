@@ -174,7 +174,10 @@ t = time.perf_counter()
 res = ingest(**args)
 dt = time.perf_counter() - t
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-out = dict(seconds=dt, peak_rss_mb=rss, counts=res.counts(),
+pu = res.planning_units
+feats = [c for c in pu.columns if c.startswith("landcover_")]
+nan_cells = int(pu[feats].isna().any(axis=1).sum()) if feats else 0
+out = dict(seconds=dt, peak_rss_mb=rss, counts=res.counts(), nan_feature_cells=nan_cells,
            ebd_rows=int(res.summary.set_index("item").loc["ebd:read", "kept"]),
            sed_rows=int(res.summary.set_index("item").loc["sed:read", "kept"]))
 print("RESULT " + json.dumps(out))
@@ -261,8 +264,9 @@ def _zero_filled_to_raw(src: Path, folder: Path, species_col: str, common: str, 
         }
         sed_rows.append("\t".join(fields.get(h, "") for h in SED_HEADER))
         if r["x"] or r["count"] > 0:
-            ebd = dict(fields, **{"COMMON NAME": common, "SCIENTIFIC NAME": sci, "CATEGORY": "species",
-                                  "OBSERVATION COUNT": "X" if r["x"] else str(int(r["count"]))})  # fmt: skip
+            ebd = dict(fields)
+            ebd.update({"COMMON NAME": common, "SCIENTIFIC NAME": sci, "CATEGORY": "species"})
+            ebd["OBSERVATION COUNT"] = "X" if r["x"] else str(int(r["count"]))
             ebd_rows.append("\t".join(ebd.get(h, "") for h in EBD_HEADER))
     sed = folder / "sed.txt"
     ebd = folder / "ebd.txt"
@@ -307,6 +311,7 @@ def real() -> None:
         f"{c['checklists']:,} checklists kept; cells train {c['train']:,} "
         f"(positive {c['train_positive']}), candidate {c['candidate']:,}, other {c['other']:,}; "
         f"surveyed positive cells {c['surveyed_positive']:,}; "
+        f"cells with NaN land cover (partly outside the raster) {r['nan_feature_cells']:,}; "
         f"{r['seconds']:.1f} s, peak RSS {r['peak_rss_mb']:,.0f} MB"
     )
 

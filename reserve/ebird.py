@@ -305,7 +305,6 @@ def iter_table(
     chunksize: int = INGEST_DEFAULTS.chunksize,
     progress: Callable[[int, int], None] | None = None,
     byte_range: tuple[int, int] | None = None,
-    log: FilterLog | None = None,
 ) -> Iterator[pd.DataFrame]:
     """Stream the named columns of an eBird text file as chunks of text columns.
 
@@ -326,8 +325,6 @@ def iter_table(
     byte_range : (int, int), optional
         Read only the lines that *start* in ``[start, stop)`` of a plain file (used by the Dask
         engine; the header is always read from the top).
-    log : FilterLog, optional
-        Unused here (kept for a uniform signature); the parsers count malformed rows.
 
     Yields
     ------
@@ -340,7 +337,7 @@ def iter_table(
     with _open_binary(path) as (stream, consumed, total):
         header = _header_from_line(stream.readline(), path)
         _check_columns(header, required, path, kind)
-        start_offset = stream.tell() if hasattr(stream, "tell") else 0
+        start_offset = stream.tell()
         if byte_range is not None:
             start, stop = byte_range
             if start > start_offset:
@@ -940,7 +937,16 @@ def _progress_bar(enabled: bool, description: str) -> Any:
     )
 
 
-def _read(path: Path, columns, required, kind, chunksize, progress, log, each) -> list:
+def _read(
+    path: Path,
+    columns: Sequence[str],
+    required: Sequence[str],
+    kind: str,
+    chunksize: int,
+    progress: bool,
+    each: Callable[[pd.DataFrame], pd.DataFrame],
+) -> list[pd.DataFrame]:
+    """Stream ``path`` (with a progress bar when asked) and apply ``each`` to every chunk."""
     parts = []
     with _progress_bar(progress, kind) as bar:
         task = bar.add_task(f"reading {kind} {path.name}", total=None) if bar else None
@@ -955,7 +961,6 @@ def _read(path: Path, columns, required, kind, chunksize, progress, log, each) -
             kind=kind,
             chunksize=chunksize,
             progress=report if bar else None,
-            log=log,
         ):
             parts.append(each(chunk))
     return parts
@@ -1094,7 +1099,6 @@ def read_checklists(
             "SED",
             chunksize,
             progress,
-            log,
             lambda chunk: _sed_chunk(chunk, log, **options),
         )
     else:
@@ -1175,7 +1179,6 @@ def read_detections(
             "EBD",
             chunksize,
             progress,
-            log,
             lambda chunk: _ebd_chunk(chunk, log, target, names),
         )
     else:
