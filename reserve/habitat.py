@@ -340,8 +340,9 @@ def _summarise(
     partial = coverage < 1 - 1e-6
     if partial.any():
         warnings.warn(
-            f"raster {path.name!r} (layer {layer.name!r}) covers {int(partial.sum())} of "
-            f"{len(coverage)} cells only partly; their {layer.name} features are NaN",
+            f"raster {path.name!r} (layer {layer.name!r}) does not fully cover "
+            f"{int(partial.sum())} of {len(coverage)} cells (they lie partly or wholly outside "
+            f"it); their {layer.name} features are NaN",
             UserWarning,
             stacklevel=3,
         )

@@ -591,3 +591,20 @@ def test_dask_engine_equals_the_local_engine(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(local, dask)
     assert logs[0].counts == logs[1].counts
     assert local["detected"].any() and not local["detected"].all()
+
+
+def test_real_rollup_example():
+    path = _real("format_samples", "auk_ebd-rollup-ex.txt")
+    rows = _rows(path)
+    name = "Yellow-rumped Warbler"
+    # Independent oracle: sum the counts of the species' rows per checklist, by hand.
+    expected = defaultdict(float)
+    for r in rows:
+        if r["COMMON NAME"] == name and r["CATEGORY"] in ("species", "issf", "intergrade"):
+            expected[r["SAMPLING EVENT IDENTIFIER"]] += float(r["OBSERVATION COUNT"])
+    got = ebird.read_detections(path, "setophaga coronata").set_index("sampling_event_identifier")
+    assert got["observation_count"].to_dict() == dict(expected)
+    assert set(got["common_name"]) == {name}
+    # Only hybrids and slashes of Western Gull are in the file: no species-level row.
+    with pytest.raises(InvalidInputError, match="Western Gull"):
+        ebird.read_detections(path, "Western Gull")

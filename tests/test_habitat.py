@@ -101,7 +101,7 @@ def test_cells_partly_outside_the_raster_get_nan_and_a_warning(tmp_path, two_cel
     path = raster(
         tmp_path / "lc.tif", [[1, 1, 2, 2]], from_origin(0, 1000, 400, 1000), dtype="uint8"
     )
-    with pytest.warns(UserWarning, match="covers 1 of 2 cells only partly"):
+    with pytest.warns(UserWarning, match="does not fully cover 1 of 2 cells"):
         got = categorical_fractions(two_cells, [0, 1], path, "lc", legend={1: "a", 2: "b"})
     assert got.loc[0].tolist() == pytest.approx([0.8, 0.2])
     assert got.loc[1].isna().all()

@@ -143,7 +143,7 @@ def test_counts_and_labels_match_a_spatial_join(inputs):
 
 
 def test_features_roles_and_summary(inputs):
-    with pytest.warns(UserWarning, match="only partly"):
+    with pytest.warns(UserWarning, match="does not fully cover"):
         res = run(inputs, region="-80.08,34.95,-79.9,35.05")  # wider than the rasters
     pu = res.planning_units.set_index("cell_id")
     full = pu.dropna(subset=["elevation_mean"])
