@@ -139,8 +139,8 @@ class Grid:
         if y0 < ymax:
             y0 += s
         # Same arithmetic as cell_of, so the extreme points get valid rows and columns.
-        n_cols = int(math.floor((xmax - x0) / s)) + 1
-        n_rows = int(math.floor((y0 - ymin) / s)) + 1
+        n_cols = math.floor((xmax - x0) / s) + 1
+        n_rows = math.floor((y0 - ymin) / s) + 1
         return cls(pyproj.CRS.from_user_input(crs), s, x0, y0, n_rows, n_cols)
 
     @property
