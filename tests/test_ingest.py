@@ -354,11 +354,22 @@ def test_real_nh_ingest_is_consistent(tmp_path):
 
 def test_dask_engine_gives_exactly_the_local_planning_units(inputs, monkeypatch):
     pytest.importorskip("distributed", reason="the Dask engine needs dask[distributed]")
+    from distributed import LocalCluster
+
     from reserve import ebird
 
     monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 2000)  # several tasks on a small file
     local = run(inputs)
-    dask = run(inputs, output=inputs["dir"] / "dask.gpkg", engine="dask")
+    # An explicit scheduler address (the --scheduler path), on loopback.
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        dask = run(
+            inputs,
+            output=inputs["dir"] / "dask.gpkg",
+            engine="dask",
+            scheduler=cluster.scheduler_address,
+        )
     pd.testing.assert_frame_equal(
         pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units)
     )
