@@ -608,3 +608,42 @@ def test_real_rollup_example():
     # Only hybrids and slashes of Western Gull are in the file: no species-level row.
     with pytest.raises(InvalidInputError, match="Western Gull"):
         ebird.read_detections(path, "Western Gull")
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_row_order_does_not_change_the_zero_filled_table(tmp_path_factory, rnd):
+    """Property: shuffling the SED and EBD lines gives the same checklists and detections."""
+    sed_rows = [
+        checklist(f"S{i}", group=f"G{i % 4}" if i % 3 == 0 else "", minutes=str(30 + i))
+        for i in range(24)
+    ]
+    ebd_rows = [observation(f"S{i}", count=str(i) if i % 2 else "X") for i in range(0, 24, 2)]
+    folder = tmp_path_factory.mktemp("order")
+    a = ebird.load_observations(
+        write(folder / "e1.txt", NEW_EBD, ebd_rows),
+        write(folder / "s1.txt", NEW_SED, sed_rows),
+        "Wood Thrush",
+    )
+    rnd.shuffle(sed_rows)
+    rnd.shuffle(ebd_rows)
+    b = ebird.load_observations(
+        write(folder / "e2.txt", NEW_EBD, ebd_rows),
+        write(folder / "s2.txt", NEW_SED, sed_rows),
+        "Wood Thrush",
+    )
+    key = ["checklist_id", "sampling_event_identifier", "detected", "observation_count"]
+    a = a[key].sort_values("checklist_id").reset_index(drop=True)
+    b = b[key].sort_values("checklist_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_dask_engine_without_dask_names_the_install_line(tmp_path, monkeypatch):
+    import sys
+
+    from reserve.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # makes the import fail
+    sed = write(tmp_path / "sed.txt", NEW_SED, [checklist("S1")])
+    with pytest.raises(MissingDependencyError, match=r"pip install 'reserve\[dask\]'"):
+        ebird.read_checklists(sed, engine="dask")
