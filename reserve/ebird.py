@@ -1285,7 +1285,7 @@ def load_observations(
     return filled
 
 
-def _require_dask() -> Any:  # pragma: no cover - exercised only without dask
+def _require_dask() -> Any:
     try:
         import dask  # noqa: F401
         import distributed  # noqa: F401
