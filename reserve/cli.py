@@ -166,5 +166,54 @@ def ingest_command(**kw: object) -> None:
     )
 
 
+@main.group("benchmark")
+def benchmark_group() -> None:
+    """Reproduce the paper's benchmark tables."""
+
+
+@benchmark_group.command("paper")
+@click.option("--table", "tables", default="3,2", show_default=True, help="Tables: 3, 2 or 3,2.")
+@click.option("--datasets", default=None, help="Comma-separated subset (default: the paper's).")
+@click.option("--methods", default=None, help="Comma-separated subset (default: the paper's).")
+@click.option("--splits", "n_splits", default=10, show_default=True, help="Random 50/50 splits.")
+@click.option(
+    "--k-fraction", default=0.05, show_default=True, help="k as a share of the test half."
+)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--time-limit", default=30.0, show_default=True, help="Seconds per TTK-MIP fit.")
+@click.option("--fit-time-limit", default=10.0, show_default=True, help="Seconds per TSVM fit.")
+@click.option("--jobs", "n_jobs", default=2, show_default=True, help="Worker processes.")
+@click.option("--data-dir", default=None, help="Read <dataset>.csv here instead of the bundle.")
+@click.option("--out", "out_dir", default="benchmarks/results", show_default=True)
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def benchmark_paper_command(**kw: object) -> None:
+    """Table 3 (precision@5% with C by CV) and Table 2 (losses at C=1), beside the paper."""
+    from reserve.benchmark import reproduce_paper
+
+    for key in ("tables", "datasets", "methods"):
+        if kw[key] is not None:
+            kw[key] = [v.strip() for v in str(kw[key]).split(",") if v.strip()]
+    show = kw.pop("progress")
+    if not show:
+        click.echo("\n".join(reproduce_paper(**kw).values()))  # type: ignore[arg-type]
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=Console(stderr=True),
+    ) as bar:  # fmt: skip
+        task = bar.add_task("runs", total=None)
+
+        def tick(rec: object, total: int) -> None:
+            bar.update(task, total=total, advance=1,
+                       description=f"{rec.dataset} {rec.method}")  # type: ignore[attr-defined]  # fmt: skip
+
+        tables = reproduce_paper(progress=tick, **kw)  # type: ignore[arg-type]
+    for name, md in tables.items():
+        click.echo(f"Table {name} (written to {kw['out_dir']}/table{name}.md)\n\n{md}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

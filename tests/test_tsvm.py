@@ -118,3 +118,13 @@ def test_sklearn_parameter_checks():
     check_no_attributes_set_in_init("TSVM", est)
     check_get_params_invariance("TSVM", est)
     check_set_params("TSVM", est)
+
+
+def test_time_limit_returns_the_balanced_start():
+    X, y = _problem(2, n=30, m=30)
+    est = TSVM(k=3, max_time=1e-9).fit(X, y)
+    assert est.stop_reason_ == "max_time"
+    assert est.n_iter_ == 0 and len(est.objective_path_) == 1
+    full = TSVM(k=3).fit(X, y)
+    assert full.stop_reason_ in {"converged", "stalled"}
+    assert full.objective_ <= est.objective_

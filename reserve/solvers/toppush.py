@@ -102,7 +102,8 @@ class TopPush(TopKClassifierMixin):
     C : float
         Loss weight (``lambda = 1 / (C m)`` in the paper's notation).
     max_iter : int
-        Accelerated-gradient iterations at most.
+        Accelerated-gradient iterations at most. At large ``C`` the dual is badly conditioned
+        and the limit is reached before ``tol``; ``duality_gap_`` reports how far off it is.
     tol : float
         Stop when the duality gap is below ``tol * max(1, primal objective)``.
 
@@ -127,7 +128,7 @@ class TopPush(TopKClassifierMixin):
     """
 
     def __init__(
-        self, k: int = 10, C: float = 1.0, max_iter: int = 3000, tol: float = 1e-6
+        self, k: int = 10, C: float = 1.0, max_iter: int = 1000, tol: float = 1e-4
     ) -> None:
         self.k = k
         self.C = C
@@ -142,11 +143,11 @@ class TopPush(TopKClassifierMixin):
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int | np.integer):
             raise InvalidInputError(
                 f"max_iter must be a positive integer; received {self.max_iter!r}. "
-                "Pass e.g. max_iter=3000."
+                "Pass e.g. max_iter=1000."
             )
         if self.max_iter < 1:
             raise InvalidInputError(
-                f"max_iter must be >= 1; received {self.max_iter}. Pass e.g. max_iter=3000."
+                f"max_iter must be >= 1; received {self.max_iter}. Pass e.g. max_iter=1000."
             )
         Xl = data.X_lab
         Xp, Xn = Xl[data.y_pm > 0], Xl[data.y_pm < 0]

@@ -16,6 +16,8 @@ rows with its intercept moved to satisfy the balancing constraint.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -74,6 +76,10 @@ class TSVM(TopKClassifierMixin):
         CCCP iterations at most.
     tol : float
         Also stop when a CCCP step lowers ``J`` by less than ``tol * |J|``.
+    max_time : float or None
+        Seconds after which no further CCCP step is started. Every CCCP iterate is a
+        balanced point with lower ``J`` than the last, so stopping early returns a valid,
+        less optimised model; ``stop_reason_`` says so.
 
     Attributes
     ----------
@@ -87,6 +93,8 @@ class TSVM(TopKClassifierMixin):
     objective_path_ : list of float
         ``J`` at the start and after every CCCP step (non-increasing up to solver tolerance).
     n_iter_ : int
+    stop_reason_ : str
+        ``"converged"``, ``"stalled"``, ``"max_iter"`` or ``"max_time"``.
     selected_, candidates_, candidate_scores_, classes_, n_features_in_
 
     Examples
@@ -106,6 +114,7 @@ class TSVM(TopKClassifierMixin):
         s: float = -0.3,
         max_iter: int = 20,
         tol: float = 1e-4,
+        max_time: float | None = None,
     ) -> None:
         self.k = k
         self.C = C
@@ -113,6 +122,7 @@ class TSVM(TopKClassifierMixin):
         self.s = s
         self.max_iter = max_iter
         self.tol = tol
+        self.max_time = max_time
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> TSVM:
         """Fit on labelled rows and candidates (``y == -1``), select ``k``; return ``self``."""
@@ -133,6 +143,8 @@ class TSVM(TopKClassifierMixin):
                 f"max_iter must be a positive integer; received {self.max_iter!r}."
             )
         tol = check_positive_real(self.tol, "tol")
+        max_time = None if self.max_time is None else check_positive_real(self.max_time, "max_time")
+        t_start = time.perf_counter()
         Xl, y_pm, Z = data.X_lab, data.y_pm, data.X_cand
         target = float(y_pm.mean())
         start = solve_fixed_set(Xl, y_pm, C)
@@ -141,22 +153,30 @@ class TSVM(TopKClassifierMixin):
         path = [tsvm_objective(w, b, Xl, y_pm, Z, C, Cu, s)]
         prev_key: bytes | None = None
         it = 0
-        for it in range(1, int(self.max_iter) + 1):
+        reason = "max_iter"
+        for _ in range(int(self.max_iter)):
+            if max_time is not None and time.perf_counter() - t_start > max_time:
+                reason = "max_time"
+                break
             f = Z @ w + b
             lo, hi = f < s, f > -s
             key = np.packbits(np.concatenate([lo, hi])).tobytes()
             if key == prev_key:
-                it -= 1
+                reason = "converged"
                 break
             prev_key = key
             w_new, b_new = _cccp_step(Xl, y_pm, Z, C, Cu, Cu * (lo.astype(float) - hi), target)
+            it += 1
             j_new = tsvm_objective(w_new, b_new, Xl, y_pm, Z, C, Cu, s)
             if j_new > path[-1] + 1e-7 * max(1.0, abs(path[-1])):
-                break  # solver noise at convergence; keep the better point
+                reason = "stalled"  # solver noise at convergence; keep the better point
+                break
             w, b = w_new, b_new
             path.append(j_new)
             if path[-2] - j_new <= tol * max(1.0, abs(j_new)):
+                reason = "stalled"
                 break
+        self.stop_reason_ = reason
         self.coef_ = w
         self.raw_intercept_ = float(b)
         self.objective_ = path[-1]
@@ -176,30 +196,32 @@ def _cccp_step(
     lin: np.ndarray,
     target: float,
 ) -> tuple[np.ndarray, float]:
-    """Convex CCCP subproblem in (w, b, xi_lab, xi_pos, xi_neg).
+    """Convex CCCP subproblem in (w, b, xi_lab, xi_unl).
 
-    min 0.5||w||^2 + C sum xi_lab + Cu sum (xi_pos + xi_neg) + sum_u lin_u (w.z_u + b)
-    s.t. hinge constraints of the labelled rows and of each candidate with labels +1 and -1,
+    min 0.5||w||^2 + C sum xi_lab + Cu sum xi_unl + sum_u lin_u (w.z_u + b)
+    s.t. hinge constraints of the labelled rows, xi_unl >= |w.z_u + b| - 1, xi >= 0,
          mean_u (w.z_u + b) = target.
+
+    The candidate's two hinges (labels +1 and -1) add up to ``2 + [|f| - 1]_+``, so one slack
+    per candidate suffices (the constant 2 is dropped).
     """
     n, d = X.shape
     u = Z.shape[0]
-    nv = d + 1 + n + 2 * u
+    nv = d + 1 + n + u
     P = sp.diags(np.r_[np.ones(d), np.zeros(nv - d)], format="csc")
-    q = np.r_[Z.T @ lin, lin.sum(), np.full(n, C), np.full(2 * u, Cu)]
+    q = np.r_[Z.T @ lin, lin.sum(), np.full(n, C), np.full(u, Cu)]
     I_n = sp.identity(n, format="csr")
     I_u = sp.identity(u, format="csr")
-    zn_u = sp.csr_matrix((n, 2 * u))
-    zu_n = sp.csr_matrix((u, n))
-    zu_u = sp.csr_matrix((u, u))
     ones_u = np.ones((u, 1))
     # 1 - y (w.x + b) <= xi   ->   -y x.w - y b - xi <= -1
-    rows_lab = sp.hstack([sp.csr_matrix(-(y_pm[:, None] * X)), -y_pm[:, None], -I_n, zn_u])
-    rows_pos = sp.hstack([sp.csr_matrix(-Z), -ones_u, zu_n, -I_u, zu_u])
-    rows_neg = sp.hstack([sp.csr_matrix(Z), ones_u, zu_n, zu_u, -I_u])
-    nonneg = sp.hstack([sp.csr_matrix((n + 2 * u, d + 1)), -sp.identity(n + 2 * u)])
+    rows_lab = sp.hstack([sp.csr_matrix(-(y_pm[:, None] * X)), -y_pm[:, None], -I_n,
+                          sp.csr_matrix((n, u))])  # fmt: skip
+    zu_n = sp.csr_matrix((u, n))
+    rows_pos = sp.hstack([sp.csr_matrix(Z), ones_u, zu_n, -I_u])  # f - 1 <= xi
+    rows_neg = sp.hstack([sp.csr_matrix(-Z), -ones_u, zu_n, -I_u])  # -f - 1 <= xi
+    nonneg = sp.hstack([sp.csr_matrix((n + u, d + 1)), -sp.identity(n + u)])
     A_le = sp.vstack([rows_lab, rows_pos, rows_neg, nonneg], format="csr")
-    b_le = np.r_[-np.ones(n + 2 * u), np.zeros(n + 2 * u)]
-    A_eq = sp.csr_matrix(np.r_[Z.mean(axis=0), 1.0, np.zeros(n + 2 * u)][None, :])
+    b_le = np.r_[-np.ones(n), np.ones(2 * u), np.zeros(n + u)]
+    A_eq = sp.csr_matrix(np.r_[Z.mean(axis=0), 1.0, np.zeros(n + u)][None, :])
     x, _ = solve_qp(P, q, A_le, b_le, A_eq, np.array([target]), what="TSVM CCCP step")
     return x[:d], float(x[d])

@@ -1,0 +1,109 @@
+"""Benchmark tables: CLI bad input (exit 2, no files), a tiny end-to-end run, table logic."""
+
+import csv
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from reserve.benchmark import RunRecord, format_table3
+from reserve.cli import main
+
+
+def _write(path, X, y):
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow([f"f{i}" for i in range(X.shape[1])] + ["label"])
+        for row, lab in zip(X, y, strict=True):
+            w.writerow([*row.tolist(), "" if lab is None else lab])
+
+
+def _tiny(tmp_path, n=80, labels=None):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2))
+    y = labels if labels is not None else np.where(X[:, 0] + rng.normal(size=n) > 0, 1, -1)
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "sonar.csv", X, list(y))
+    return data
+
+
+def _invoke(args):
+    return CliRunner().invoke(main, ["benchmark", "paper", "--no-progress", *args])
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--datasets", "nosuch"], "unknown dataset 'nosuch'"),
+        (["--datasets", "sonar", "--methods", "SVM,Magic"], "unknown method 'Magic'"),
+        (["--table", "7"], "unknown table '7'"),
+    ],
+)
+def test_unknown_names_exit_2_without_files(tmp_path, args, match):
+    out = tmp_path / "out"
+    res = _invoke([*args, "--out", str(out)])
+    assert res.exit_code == 2
+    assert match in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_missing_label_single_class_and_big_k_exit_2(tmp_path):
+    out = tmp_path / "out"
+    labels = [1, -1] * 40
+    labels[7] = None
+    data = _tiny(tmp_path, labels=labels)
+    res = _invoke(["--datasets", "sonar", "--data-dir", str(data), "--out", str(out)])
+    assert res.exit_code == 2 and "missing value" in res.output and "label" in res.output
+    (data / "sonar.csv").unlink()
+    _write(data / "sonar.csv", np.zeros((80, 2)) + np.arange(80)[:, None], [1] * 80)
+    res = _invoke(["--datasets", "sonar", "--data-dir", str(data), "--out", str(out)])
+    assert res.exit_code == 2 and "single class" in res.output
+    (data / "sonar.csv").unlink()
+    _write(data / "sonar.csv", np.random.default_rng(1).normal(size=(80, 2)), [1, -1] * 40)
+    res = _invoke(["--datasets", "sonar", "--data-dir", str(data), "--out", str(out),
+                   "--k-fraction", "0.999"])  # fmt: skip
+    assert res.exit_code == 2 and "test half" in res.output
+    assert not out.exists()
+
+
+def test_tiny_end_to_end_run_writes_tables(tmp_path):
+    data = _tiny(tmp_path)
+    out = tmp_path / "out"
+    args = ["--table", "3", "--datasets", "sonar", "--methods", "SVM,SVMPerf", "--splits", "2"]
+    res = _invoke([*args, "--jobs", "1", "--data-dir", str(data), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    md = (out / "table3.md").read_text()
+    assert "SVM (ours / paper)" in md and "0.96±0.08" in md
+    with (out / "table3_runs.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4
+    assert {r["status"] for r in rows} == {"ok"}
+    assert all(0.0 <= float(r["precision"]) <= 1.0 for r in rows)
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def _rec(ds, split, method, prec, status="ok"):
+    return RunRecord("3", ds, split, method, 1.0, 5, prec, 0.0, 0.0, 0.1, 0.1, status)
+
+
+def test_bold_and_wins_ties_losses():
+    recs = []
+    for s in range(10):
+        noise = 0.01 * (s % 3)
+        recs += [
+            _rec("sonar", s, "SVM", 0.5 + noise),
+            _rec("sonar", s, "TopPush", 0.9 + 0.02 * (s % 2)),
+            _rec("sonar", s, "TTK-FD", 0.9 + 0.02 * ((s + 1) % 2)),
+            _rec("sonar", s, "AATP", float("nan"), status="na"),
+        ]
+    md = format_table3(recs)
+    row = next(line for line in md.splitlines() if line.startswith("| sonar"))
+    cells = [c.strip() for c in row.split("|")[2:-1]]
+    assert not cells[0].startswith("**")  # SVM significantly worse
+    assert cells[1].startswith("**")  # TopPush ties TTK-FD
+    assert cells[2].startswith("NA")
+    assert cells[3].startswith("**")
+    wtl = next(line for line in md.splitlines() if line.startswith("| TTK-FD w/t/l"))
+    assert wtl.split("|")[2].strip() == "1/0/0" and wtl.split("|")[3].strip() == "0/1/0"
