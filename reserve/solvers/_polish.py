@@ -31,7 +31,7 @@ from reserve.solvers._qp import QPResult, hinge_objective, solve_fixed_set
 __all__ = ["PolishResult", "polish", "solve_subset"]
 
 #: Below this many candidates the QP carries every outsider's constraint.
-_FULL_CONSTRAINTS = 4000
+_FULL_CONSTRAINTS = 400
 
 
 @dataclass
@@ -78,7 +78,7 @@ def solve_subset(
     if m <= _FULL_CONSTRAINTS or hint_scores is None:
         rows = out
     else:
-        n0 = min(out.size, max(4 * int(in_S.sum()), 512))
+        n0 = min(out.size, max(4 * int(in_S.sum()), 128))
         rows = out[np.argpartition(-hint_scores[out], n0 - 1)[:n0]]
     n_solves = 0
     while True:
