@@ -19,9 +19,10 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
-from reserve.errors import SolverError
+from reserve.errors import InvalidInputError, SolverError
+from reserve.solvers._cutting_plane import CuttingPlaneState, solve_cutting_plane
 
-__all__ = ["QPResult", "hinge_objective", "solve_fixed_set"]
+__all__ = ["CuttingPlaneState", "QPResult", "hinge_objective", "solve_fixed_set"]
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,20 @@ def _settings() -> clarabel.DefaultSettings:
     return s
 
 
+#: ``method="auto"`` uses the cutting plane from this many labelled rows (measured crossover
+#: with Clarabel; see benchmarks/results/scale.md).
+CUTTING_PLANE_MIN_ROWS = 10_000
+
+
 def solve_fixed_set(
     X: np.ndarray,
     y_pm: np.ndarray,
     C: float,
     Z: np.ndarray | None = None,
+    *,
+    method: str = "auto",
+    warm_start: CuttingPlaneState | None = None,
+    tol: float = 1e-6,
 ) -> QPResult:
     """Solve the hinge SVM with the extra constraints ``w . z_j + b <= 0`` for rows of ``Z``.
 
@@ -88,6 +98,16 @@ def solve_fixed_set(
         Hinge weight.
     Z : ndarray of shape (p, d) or None
         Candidate rows that must not score positive.
+    method : {"auto", "clarabel", "cutting_plane"}
+        ``"clarabel"``: the whole QP by interior point (exact to 1e-9; time grows with ``n``).
+        ``"cutting_plane"``: :func:`reserve.solvers._cutting_plane.solve_cutting_plane`
+        (relative gap ``tol``; two passes over ``X`` per iteration). ``"auto"``: the cutting
+        plane from ``CUTTING_PLANE_MIN_ROWS`` labelled rows, Clarabel below.
+    warm_start : CuttingPlaneState or None
+        Cuts of earlier solves on the same ``(X, y_pm)``, updated in place; used by the
+        cutting plane only.
+    tol : float
+        Relative gap of the cutting plane.
 
     Returns
     -------
@@ -101,6 +121,12 @@ def solve_fixed_set(
     >>> round(float(r.w[0]), 6), round(r.b, 6)
     (1.0, 0.0)
     """
+    if method not in ("auto", "clarabel", "cutting_plane"):
+        raise InvalidInputError(
+            f'method must be "auto", "clarabel" or "cutting_plane"; received {method!r}.'
+        )
+    if method == "cutting_plane" or (method == "auto" and X.shape[0] >= CUTTING_PLANE_MIN_ROWS):
+        return solve_cutting_plane(X, y_pm, C, Z, tol=tol, state=warm_start)[0]
     n, d = X.shape
     p = 0 if Z is None else Z.shape[0]
     P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n)], format="csc")

@@ -1,0 +1,407 @@
+"""The fixed-set QP for many labelled rows and few features, by an optimised cutting plane.
+
+Problem (as in :mod:`reserve.solvers._qp`), with ``v = (w, b)``:
+
+    min_v  f(v) = 0.5 ||w||^2 + C H(v),   H(v) = sum_i [1 - y_i (w . x_i + b)]_+
+    s.t.   w . z_j + b <= 0               (rows z_j of Z)
+
+The hinge sum is the maximum of linear functions, one per labelling ``s`` in {0, 1}^n,
+
+    H(v) = max_s  sum_{i in s} (1 - y_i (w . x_i + b)) = max_s  c_s + g_s . v,
+
+so every labelling gives a *cut* ``H(v) >= c_s + g_s . v`` valid everywhere (the 1-slack
+formulation of Joachims, 2006). The master problem replaces ``H`` by the maximum of the cuts
+found so far; it has ``d + 2`` variables (``w``, the free intercept ``b`` and one slack) and
+one constraint per cut and per candidate row, and is solved exactly by Clarabel. Its optimum
+is a lower bound of the QP's; a feasible point gives an upper bound; we stop when the relative
+gap between them is at most ``tol``.
+
+Each iteration costs two passes over ``X`` (``X @ w`` for the new margins, ``X.T @ r`` for the
+new cut). Plain cutting planes zig-zag; as in OCAS (Franc and Sonnenburg, 2008) we keep the
+best feasible point, move it by an exact line search towards the master's solution (the
+objective is piecewise quadratic on the segment) and take the next cut between the two points.
+
+Decisions:
+
+* **The intercept stays free and exact.** The master would be unbounded in ``b`` with a single
+  cut, so every state starts with the two cuts of the labellings "all positives" and "all
+  negatives": their slopes in ``b`` have opposite signs, which bounds the master in ``b``.
+* **Cuts do not depend on Z or C.** A :class:`CuttingPlaneState` keeps them (and the last
+  solution) for a warm start of the next solve on the same ``(X, y)`` with other candidate
+  rows, which is what the polish does after every swap.
+* **Feasibility is exact.** The best point only moves along segments that keep every ``Z`` row
+  at or under zero; at the end ``b`` is lowered by any rounding excess.
+* **Working sets.** The master carries the cuts and candidate rows that had a multiplier in
+  the last ``keep_age`` solves; any other cut of the pool or candidate row violated at its
+  solution is added and the master re-solved. A cut unused for ``max_age`` solves leaves the
+  pool (the two starting cuts stay). The master's optimum over a subset is still a lower
+  bound.
+* **A box on b.** ``|b| <= b_max``, a bound some optimum satisfies, keeps the master bounded
+  when a class is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import clarabel
+import numpy as np
+import scipy.sparse as sp
+
+from reserve.errors import InvalidInputError, SolverError
+from reserve.solvers._fd import line_search
+
+if TYPE_CHECKING:
+    from reserve.solvers._qp import QPResult
+
+__all__ = ["CuttingPlaneState", "solve_cutting_plane"]
+
+#: Candidate rows added to the master per re-solve, at most (the most violated first).
+_ADD_PER_ROUND = 256
+#: Master re-solves per iteration while candidate rows are violated, at most.
+_MAX_ROUNDS = 50
+
+
+@dataclass
+class CuttingPlaneState:
+    """Cuts of the hinge sum of one ``(X, y)``, reusable whatever ``Z`` and ``C`` are.
+
+    Pass the same object to successive :func:`solve_cutting_plane` calls on the same labelled
+    rows; it is updated in place. A state built for other labelled rows is refused when the
+    shapes differ; with equal shapes the cuts would be wrong, so keep one state per ``(X, y)``.
+
+    Attributes
+    ----------
+    offsets : ndarray of shape (T,)
+        ``c_t / n``: the cut offsets divided by the number of labelled rows.
+    slopes : ndarray of shape (T, d + 1)
+        ``g_t / n``: the cut slopes in ``(w, b)``, divided likewise.
+    age : ndarray of shape (T,)
+        Master solves since each cut last had a multiplier.
+    w, b : the last solution (a start for the next solve), or ``None``.
+    x_norm_max : float or None
+        Largest row norm of ``X`` (for the intercept's bound).
+    n_iter : int
+        Iterations of the last solve.
+    n_iter_total : int
+        Iterations over every solve that used this state.
+    history : list of tuple
+        ``(upper bound, lower bound)`` per iteration of the last solve.
+    """
+
+    offsets: np.ndarray | None = None
+    slopes: np.ndarray | None = None
+    age: np.ndarray | None = None
+    w: np.ndarray | None = None
+    b: float | None = None
+    x_norm_max: float | None = None
+    n_iter: int = 0
+    n_iter_total: int = 0
+    history: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def n_cuts(self) -> int:
+        """Cuts currently held."""
+        return 0 if self.offsets is None else int(self.offsets.size)
+
+
+def _cut(X: np.ndarray, y_pm: np.ndarray, active: np.ndarray) -> tuple[float, np.ndarray]:
+    """Offset and slope (both divided by n) of the cut of labelling ``active``."""
+    n = X.shape[0]
+    r = np.where(active, y_pm, 0.0)
+    slope = np.empty(X.shape[1] + 1)
+    slope[:-1] = -(r @ X) / n
+    slope[-1] = -float(r.sum()) / n
+    return float(np.count_nonzero(active)) / n, slope
+
+
+def _master(
+    offsets: np.ndarray,
+    slopes: np.ndarray,
+    Zw: np.ndarray,
+    C: float,
+    n: int,
+    d: int,
+    b_max: float,
+) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """Solve the master QP; returns ``(v, t, cut multipliers, Z multipliers)``."""
+    T = offsets.size + 2
+    p = Zw.shape[0]
+    # Variables (w, b, t) with t = H / n, so the objective is 0.5 ||w||^2 + C n t.
+    P = sp.csc_matrix(
+        (np.ones(d), np.arange(d), np.r_[np.arange(d + 1), d, d]), shape=(d + 2, d + 2)
+    )
+    q = np.zeros(d + 2)
+    q[-1] = C * n
+    A = np.zeros((T + 1 + p, d + 2))
+    # Rows: cuts; |b| <= b_max (twice); t >= 0; candidate rows.
+    A[: T - 2, : d + 1] = slopes
+    A[: T - 2, -1] = -1.0
+    A[T - 2, d] = 1.0
+    A[T - 1, d] = -1.0
+    A[T, -1] = -1.0
+    A[T + 1 :, :d] = Zw
+    A[T + 1 :, d] = 1.0
+    rhs = np.r_[-offsets, b_max, b_max, 0.0, np.zeros(p)]
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = 1e-12
+    settings.tol_gap_rel = 1e-11
+    settings.tol_feas = 1e-11
+    settings.max_iter = 200
+    M = A.shape[0]
+    # Dense column-major CSC built directly (scipy's converters cost more than the solve).
+    A_csc = sp.csc_matrix(
+        (A.ravel(order="F"), np.tile(np.arange(M), d + 2), np.arange(0, M * (d + 2) + 1, M)),
+        shape=(M, d + 2),
+    )
+    solver = clarabel.DefaultSolver(P, q, A_csc, rhs, [clarabel.NonnegativeConeT(M)], settings)
+    sol = solver.solve()
+    status = str(sol.status)
+    if "Solved" not in status:
+        raise SolverError(
+            f"the cutting-plane master QP (Clarabel) stopped with status {status} with {T} cuts "
+            f"and {p} candidate constraints; standardise the features and retry, or pass "
+            'method="clarabel" to solve the full QP directly.'
+        )
+    x = np.asarray(sol.x)
+    z = np.asarray(sol.z)
+    lam = np.maximum(z[: T - 2], 0.0)
+    return x[: d + 1].copy(), float(x[d + 1]), lam, np.maximum(z[T + 1 :], 0.0)
+
+
+def solve_cutting_plane(
+    X: np.ndarray,
+    y_pm: np.ndarray,
+    C: float,
+    Z: np.ndarray | None = None,
+    *,
+    tol: float = 1e-6,
+    max_iter: int = 1000,
+    state: CuttingPlaneState | None = None,
+    mix: float = 0.1,
+    max_age: int = 10,
+    keep_age: int = 10,
+) -> tuple[QPResult, CuttingPlaneState]:
+    """Solve the fixed-set QP by the optimised cutting-plane method.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        Labelled rows.
+    y_pm : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    C : float
+        Hinge weight.
+    Z : ndarray of shape (p, d) or None
+        Candidate rows that must not score positive.
+    tol : float
+        Stop when ``(upper - lower) <= tol * upper`` (upper: objective of the returned point;
+        lower: the master's optimum, a lower bound of the QP's).
+    max_iter : int
+        Iterations at most; :class:`~reserve.errors.SolverError` if the gap is still larger.
+    state : CuttingPlaneState or None
+        Cuts from earlier solves on the same ``(X, y_pm)`` (any ``Z``, any ``C``); updated in
+        place. ``None`` starts afresh.
+    mix : float
+        The next cut is taken at ``(1 - mix) * best + mix * master`` (OCAS's choice is 0.1).
+    max_age : int
+        Master solves a cut may go without a multiplier before it leaves the pool.
+    keep_age : int
+        Master solves a cut or candidate row may go without a multiplier before it leaves the
+        master's working set (it comes back when violated).
+
+    Returns
+    -------
+    result : QPResult
+        ``w``, ``b``, the objective recomputed from them, the multipliers ``beta`` of the ``Z``
+        rows (from the last master solve; 0 for rows never in the master) and a status.
+    state : CuttingPlaneState
+        The cuts (the object passed in, or a new one).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[-1.0], [1.0]]); y = np.array([-1.0, 1.0])
+    >>> r, st = solve_cutting_plane(X, y, 10.0, tol=1e-9)
+    >>> round(float(r.w[0]), 6), round(r.b, 6)
+    (1.0, 0.0)
+    """
+    from reserve.solvers._qp import QPResult, hinge_objective  # _qp imports this module
+
+    X = np.asarray(X, dtype=np.float64)
+    y_pm = np.asarray(y_pm, dtype=np.float64)
+    n, d = X.shape
+    Zm = np.zeros((0, d)) if Z is None else np.asarray(Z, dtype=np.float64).reshape(-1, d)
+    p = Zm.shape[0]
+    if state is None:
+        state = CuttingPlaneState()
+    if state.slopes is not None and state.slopes.shape[1] != d + 1:
+        raise InvalidInputError(
+            f"the cutting-plane state has cuts for {state.slopes.shape[1] - 1} features but X "
+            f"has {d}; pass state=None or the state built for these labelled rows."
+        )
+    if state.slopes is None:
+        c1, g1 = _cut(X, y_pm, y_pm > 0)
+        c2, g2 = _cut(X, y_pm, y_pm < 0)
+        state.offsets = np.array([c1, c2])
+        state.slopes = np.vstack([g1, g2])
+        state.age = np.zeros(2, dtype=np.int64)
+
+    # The best feasible point: the last solution with b lowered onto the new constraints.
+    if state.w is not None and state.w.shape == (d,):
+        w = state.w.copy()
+        b = float(state.b)
+    else:
+        w, b = np.zeros(d), 0.0
+    Zw_b = Zm @ w
+    if p:
+        b = min(b, -float(Zw_b.max()))
+    zs = Zw_b + b  # candidate scores at the best point, all <= 0
+    Xw = X @ w
+    u = 1.0 - y_pm * (Xw + b)  # hinge arguments at the best point
+    upper = 0.5 * float(w @ w) + C * float(np.maximum(u, 0.0).sum())
+    c0, g0 = _cut(X, y_pm, u > 0)
+    _add_cut(state, c0, g0)
+
+    # Some optimum has |b| <= b_max: for fixed w the best b lies between the hinge kinks
+    # y_i - w . x_i or at the candidates' cap -max_j w . z_j, and ||w||^2 <= 2 f(0, 0) = 2 C n.
+    # The box keeps the master bounded when one class is missing (it never binds otherwise).
+    if state.x_norm_max is None:
+        state.x_norm_max = float(np.sqrt(np.einsum("ij,ij->i", X, X).max(initial=0.0)))
+    r_max = state.x_norm_max
+    if p:
+        r_max = max(r_max, float(np.sqrt(np.einsum("ij,ij->i", Zm, Zm).max())))
+    b_max = 2.0 * (1.0 + r_max * np.sqrt(2.0 * C * n))
+
+    # Candidate rows in the master: those closest to the boundary relative to their norm.
+    znorm = np.sqrt(np.einsum("ij,ij->i", Zm, Zm) + 1.0)
+    n0 = min(p, 2 * (d + 1))
+    work = np.sort(np.argpartition(-zs / znorm, n0 - 1)[:n0]) if n0 else np.zeros(0, np.int64)
+
+    history: list[tuple[float, float]] = []
+    lower = -np.inf
+    beta_keep = np.zeros(0)
+    work_keep = work
+    z_age = np.zeros(p, dtype=np.int64)
+    cw = np.arange(state.n_cuts)
+    converged = False
+    it = 0
+    while it < max_iter:
+        it += 1
+        # Master over working sets of cuts and candidate rows, generated until the pool's
+        # cuts and every candidate row hold at its solution: then its point is optimal for
+        # the master over all of them, whose optimum is a lower bound of the QP's.
+        cw = np.union1d(cw, [state.n_cuts - 1])
+        for _ in range(_MAX_ROUNDS):
+            v_m, t_m, lam, beta_work = _master(
+                state.offsets[cw], state.slopes[cw], Zm[work], C, n, d, b_max
+            )
+            vals = state.slopes @ v_m + state.offsets
+            add_c = np.flatnonzero(vals > t_m + 1e-10 * max(abs(t_m), 1e-3))
+            add_c = add_c[~np.isin(add_c, cw)]
+            viol = np.zeros(0, dtype=np.int64)
+            if p:
+                s_m = Zm @ v_m[:d] + v_m[d]
+                scale = abs(v_m[d]) + float(np.linalg.norm(v_m[:d])) * float(znorm.max())
+                viol = np.flatnonzero(s_m > 1e-9 * max(scale, 1.0))
+                viol = viol[~np.isin(viol, work)]
+                if viol.size > _ADD_PER_ROUND:
+                    viol = viol[np.argpartition(-s_m[viol], _ADD_PER_ROUND - 1)[:_ADD_PER_ROUND]]
+            if add_c.size == 0 and viol.size == 0:
+                break
+            cw = np.union1d(cw, add_c)
+            work = np.union1d(work, viol)
+        # The relaxed master's optimum: a lower bound even if generation stopped early.
+        lower = 0.5 * float(v_m[:d] @ v_m[:d]) + C * n * max(t_m, 0.0)
+        # Cuts and candidate rows without a multiplier leave the working sets (they come back
+        # when violated); pool cuts unused for max_age solves are forgotten.
+        used = lam > 1e-7 * max(float(lam.max(initial=0.0)), 1e-300)
+        state.age += 1
+        state.age[cw[used]] = 0
+        # Keeping recently used cuts saves re-solves when the active set flickers.
+        cw = np.union1d(np.flatnonzero(state.age <= keep_age), [0, 1])
+        beta_keep, work_keep = beta_work, work
+        if work.size:
+            z_age[work] += 1
+            z_age[work[beta_work > 1e-7 * max(float(beta_work.max()), 1e-300)]] = 0
+            work = work[z_age[work] <= keep_age]
+        history.append((upper, lower))
+        if upper - lower <= tol * max(upper, 1e-300):
+            converged = True
+            break
+
+        # Exact line search from the best point towards the master's point.
+        w_m, b_m = v_m[:d], float(v_m[d])
+        Xw_m = X @ w_m
+        u_m = 1.0 - y_pm * (Xw_m + b_m)
+        d_w = w_m - w
+        a_max = np.inf
+        if p:
+            rate_z = Zm @ d_w + (b_m - b)
+            up = rate_z > 0
+            if np.any(up):
+                a_max = float(np.min(-np.minimum(zs[up], 0.0) / rate_z[up]))
+        a = line_search(float(w @ d_w), float(d_w @ d_w), u, u_m - u, C, a_max)
+        if a > 0.0:
+            w = w + a * d_w
+            b = b + a * (b_m - b)
+            u = u + a * (u_m - u)
+            if p:
+                zs = zs + a * rate_z
+            upper = 0.5 * float(w @ w) + C * float(np.maximum(u, 0.0).sum())
+        # Next cut between the best point and the master's point.
+        u_c = (1.0 - mix) * u + mix * u_m
+        c_new, g_new = _cut(X, y_pm, u_c > 0)
+        _add_cut(state, c_new, g_new)
+        cw = _prune(state, max_age, cw)
+
+    state.n_iter = it
+    state.n_iter_total += it
+    state.history = history
+    if not converged:
+        raise SolverError(
+            f"the cutting-plane QP solver did not reach the relative gap tol={tol:g} in "
+            f"max_iter={max_iter} iterations (gap {(upper - lower) / max(upper, 1e-300):.2e}); "
+            "raise max_iter or tol, standardise the features, or pass "
+            'method="clarabel" for the interior-point solver.'
+        )
+    # Exact feasibility and objective from (w, b), whatever rounding the updates accumulated.
+    if p:
+        top = float((Zm @ w).max()) + b
+        if top > 0.0:
+            b -= top
+    state.w, state.b = w.copy(), float(b)
+    beta = np.zeros(p)
+    beta[work_keep] = beta_keep
+    gap = (upper - lower) / max(upper, 1e-300)
+    result = QPResult(
+        w=w,
+        b=float(b),
+        objective=hinge_objective(w, float(b), X, y_pm, C),
+        beta=beta,
+        status=f"Solved (cutting plane: {it} iterations, relative gap {gap:.1e})",
+    )
+    return result, state
+
+
+def _add_cut(state: CuttingPlaneState, offset: float, slope: np.ndarray) -> None:
+    state.offsets = np.r_[state.offsets, offset]
+    state.slopes = np.vstack([state.slopes, slope])
+    state.age = np.r_[state.age, 0]
+
+
+def _prune(state: CuttingPlaneState, max_age: int, cw: np.ndarray) -> np.ndarray:
+    """Forget pool cuts unused for ``max_age`` solves; returns the working set renumbered."""
+    keep = state.age <= max_age
+    keep[:2] = True  # the two starting cuts bound the master in b
+    keep[-1] = True  # the newest cut
+    keep[cw] = True
+    if keep.all():
+        return cw
+    new_index = np.cumsum(keep) - 1
+    state.offsets = state.offsets[keep]
+    state.slopes = state.slopes[keep]
+    state.age = state.age[keep]
+    return new_index[cw]
