@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reserve.solvers._base import top_k
-from reserve.solvers._qp import QPResult, hinge_objective, solve_fixed_set
+from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
 
 __all__ = ["PolishResult", "polish", "solve_subset"]
 
@@ -54,6 +54,7 @@ def solve_subset(
     in_S: np.ndarray,
     C: float,
     hint_scores: np.ndarray | None = None,
+    warm_start: CuttingPlaneState | None = None,
 ) -> tuple[QPResult, np.ndarray, int]:
     """Solve the fixed-set QP for the candidates marked ``in_S``.
 
@@ -64,6 +65,9 @@ def solve_subset(
         Candidates allowed to score positive.
     hint_scores : ndarray of shape (m,) or None
         Current scores, used to pick the first constraints when there are many candidates.
+    warm_start : CuttingPlaneState or None
+        Cuts shared between solves on the same labelled rows (used by the cutting-plane QP
+        solver, i.e. from ``CUTTING_PLANE_MIN_ROWS`` labelled rows); updated in place.
 
     Returns
     -------
@@ -82,12 +86,13 @@ def solve_subset(
         rows = out[np.argpartition(-hint_scores[out], n0 - 1)[:n0]]
     n_solves = 0
     while True:
-        res = solve_fixed_set(X_lab, y_pm, C, X_cand[rows])
+        res = solve_fixed_set(X_lab, y_pm, C, X_cand[rows], warm_start=warm_start)
         n_solves += 1
         if rows.size == out.size:
             break
-        s_out = X_cand[out] @ res.w + res.b
-        scale = abs(res.b) + float(np.linalg.norm(res.w)) * float(np.abs(X_cand).max())
+        s_out = (X_cand @ res.w)[out] + res.b  # no copy of X_cand[out]
+        x_max = max(float(X_cand.max()), -float(X_cand.min()))  # np.abs would copy X_cand
+        scale = abs(res.b) + float(np.linalg.norm(res.w)) * x_max
         viol = out[s_out > 1e-7 * max(scale, 1.0)]
         viol = np.setdiff1d(viol, rows, assume_unique=True)
         if viol.size == 0:
@@ -98,7 +103,7 @@ def solve_subset(
     # A point the interior-point method leaves a hair above zero is made feasible exactly by
     # lowering b; the objective is recomputed by the caller from (w, b).
     if rows.size:
-        top = float((X_cand[out] @ res.w).max()) + res.b
+        top = float((X_cand @ res.w)[out].max()) + res.b
         if top > 0.0:
             b = res.b - top
             res = QPResult(
@@ -156,7 +161,9 @@ def polish(
     S = top_k(scores, k)
     in_S = np.zeros(X_cand.shape[0], dtype=bool)
     in_S[S] = True
-    res, beta, n_qp = solve_subset(X_lab, y_pm, X_cand, in_S, C, scores)
+    # Cuts of the cutting-plane QP solver (large n) stay valid whatever the set: share them.
+    warm = CuttingPlaneState()
+    res, beta, n_qp = solve_subset(X_lab, y_pm, X_cand, in_S, C, scores, warm)
     history = [res.objective]
     n_swaps = 0
     for _ in range(max_rounds):
@@ -173,7 +180,7 @@ def polish(
             i, j = ins[a], outs[c]
             trial = in_S.copy()
             trial[i], trial[j] = False, True
-            new, new_beta, used = solve_subset(X_lab, y_pm, X_cand, trial, C, hint)
+            new, new_beta, used = solve_subset(X_lab, y_pm, X_cand, trial, C, hint, warm)
             n_qp += used
             if new.objective < res.objective - tol * max(1.0, abs(res.objective)):
                 res, beta, in_S = new, new_beta, trial
