@@ -11,7 +11,7 @@ import sys
 import click
 
 from reserve import __version__
-from reserve.config import INGEST_DEFAULTS
+from reserve.config import INGEST_DEFAULTS, SELECT_DEFAULTS, SELECT_METHODS
 from reserve.errors import InvalidInputError, ReserveError
 
 __all__ = ["main"]
@@ -166,6 +166,91 @@ def ingest_command(**kw: object) -> None:
     )
 
 
+@main.command("select")
+@click.option("--budget", metavar="K", help="Number of cells to select (required).")
+@click.option(
+    "--cells",
+    type=click.Path(),
+    help="planning_units GeoPackage from 'reserve ingest' (default: the embedded Georgia region).",
+)
+@click.option(
+    "--method",
+    help=f"One of {', '.join(SELECT_METHODS)} (default {SELECT_DEFAULTS.method}).",
+)
+@click.option("--C", "C", help=f"Hinge-loss weight, or 'cv' (default {SELECT_DEFAULTS.C}).")
+@click.option(
+    "--seed", help=f"Seed of the CV folds and the solver (default {SELECT_DEFAULTS.seed})."
+)
+@click.option(
+    "--out", type=click.Path(), help=f"Folder of reserve.gpkg (default {SELECT_DEFAULTS.out})."
+)
+@click.option(
+    "--map",
+    "map",
+    type=click.Path(),
+    help=f"HTML map (default {SELECT_DEFAULTS.map_dir}/<cells>_<method>_k<budget>.html).",
+)
+@click.option("--time-limit", help="Seconds per exact (ttk-mip) fit.")
+@click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
+@click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
+def select_command(config: str | None, **kw: object) -> None:
+    """Choose BUDGET candidate cells with TTK (or a baseline); write a GeoPackage and a map."""
+    import time
+
+    from reserve.select import resolve_config, select_reserve
+
+    ctx = click.get_current_context()
+    given = {
+        k: v
+        for k, v in kw.items()
+        if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
+    }
+    effective = resolve_config(given, config)
+    t0 = time.perf_counter()
+
+    def progress(message: str) -> None:
+        click.echo(f"[{time.perf_counter() - t0:6.1f} s] {message}", err=True)
+
+    result = select_reserve(**effective, progress=progress, config=effective)
+    _print_selection(result)
+
+
+def _print_selection(result: object) -> None:
+    """The selected cells as a compact table, then the run's figures, on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    r = result
+    s = r.summary  # type: ignore[attr-defined]
+    feats = r.main_features()  # type: ignore[attr-defined]
+    table = Table(title=f"{s['n_selected']} selected cells ({s['method']})", box=None)
+    for col in ("rank", "cell_id", "score", *feats):
+        table.add_column(col, justify="right")
+    sel = r.selected  # type: ignore[attr-defined]
+    for row in sel[["rank", "cell_id", "score", *feats]].itertuples(index=False):
+        table.add_row(str(row[0]), str(row[1]), *(f"{v:.3f}" for v in row[2:]))
+    console = Console(file=sys.stdout, width=100, highlight=False)
+    console.print(table)
+
+    def num(key: str, spec: str = ".4g") -> str:
+        v = s.get(key)
+        return "n/a" if v is None or v != v else format(v, spec)
+
+    console.print(
+        f"budget {s['budget']}  method {s['method']}  C {s['c']:g} ({s['c_source']})  "
+        f"status {s['solver_status']}  objective {num('objective')}  bound {num('bound')}  "
+        f"gap {num('gap')}  iterations {s['n_iter']}  seed {s['seed']}  "
+        f"runtime {s['runtime_seconds']:.2f} s"
+    )
+    console.print(
+        f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
+        f"{s['n_candidates']} candidates, {s['n_cells']} in all"
+    )
+    for label, path in (("GeoPackage", r.gpkg_path), ("map", r.map_path)):  # type: ignore[attr-defined]
+        if path is not None:
+            console.print(f"{label}: {path}")
+
+
 @main.group("benchmark")
 def benchmark_group() -> None:
     """Reproduce the paper's benchmark tables."""
@@ -212,7 +297,7 @@ def benchmark_paper_command(**kw: object) -> None:
 
         tables = reproduce_paper(progress=tick, **kw)  # type: ignore[arg-type]
     for name, md in tables.items():
-        click.echo(f"Table {name} (written to {kw['out_dir']}/table{name}.md)\n\n{md}")
+        click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 
 
 if __name__ == "__main__":  # pragma: no cover

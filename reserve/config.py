@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["INGEST_DEFAULTS", "TTK_DEFAULTS", "IngestDefaults", "TTKDefaults"]
+__all__ = [
+    "INGEST_DEFAULTS",
+    "SELECT_DEFAULTS",
+    "SELECT_METHODS",
+    "TTK_DEFAULTS",
+    "IngestDefaults",
+    "SelectDefaults",
+    "TTKDefaults",
+]
 
 
 @dataclass(frozen=True)
@@ -86,3 +94,56 @@ class IngestDefaults:
 
 
 INGEST_DEFAULTS = IngestDefaults()
+
+
+#: Methods of ``reserve select --method``: TTK (feasible direction, exact MIP), the baselines.
+SELECT_METHODS = ("ttk", "ttk-mip", "svm", "tsvm", "svmperf", "toppush", "aatp")
+
+
+@dataclass(frozen=True)
+class SelectDefaults:
+    """Default parameters of :func:`reserve.select.select_reserve` and ``reserve select``.
+
+    Attributes
+    ----------
+    method : str
+        ``ttk`` (feasible direction + polish), ``ttk-mip`` (exact) or a baseline: ``svm``,
+        ``tsvm``, ``svmperf``, ``toppush``, ``aatp``.
+    C : float or "cv"
+        Hinge-loss weight; ``"cv"`` chooses it from ``Cs`` by the paper's repeated 2-fold
+        transductive cross-validation on the training cells. The default is a fixed C = 1
+        (TTK's default) because the cross-validation costs 50 fits (about 10 s for 300
+        training cells), more than the 5 s budget of a cached default run.
+    Cs : tuple of float
+        Grid searched when ``C == "cv"`` (the paper's).
+    cv_repeats, cv_folds : int
+        Repeats and folds of that cross-validation.
+    cv_k_fraction : float
+        Budget inside the cross-validation, as a share of the held-out fold.
+    seed : int
+        Seed of the cross-validation folds and of the solvers' random choices.
+    out : str
+        Folder of ``reserve.gpkg``.
+    map_dir : str
+        Folder of the HTML map when no map path is given (``maps/<name>.html``).
+    time_limit : float
+        Seconds allowed to the exact solver (``ttk-mip``) per fit.
+    map_max_cells : int
+        Most candidate and training cells drawn on the map as polygons; beyond it the
+        lowest-scoring candidates are thinned (selected cells are always drawn).
+    """
+
+    method: str = "ttk"
+    C: float | str = 1.0
+    Cs: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
+    cv_repeats: int = 5
+    cv_folds: int = 2
+    cv_k_fraction: float = 0.05
+    seed: int = 0
+    out: str = "results"
+    map_dir: str = "maps"
+    time_limit: float = 60.0
+    map_max_cells: int = 25_000
+
+
+SELECT_DEFAULTS = SelectDefaults()

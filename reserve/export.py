@@ -1,0 +1,164 @@
+"""Write the selection to one GeoPackage, atomically and reproducibly.
+
+Layers of ``<out>/reserve.gpkg`` (lower_snake names, CRS stored: the planning units' own,
+equal-area CRS; only the map is drawn in EPSG:4326):
+
+``planning_units`` (polygons, every input cell)
+    the input columns (``cell_id``, ``role``, ``label``, ``n_checklists``, ...,
+    ``locked_out``), then ``score`` (``X @ w + b`` on standardised features; NaN where a
+    feature is missing), ``rank`` (1 = best among candidate cells; 0 for non-candidates),
+    ``selected`` (bool), then the feature columns.
+``selected`` (polygons, the ``k`` selected cells, best first)
+    ``rank``, ``cell_id``, ``score``, ``role``, ``label``, the feature columns.
+``run_summary`` (a table without geometry, one row)
+    budget, ``n_selected``, method, ``c`` and how it was chosen, solver status, objective,
+    bound and gap (NaN when unknown), iterations, runtimes, seed, cell counts, input paths and
+    SHA-256 checksums, package versions (``version_*``) and the effective configuration
+    (``config``, JSON).
+
+The file is written to a hidden temporary file beside the target and renamed over it, so a
+reader sees the old file or the new one, never a partial one; a run killed before the rename
+leaves the old file untouched (the stale temporary file is removed by the next run). GDAL's
+``last_change`` timestamps are fixed (:data:`FIXED_TIMESTAMP`), so the same selection gives a
+byte-identical ``selected`` layer; the time of the run is ``run_summary.created_utc``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import pandas as pd
+
+from reserve.errors import DataFileError, OutputExistsError
+
+__all__ = ["FIXED_TIMESTAMP", "LAYERS", "atomic_target", "remove_stale_temporaries",
+           "write_geopackage"]  # fmt: skip
+
+#: Layer names of ``reserve.gpkg``.
+LAYERS = ("planning_units", "selected", "run_summary")
+
+#: Value of GDAL's ``OGR_CURRENT_DATE`` while writing (``gpkg_contents.last_change``).
+FIXED_TIMESTAMP = "2000-01-01T00:00:00.000Z"
+
+_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp(\..*)?$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
+    """Delete temporary files of ``target`` left by runs that were killed.
+
+    Temporary files are named ``.<target name>.<pid>.tmp...`` beside the target; only those
+    whose process no longer exists are removed.
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    target = Path(target)
+    removed = []
+    if not target.parent.is_dir():
+        return removed
+    for p in target.parent.iterdir():
+        m = _TMP.match(p.name)
+        if m and m["name"] == target.name and not _alive(int(m["pid"])):
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError:  # raced with another cleaner; harmless
+                pass
+    return removed
+
+
+def atomic_target(target: str | os.PathLike[str], suffix: str = "") -> Path:
+    """The hidden temporary path beside ``target`` that is later renamed onto it."""
+    target = Path(target)
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp{suffix}")
+
+
+def _fixed_dates() -> tuple[Any, Any]:
+    import pyogrio
+
+    old = pyogrio.get_gdal_config_option("OGR_CURRENT_DATE")
+    pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": FIXED_TIMESTAMP})
+    return pyogrio, old
+
+
+def write_geopackage(
+    planning_units: gpd.GeoDataFrame,
+    selected: gpd.GeoDataFrame,
+    summary: Mapping[str, Any],
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``planning_units``, ``selected`` and ``run_summary`` to one GeoPackage.
+
+    Parameters
+    ----------
+    planning_units, selected : geopandas.GeoDataFrame
+        Both with a CRS (stored in the file).
+    summary : mapping
+        One row of the ``run_summary`` table (scalars); ``created_utc`` is added.
+    path : path-like
+        Target ``.gpkg``.
+    overwrite : bool
+        Replace an existing file.
+
+    Returns
+    -------
+    Path
+
+    Examples
+    --------
+    >>> import geopandas as gpd, shapely, tempfile, pathlib
+    >>> cells = gpd.GeoDataFrame({"rank": [1]}, geometry=[shapely.box(0, 0, 1, 1)], crs=5070)
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "reserve.gpkg"
+    >>> write_geopackage(cells, cells, {"budget": 1}, out).name
+    'reserve.gpkg'
+    """
+    path = Path(path)
+    for name, frame in (("planning_units", planning_units), ("selected", selected)):
+        if frame.crs is None:
+            raise DataFileError(f"{name} has no CRS; a GeoPackage layer must store its CRS")
+    if path.exists() and not overwrite:
+        raise OutputExistsError(
+            f"output {str(path)!r} already exists; pass --overwrite (overwrite=True) to replace it"
+        )
+    remove_stale_temporaries(path)
+    row = dict(summary)
+    row["created_utc"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    table = pd.DataFrame([row])
+    tmp = atomic_target(path, ".gpkg")
+    pyogrio, old = _fixed_dates()
+    try:
+        kw = {"driver": "GPKG"}
+        pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw)
+        pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
+        pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise DataFileError(
+            f"cannot write {str(path)!r} ({exc}); pass a writable output folder"
+        ) from None
+    finally:
+        pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": old})
+        for leftover in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            if leftover.exists():
+                leftover.unlink()
+    return path

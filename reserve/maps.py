@@ -1,0 +1,393 @@
+"""An interactive HTML map of a selection (folium / Leaflet), drawn in EPSG:4326.
+
+What is drawn, each in its own entry of the layer control:
+
+* **selected cells**: thick outline, ranked (the rank is written on each cell), always
+  every one of them, as SVG paths of class ``reserve-selected``;
+* **candidate cells** coloured by score (the colour ramp and its range are in the legend);
+* **training cells**: detected (blue) and not detected (grey);
+* **public land** and the **region outline** when given (simplified to about 100 m).
+
+Clicking a cell opens a popup with its id, rank, score, label and the values of the main
+habitat features (those with the largest absolute weight). A summary box gives the budget,
+method, C and objective.
+
+Light and offline: the bulk of the cells (candidates and training cells) is not GeoJSON but
+compact integer arrays (1e-5 degree steps, delta-coded rings) drawn on one canvas by a short
+script, so about 20,000 cells stay near 2 MB; above ``max_cells`` the lowest-scoring
+candidates are left out (never a selected cell), and the summary box says so. Leaflet's
+JavaScript and CSS are inlined from ``reserve/static`` (BSD-2, vendored), so the page needs
+the network only for the base-map tiles; when tiles cannot load, the cells still draw (a
+failed tile is a network error, not a script error).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import shapely
+
+from reserve.config import SELECT_DEFAULTS
+from reserve.errors import DataFileError, OutputExistsError
+
+__all__ = ["build_map", "write_map"]
+
+_Q = 1e5  # coordinate quantum: 1e-5 degree (about 1 m)
+
+
+def _static(name: str) -> str:
+    return resources.files("reserve").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _rings(geoms: np.ndarray) -> tuple[list[int], list[int]]:
+    """Exterior rings as delta-coded integer coordinates and point counts (closing point cut)."""
+    rings = shapely.get_exterior_ring(shapely.get_geometry(geoms, 0))
+    coords, idx = shapely.get_coordinates(rings, return_index=True)
+    q = np.round(coords * _Q).astype(np.int64)
+    counts = np.bincount(idx, minlength=len(geoms))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    keep = np.ones(len(q), dtype=bool)
+    keep[starts + counts - 1] = False  # the closing point repeats the first
+    first = np.zeros(len(q), dtype=bool)
+    first[starts] = True
+    delta = q.copy()
+    delta[1:] -= q[:-1]
+    delta[first] = q[first]
+    return delta[keep].ravel().tolist(), (counts - 1).tolist()
+
+
+def _round(values: np.ndarray, digits: int = 3) -> list[Any]:
+    v = np.round(np.asarray(values, dtype=np.float64), digits)
+    return [None if not np.isfinite(x) else float(x) for x in v]
+
+
+def _layer(frame: gpd.GeoDataFrame, features: Sequence[str]) -> dict[str, Any]:
+    xy, n = _rings(frame.geometry.to_numpy())
+    return {
+        "xy": xy,
+        "n": n,
+        "id": frame["cell_id"].astype(np.int64).tolist(),
+        "score": _round(frame["score"].to_numpy(), 3),
+        "rank": frame["rank"].astype(np.int64).tolist(),
+        "label": frame["label"].astype(np.int64).tolist(),
+        "f": [_round(frame[c].to_numpy(), 3) for c in features],
+    }
+
+
+def _outline_geojson(path: str | os.PathLike[str] | None, fallback: Any = None) -> str | None:
+    if path is None and fallback is None:
+        return None
+    if path is not None:
+        try:
+            shapes = gpd.read_file(path)
+        except Exception as exc:  # any unreadable file: a one-line data error
+            raise DataFileError(f"cannot read polygons {str(path)!r} ({exc})") from None
+        if shapes.crs is None:
+            raise DataFileError(f"polygons {str(path)!r} have no CRS; assign one")
+        geom = shapely.union_all(shapes.to_crs(4326).geometry.make_valid().to_numpy())
+    else:
+        geom = fallback
+    geom = shapely.simplify(geom, 0.001, preserve_topology=True)
+    geom = shapely.set_precision(geom, 1e-4)
+    return shapely.to_geojson(geom)
+
+
+def build_map(
+    planning_units: gpd.GeoDataFrame,
+    *,
+    summary: Mapping[str, Any] | None = None,
+    main_features: Sequence[str] = (),
+    public: str | os.PathLike[str] | None = None,
+    outline: str | os.PathLike[str] | None = None,
+    tiles: str | None = "OpenStreetMap",
+    max_cells: int = SELECT_DEFAULTS.map_max_cells,
+) -> str:
+    """The map's HTML page.
+
+    Parameters
+    ----------
+    planning_units : geopandas.GeoDataFrame
+        The ``planning_units`` of a selection (columns ``cell_id``, ``role``, ``label``,
+        ``score``, ``rank``, ``selected`` and the features), in any CRS.
+    summary : mapping, optional
+        The run summary (``budget``, ``method``, ``c``, ``objective`` are shown).
+    main_features : sequence of str
+        Feature columns shown in the popups.
+    public, outline : path-like, optional
+        Public-land polygons and the region outline. Without ``outline`` the outline of the
+        planning units is drawn.
+    tiles : str or None
+        folium base map; None for none.
+    max_cells : int
+        Most candidate + training cells drawn (the selected cells come on top of these).
+
+    Returns
+    -------
+    str
+    """
+    import folium
+    from branca.element import Element, MacroElement
+    from jinja2 import Template
+
+    summary = dict(summary or {})
+    units = planning_units.to_crs(4326)
+    role = units["role"].astype(str).to_numpy()
+    sel_mask = units["selected"].astype(bool).to_numpy()
+    feats = [f for f in main_features if f in units.columns]
+
+    sel = units[sel_mask].sort_values("rank")
+    cand = units[(role == "candidate") & ~sel_mask]
+    train = units[role == "train"]
+    room = max(0, int(max_cells) - len(train))
+    thinned = max(0, len(cand) - room)
+    if thinned:  # keep the best-scoring candidates; the selected are drawn regardless
+        cand = cand.sort_values("rank").iloc[:room]
+    detected = train["label"].to_numpy() == 1
+
+    minx, miny, maxx, maxy = units.total_bounds
+    cand_scores = cand["score"].to_numpy()
+    lo, hi = (
+        (float(np.nanpercentile(cand_scores, 2)), float(np.nanpercentile(cand_scores, 98)))
+        if len(cand)
+        else (0.0, 1.0)
+    )
+    data = {
+        "features": feats,
+        "range": [round(lo, 3), round(hi if hi > lo else lo + 1.0, 3)],
+        "candidates": _layer(cand, feats),
+        "detected": _layer(train[detected], feats),
+        "undetected": _layer(train[~detected], feats),
+        "selected": _layer(sel, feats),
+    }
+
+    m = folium.Map(tiles=None, control_scale=True, prefer_canvas=False)
+    # Offline: no CDN scripts or styles; Leaflet itself is inlined below.
+    m.default_js = []
+    m.default_css = []
+    m.get_root().header.add_child(
+        Element(
+            f"<style>{_static('leaflet.css')}</style>\n<script>{_static('leaflet.min.js')}</script>"
+            + f"\n<style>{_CSS}</style>"
+        ),
+        name="reserve_leaflet",
+        index=0,
+    )
+    if tiles:
+        folium.TileLayer(tiles, name="base map", control=False).add_to(m)
+    fg_outline = folium.FeatureGroup(name="region outline").add_to(m)
+    fg_public = folium.FeatureGroup(name="public land")
+    if public is not None:
+        fg_public.add_to(m)
+    fg_cand = folium.FeatureGroup(name="candidate cells (score)").add_to(m)
+    fg_det = folium.FeatureGroup(name="training: detected").add_to(m)
+    fg_undet = folium.FeatureGroup(name="training: not detected").add_to(m)
+    fg_sel = folium.FeatureGroup(name=f"selected cells ({len(sel)})").add_to(m)
+
+    fallback = None
+    if outline is None:  # the planning units' own outline (cells tile the region)
+        fallback = shapely.coverage_union_all(shapely.make_valid(units.geometry.to_numpy()))
+    outline_json = _outline_geojson(outline, fallback)
+    public_json = _outline_geojson(public) if public is not None else None
+
+    macro = MacroElement()
+    macro._name = "reserve_cells"
+    # The script goes in as a value, not as template text: Jinja never parses the data.
+    macro.payload = (
+        _JS.replace("__DATA__", json.dumps(data, separators=(",", ":")))
+        .replace("__OUTLINE__", outline_json or "null")
+        .replace("__PUBLIC__", public_json or "null")
+        .replace("__FG_OUTLINE__", fg_outline.get_name())
+        .replace("__FG_PUBLIC__", fg_public.get_name())
+        .replace("__FG_CAND__", fg_cand.get_name())
+        .replace("__FG_DET__", fg_det.get_name())
+        .replace("__FG_UNDET__", fg_undet.get_name())
+        .replace("__FG_SEL__", fg_sel.get_name())
+    )
+    macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
+    m.add_child(macro)
+    folium.LayerControl(collapsed=False).add_to(m)
+    m.fit_bounds([[float(miny), float(minx)], [float(maxy), float(maxx)]])
+
+    def fmt(key: str, spec: str = "") -> str:
+        v = summary.get(key)
+        if v is None or (isinstance(v, float) and not np.isfinite(v)):
+            return "n/a"
+        return format(v, spec) if spec else str(v)
+
+    rows = [
+        ("budget", fmt("budget")),
+        ("method", fmt("method")),
+        ("C", f"{fmt('c', 'g')} ({fmt('c_source')})"),
+        ("objective", fmt("objective", ".4g")),
+        ("status", fmt("solver_status")),
+        ("cells", f"{fmt('n_candidates')} candidates, {fmt('n_train')} training"),
+    ]
+    if thinned:
+        rows.append(("thinned", f"{thinned} lowest-scoring candidates not drawn"))
+    box = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in rows)
+    legend = (
+        '<div class="reserve-box reserve-legend"><b>Legend</b>'
+        '<div><span class="sw" style="border:3px solid #d7191c;background:#ffff00"></span>'
+        "selected (rank on cell)</div>"
+        '<div><span class="sw ramp"></span>candidate score '
+        f"{data['range'][0]:g} to {data['range'][1]:g}</div>"
+        '<div><span class="sw" style="background:#2c7bb6"></span>training: detected</div>'
+        '<div><span class="sw" style="background:#bababa"></span>training: not detected</div>'
+        + (
+            '<div><span class="sw" style="background:#1a9641;opacity:.4"></span>public land</div>'
+            if public is not None
+            else ""
+        )
+        + '<div><span class="sw" style="border:2px dashed #333"></span>region outline</div>'
+        "</div>"
+    )
+    cfg = html.escape(str(summary.get("config", "")))
+    m.get_root().html.add_child(
+        Element(
+            f'<div class="reserve-box reserve-summary"><b>Reserve selection</b>'
+            f"<table>{box}</table></div>{legend}"
+            f'<script type="application/json" id="reserve-config">{cfg}</script>'
+        )
+    )
+    return m.get_root().render()
+
+
+def write_map(
+    planning_units: gpd.GeoDataFrame,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    **kwargs: Any,
+) -> Path:
+    """Write :func:`build_map` to ``path`` atomically (temporary file beside it, then rename).
+
+    Parameters
+    ----------
+    planning_units : geopandas.GeoDataFrame
+    path : path-like
+        ``.html`` file.
+    overwrite : bool
+        Replace an existing file.
+    **kwargs
+        Passed to :func:`build_map`.
+
+    Returns
+    -------
+    Path
+    """
+    from reserve.export import atomic_target, remove_stale_temporaries
+
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise OutputExistsError(
+            f"output {str(path)!r} already exists; pass --overwrite (overwrite=True) to replace it"
+        )
+    page = build_map(planning_units, **kwargs)
+    remove_stale_temporaries(path)
+    tmp = atomic_target(path, ".html")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise DataFileError(
+            f"cannot write {str(path)!r} ({exc.strerror}); pass a writable path"
+        ) from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+_CSS = """
+.reserve-box{position:fixed;z-index:1000;background:rgba(255,255,255,.92);padding:6px 9px;
+ border-radius:5px;box-shadow:0 1px 5px rgba(0,0,0,.4);font:12px/1.4 sans-serif}
+.reserve-summary{left:10px;bottom:48px}.reserve-summary th{text-align:left;padding-right:8px}
+.reserve-legend{right:10px;bottom:30px}
+.reserve-legend .sw{display:inline-block;width:14px;height:12px;margin-right:6px;
+ vertical-align:middle;box-sizing:border-box}
+.reserve-legend .ramp{width:40px;background:linear-gradient(90deg,#fef0d9,#fdcc8a,#fc8d59,
+ #e34a33,#b30000)}
+.reserve-rank{background:none;border:none;font:bold 12px sans-serif;color:#000;
+ text-shadow:0 0 3px #fff,0 0 3px #fff;text-align:center;line-height:20px}
+"""
+
+# Placeholders __X__ are filled by build_map. Runs after the feature groups exist.
+_JS = r"""
+(function () {
+  var D = __DATA__;
+  var Q = 1e5, canvas = L.canvas({padding: 0.3});
+  var RAMP = [[254,240,217],[253,204,138],[252,141,89],[227,74,51],[179,0,0]];
+  function ramp(s) {
+    var t = (s - D.range[0]) / (D.range[1] - D.range[0]);
+    t = Math.max(0, Math.min(1, isFinite(t) ? t : 0)) * (RAMP.length - 1);
+    var i = Math.min(Math.floor(t), RAMP.length - 2), f = t - i, a = RAMP[i], b = RAMP[i + 1];
+    return "rgb(" + [0, 1, 2].map(function (j) { return Math.round(a[j] + f * (b[j] - a[j])); })
+      .join(",") + ")";
+  }
+  function fmt(v) { return v === null ? "n/a" : (+v).toFixed(3); }
+  function popup(d, i, what) {
+    var lab = d.label[i] === 1 ? "detected" : (d.label[i] === 0 ? "not detected" : "unsurveyed");
+    var h = "<b>" + what + "</b><br>cell id " + d.id[i] +
+      (d.rank[i] > 0 ? "<br>rank " + d.rank[i] : "") + "<br>score " + fmt(d.score[i]) +
+      "<br>label " + d.label[i] + " (" + lab + ")";
+    for (var j = 0; j < D.features.length; j++) h += "<br>" + D.features[j] + " " + fmt(d.f[j][i]);
+    return h;
+  }
+  function rings(d) {
+    var out = [], p = 0;
+    for (var i = 0; i < d.n.length; i++) {
+      var x = 0, y = 0, r = [];
+      for (var j = 0; j < d.n[i]; j++, p += 2) {
+        if (j === 0) { x = d.xy[p]; y = d.xy[p + 1]; } else { x += d.xy[p]; y += d.xy[p + 1]; }
+        r.push([y / Q, x / Q]);
+      }
+      out.push(r);
+    }
+    return out;
+  }
+  function draw(d, group, style, what, svg) {
+    var rs = rings(d), shapes = [];
+    for (var i = 0; i < rs.length; i++) {
+      var o = style(d, i);
+      if (!svg) o.renderer = canvas;
+      var poly = L.polygon(rs[i], o).addTo(group);
+      poly.bindPopup((function (k) { return function () { return popup(d, k, what); }; })(i));
+      shapes.push(poly);
+    }
+    return shapes;
+  }
+  var outline = __OUTLINE__, pub = __PUBLIC__;
+  if (outline) L.geoJSON(outline, {style: {color: "#333", weight: 2, dashArray: "6 4",
+    fill: false}, interactive: false}).addTo(__FG_OUTLINE__);
+  if (pub) L.geoJSON(pub, {style: {color: "#1a9641", weight: 1, fillColor: "#1a9641",
+    fillOpacity: 0.25}, interactive: false}).addTo(__FG_PUBLIC__);
+  draw(D.candidates, __FG_CAND__, function (d, i) {
+    return {stroke: false, fillColor: ramp(d.score[i]), fillOpacity: 0.75};
+  }, "candidate cell");
+  draw(D.detected, __FG_DET__, function () {
+    return {color: "#2c7bb6", weight: 1, fillColor: "#2c7bb6", fillOpacity: 0.7};
+  }, "training cell");
+  draw(D.undetected, __FG_UNDET__, function () {
+    return {color: "#878787", weight: 1, fillColor: "#bababa", fillOpacity: 0.6};
+  }, "training cell");
+  var sel = draw(D.selected, __FG_SEL__, function () {
+    return {color: "#d7191c", weight: 3, fillColor: "#ffff00", fillOpacity: 0.85,
+      className: "reserve-selected"};
+  }, "selected cell", true);
+  for (var i = 0; i < sel.length; i++) {
+    L.marker(sel[i].getBounds().getCenter(), {interactive: false, icon: L.divIcon({
+      className: "reserve-rank", html: String(D.selected.rank[i]), iconSize: [24, 20]})})
+      .addTo(__FG_SEL__);
+  }
+  __FG_SEL__.bringToFront && __FG_SEL__.bringToFront();
+  window.reserveReady = true;
+})();
+"""

@@ -1,0 +1,720 @@
+"""Choose the reserve: planning units in, ``k`` ranked cells (GeoPackage, map, summary) out.
+
+:func:`select_reserve` is the one place that runs the whole sequence:
+
+1. read the ``planning_units`` layer written by :func:`reserve.ingest.ingest` (or the embedded
+   default region) and check it (columns, CRS, roles, classes, finite features);
+2. **standardise** every feature column to mean 0 and standard deviation 1, with the mean and
+   deviation computed on the rows the estimator sees (``train`` and ``candidate`` cells
+   together, the transductive setting of the paper). A constant column is centred and left
+   unscaled (it is 0 everywhere and cannot influence the scores);
+3. build ``X`` and ``y``: ``train`` cells labelled 1 (detected) or 0 (not detected),
+   ``candidate`` cells -1; ``other`` cells and locked-out cells are left out of the fit;
+4. choose ``C`` (given, or by the paper's cross-validation on the training cells,
+   :func:`reserve.model_selection.select_C`);
+5. fit the estimator of ``method`` with ``k = budget``;
+6. assemble the results: every cell's score (``X @ w + b`` in standardised units, NaN where a
+   feature is missing), the rank of every candidate (1 = best), the ``k`` selected cells,
+   and a one-row run summary; then, when ``out`` is given, write ``<out>/reserve.gpkg``
+   (:mod:`reserve.export`) and the HTML map (:mod:`reserve.maps`), both atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+
+from reserve.config import SELECT_DEFAULTS, SELECT_METHODS
+from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
+
+__all__ = [
+    "CONFIG_KEYS",
+    "METHODS",
+    "REQUIRED_COLUMNS",
+    "SelectionResult",
+    "load_config",
+    "read_planning_units",
+    "resolve_config",
+    "select_reserve",
+]
+
+#: Methods accepted by ``method=`` / ``--method``.
+METHODS = SELECT_METHODS
+
+#: Columns ``planning_units`` must have (besides the geometry and at least one feature).
+REQUIRED_COLUMNS = ("cell_id", "role", "label", "locked_out")
+
+#: Columns of ``planning_units`` that are never features.
+_NON_FEATURES = (
+    "cell_id",
+    "role",
+    "label",
+    "n_checklists",
+    "n_detections",
+    "effort_hours",
+    "effort_km",
+    "public_fraction",
+    "locked_out",
+    # added by reserve select, so a reserve.gpkg read back is not mistaken for features
+    "score",
+    "rank",
+    "selected",
+)
+
+#: Names a ``--config`` TOML file may use: the flags of ``reserve select``.
+CONFIG_KEYS = (
+    "budget",
+    "cells",
+    "method",
+    "C",
+    "seed",
+    "out",
+    "map",
+    "overwrite",
+    "time_limit",
+)
+
+GPKG_NAME = "reserve.gpkg"
+
+
+@dataclass
+class SelectionResult:
+    """What :func:`select_reserve` chose and wrote.
+
+    Attributes
+    ----------
+    planning_units : geopandas.GeoDataFrame
+        Every cell of the input with ``score``, ``rank`` (candidates only, 1 = best; 0 for
+        other cells) and ``selected``, in the input CRS.
+    selected : geopandas.GeoDataFrame
+        The ``k`` selected cells, best first (``rank`` 1..k).
+    summary : dict
+        The run summary (the ``run_summary`` layer's one row).
+    estimator : estimator
+        The fitted estimator.
+    feature_names : list of str
+        Feature columns, in the order of ``estimator.coef_``.
+    cv : reserve.model_selection.CSelection or None
+        The cross-validation outcome when ``C`` was chosen automatically.
+    gpkg_path, map_path : Path or None
+        Files written (None when ``out`` was not given / no map was asked for).
+    """
+
+    planning_units: gpd.GeoDataFrame
+    selected: gpd.GeoDataFrame
+    summary: dict[str, Any]
+    estimator: Any
+    feature_names: list[str]
+    cv: Any = None
+    gpkg_path: Path | None = None
+    map_path: Path | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def main_features(self, n: int = 3) -> list[str]:
+        """The ``n`` features with the largest absolute weight (standardised units)."""
+        order = np.argsort(-np.abs(self.estimator.coef_), kind="stable")[:n]
+        return [self.feature_names[i] for i in order]
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def _as_int(value: Any, name: str, *, low: int | None = None) -> int:
+    if isinstance(value, bool):
+        ok = False
+    elif isinstance(value, int | np.integer):
+        ok, value = True, int(value)
+    elif isinstance(value, str):
+        try:
+            value, ok = int(value.strip()), True
+        except ValueError:
+            ok = False
+    else:
+        ok = False
+    if not ok or (low is not None and value < low):
+        lo = f" >= {low}" if low is not None else ""
+        raise InvalidInputError(f"{name} must be an integer{lo}; received {value!r}")
+    return value
+
+
+def _as_C(value: Any) -> float | str:
+    if isinstance(value, str) and value.strip().lower() in ("cv", "auto"):
+        return "cv"
+    try:
+        c = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        c = float("nan")
+    if not np.isfinite(c) or c <= 0:
+        raise InvalidInputError(
+            f"C must be a positive number or 'cv' (cross-validation); received {value!r}"
+        )
+    return c
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a ``reserve select`` TOML configuration (keys: the flag names).
+
+    Parameters
+    ----------
+    path : path-like
+        TOML file, e.g. ``budget = 30`` and ``method = "ttk"`` on separate lines.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    InvalidInputError
+        Missing or unreadable file, invalid TOML, unknown keys.
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(
+            f"config={str(p)!r} cannot be read ({type(exc).__name__}); pass a UTF-8 TOML file"
+        ) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInputError(
+            f"config={str(p)!r} is not valid TOML ({exc}); write e.g. budget = 30"
+        ) from None
+    out = {str(k).replace("-", "_"): v for k, v in raw.items()}
+    unknown = sorted(set(out) - set(CONFIG_KEYS))
+    if unknown:
+        raise InvalidInputError(
+            f"config={str(p)!r} has unknown keys {unknown}; allowed: {', '.join(CONFIG_KEYS)}"
+        )
+    return out
+
+
+def resolve_config(
+    given: Mapping[str, Any], config: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Merge explicit values over a TOML config over the defaults; check and coerce types.
+
+    Parameters
+    ----------
+    given : mapping
+        Values set explicitly (flags); ``None`` values are ignored.
+    config : path-like, optional
+        TOML file read with :func:`load_config`.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for :func:`select_reserve` (the effective configuration).
+
+    Examples
+    --------
+    >>> resolve_config({"budget": "30"})["budget"]
+    30
+    """
+    merged: dict[str, Any] = {
+        "budget": None,
+        "cells": None,
+        "method": SELECT_DEFAULTS.method,
+        "C": SELECT_DEFAULTS.C,
+        "seed": SELECT_DEFAULTS.seed,
+        "out": SELECT_DEFAULTS.out,
+        "map": None,
+        "overwrite": False,
+        "time_limit": SELECT_DEFAULTS.time_limit,
+    }
+    if config is not None:
+        merged.update(load_config(config))
+    merged.update({k: v for k, v in given.items() if v is not None})
+    if merged["budget"] is None:
+        raise InvalidInputError("budget is required; pass --budget K (e.g. --budget 30)")
+    merged["budget"] = _as_int(merged["budget"], "budget", low=1)
+    merged["seed"] = _as_int(merged["seed"], "seed", low=0)
+    merged["C"] = _as_C(merged["C"])
+    merged["method"] = _check_method(merged["method"])
+    if not isinstance(merged["overwrite"], bool):
+        raise InvalidInputError(
+            f"overwrite must be true or false; received {merged['overwrite']!r}"
+        )
+    try:
+        merged["time_limit"] = float(merged["time_limit"])
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"time_limit must be a number of seconds; received {merged['time_limit']!r}"
+        ) from None
+    for key in ("cells", "out", "map"):
+        if merged[key] is not None and not isinstance(merged[key], str | os.PathLike):
+            raise InvalidInputError(f"{key} must be a path; received {merged[key]!r}")
+        if merged[key] is not None:
+            merged[key] = str(merged[key])
+    return merged
+
+
+def _check_method(method: Any) -> str:
+    m = str(method).strip().lower()
+    if m not in METHODS:
+        raise InvalidInputError(f"method={method!r} is unknown; choose one of {', '.join(METHODS)}")
+    return m
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
+    """Read and check the ``planning_units`` layer of a GeoPackage.
+
+    Parameters
+    ----------
+    path : path-like
+        A GeoPackage from ``reserve ingest``.
+
+    Returns
+    -------
+    geopandas.GeoDataFrame
+
+    Raises
+    ------
+    DataFileError
+        Missing file, not a GeoPackage, no ``planning_units`` layer, missing columns, no CRS,
+        no feature column.
+    """
+    import pyogrio
+    from pyogrio.errors import DataSourceError
+
+    p = Path(path)
+    if not p.is_file():
+        raise DataFileError(f"cells={str(p)!r} does not exist; pass a GeoPackage from ingest")
+    try:
+        info = pyogrio.list_layers(p)
+        driver = pyogrio.read_info(p, layer=info[0][0])["driver"] if len(info) else None
+    except (DataSourceError, OSError, IndexError):
+        driver = None
+    if driver != "GPKG":
+        raise DataFileError(
+            f"cells={str(p)!r} is not a GeoPackage; pass the .gpkg written by 'reserve ingest'"
+        )
+    names = [str(n) for n in info[:, 0]]
+    if "planning_units" not in names:
+        raise DataFileError(
+            f"cells={str(p)!r} has no 'planning_units' layer (layers: {names}); "
+            "pass the .gpkg written by 'reserve ingest'"
+        )
+    units = pyogrio.read_dataframe(p, layer="planning_units")
+    missing = [c for c in REQUIRED_COLUMNS if c not in units.columns]
+    if missing or not isinstance(units, gpd.GeoDataFrame):
+        missing = missing or ["geometry"]
+        raise DataFileError(
+            f"cells={str(p)!r}: planning_units lacks the columns {missing}; "
+            "re-create it with 'reserve ingest'"
+        )
+    if units.crs is None:
+        raise DataFileError(
+            f"cells={str(p)!r}: planning_units has no CRS; re-create it with 'reserve ingest' "
+            "or assign the grid's CRS (e.g. ogr2ogr -a_srs)"
+        )
+    return units
+
+
+def _feature_columns(units: pd.DataFrame) -> list[str]:
+    cols = [
+        c
+        for c in units.columns
+        if c not in _NON_FEATURES
+        and c != units.geometry.name
+        and pd.api.types.is_numeric_dtype(units[c])
+        and not pd.api.types.is_bool_dtype(units[c])
+    ]
+    return cols
+
+
+def _design(
+    units: gpd.GeoDataFrame, source: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """Standardised features of all cells, and the rows / labels the estimator sees."""
+    features = _feature_columns(units)
+    if not features:
+        raise DataFileError(
+            f"cells={source!r}: planning_units has no numeric feature column; ingest with "
+            "--categorical / --continuous rasters"
+        )
+    role = units["role"].astype(str).to_numpy()
+    label = pd.to_numeric(units["label"], errors="coerce").to_numpy()
+    locked = units["locked_out"].fillna(False).astype(bool).to_numpy()
+    train = (role == "train") & ~locked
+    cand = (role == "candidate") & ~locked
+    if not train.any():
+        raise DataFileError(
+            f"cells={source!r} has no training cells (role 'train'); ingest with --public "
+            "polygons that contain surveyed cells"
+        )
+    bad_label = train & ~np.isin(label, (0, 1))
+    if bad_label.any():
+        raise DataFileError(
+            f"cells={source!r}: {int(bad_label.sum())} training cells have a label other than "
+            "0 or 1; re-create the file with 'reserve ingest'"
+        )
+    classes = np.unique(label[train])
+    if classes.size < 2:
+        raise DataFileError(
+            f"cells={source!r}: every training cell has label {int(classes[0])}; TTK needs "
+            "detections (1) and non-detections (0) on training cells. Widen the region, "
+            "dates or public land"
+        )
+    if not cand.any():
+        raise DataFileError(
+            f"cells={source!r} has no candidate cells (role 'candidate'); nothing to select"
+        )
+    raw = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    fit_rows = train | cand
+    bad = ~np.isfinite(raw[fit_rows])
+    if bad.any():
+        cols = sorted({features[j] for j in np.flatnonzero(bad.any(axis=0))})
+        n_rows = int(bad.any(axis=1).sum())
+        raise DataFileError(
+            f"cells={source!r}: {n_rows} train/candidate cells have NaN or infinite features "
+            f"(columns {cols[:5]}); re-ingest with rasters covering the region, or set those "
+            "cells' role to 'other'"
+        )
+    mean = raw[fit_rows].mean(axis=0)
+    sd = raw[fit_rows].std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)  # constant column: centred to 0, cannot matter
+    Z = (raw - mean) / sd
+    rows = np.flatnonzero(fit_rows)
+    y = np.where(cand[rows], -1, label[rows]).astype(np.int64)
+    return Z, rows, y, features, train, cand
+
+
+def _estimator(method: str, k: int, C: float, seed: int, time_limit: float) -> Any:
+    from reserve.solvers import AATP, SVM, TSVM, TTK, SVMPerf, TopPush
+
+    if method == "ttk":
+        return TTK(k=k, C=C, solver="fd", random_state=seed)
+    if method == "ttk-mip":
+        return TTK(k=k, C=C, solver="mip", time_limit=time_limit, random_state=seed)
+    cls = {"svm": SVM, "tsvm": TSVM, "svmperf": SVMPerf, "toppush": TopPush, "aatp": AATP}
+    return cls[method](k=k, C=C)
+
+
+def _default_cells() -> tuple[Path, Path | None, Path | None]:
+    try:
+        from reserve import default_region
+    except ImportError:
+        raise DataFileError(
+            "no cells given and the embedded default region is not available in this build; "
+            "pass --cells PATH (a GeoPackage from 'reserve ingest')"
+        ) from None
+    cells = Path(default_region.default_planning_units())
+    public = outline = None
+    try:
+        public = Path(default_region.default_public_land_path())
+        outline = Path(default_region.default_region_outline_path())
+    except (AttributeError, OSError):  # outlines are decoration; selection does not need them
+        pass
+    return cells, public, outline
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _prepare_outputs(
+    out: str | os.PathLike[str], map_path: Path | None, overwrite: bool
+) -> tuple[Path, Path | None]:
+    """Check before any work that the outputs can be written and may be replaced."""
+    out_dir = Path(out)
+    gpkg = out_dir / GPKG_NAME
+    for target in (gpkg, map_path):
+        if target is not None and target.exists() and not overwrite:
+            raise OutputExistsError(
+                f"output {str(target)!r} already exists; pass --overwrite (overwrite=True) "
+                "to replace it"
+            )
+    for folder in {out_dir, *([map_path.parent] if map_path is not None else [])}:
+        if folder.exists() and not folder.is_dir():
+            raise DataFileError(f"output folder {str(folder)!r} is a file; pass a folder path")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataFileError(
+                f"output folder {str(folder)!r} cannot be created ({exc.strerror}); "
+                "pass a writable folder"
+            ) from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise DataFileError(
+                f"output folder {str(folder)!r} is not writable; pass a writable folder"
+            )
+    return gpkg, map_path
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("reserve", "numpy", "scipy", "scikit-learn", "geopandas", "pyogrio", "shapely",
+                "folium", "clarabel", "pyscipopt"):  # fmt: skip
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = ""
+    return out
+
+
+def _nan_or(value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    return v
+
+
+# --------------------------------------------------------------------------- main entry
+
+
+def select_reserve(
+    budget: int,
+    cells: str | os.PathLike[str] | None = None,
+    *,
+    method: str = SELECT_DEFAULTS.method,
+    C: float | str = SELECT_DEFAULTS.C,
+    seed: int = SELECT_DEFAULTS.seed,
+    out: str | os.PathLike[str] | None = None,
+    map: str | os.PathLike[str] | bool | None = None,
+    overwrite: bool = False,
+    time_limit: float = SELECT_DEFAULTS.time_limit,
+    public: str | os.PathLike[str] | None = None,
+    outline: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> SelectionResult:
+    """Select ``budget`` candidate cells for the reserve and (optionally) write the outputs.
+
+    Parameters
+    ----------
+    budget : int
+        Number of cells to select, ``1 <= budget <=`` the number of candidate cells.
+    cells : path-like, optional
+        GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
+        embedded Georgia region, ingested and cached on first use.
+    method : str
+        One of :data:`METHODS`.
+    C : float or "cv"
+        Hinge-loss weight, or ``"cv"``: the paper's repeated 2-fold cross-validation over
+        ``SELECT_DEFAULTS.Cs`` on the training cells.
+    seed : int
+        Seed of the cross-validation folds and of the solver.
+    out : path-like, optional
+        Folder of ``reserve.gpkg``; nothing is written when None.
+    map : path-like or bool, optional
+        HTML map path; default (None or True) ``maps/<cells>_<method>_k<budget>.html``;
+        False for no map. Only used when ``out`` is given.
+    overwrite : bool
+        Replace existing outputs; without it an existing output is an error, raised before
+        any work.
+    time_limit : float
+        Seconds per exact (``ttk-mip``) fit.
+    public, outline : path-like, optional
+        Public-land and region polygons drawn on the map (default region: its own files).
+    progress : callable, optional
+        Called with a short message at the start of every step.
+    config : mapping, optional
+        The effective configuration to record (default: these arguments).
+
+    Returns
+    -------
+    SelectionResult
+
+    Raises
+    ------
+    InvalidInputError
+        Bad budget, method or C (a usage error).
+    DataFileError
+        Unusable cells file; unwritable output folder.
+    OutputExistsError
+        An output exists and ``overwrite`` is False.
+    """
+    t0 = time.perf_counter()
+    say = progress or (lambda message: None)
+    method = _check_method(method)
+    C = _as_C(C)
+    seed = _as_int(seed, "seed", low=0)
+    if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
+        raise InvalidInputError(
+            f"budget must be a positive integer (number of cells); received {budget!r}"
+        )
+    budget = int(budget)
+    effective = dict(config) if config is not None else None
+
+    if cells is None:
+        say("preparing the default region (cached after the first run)")
+        cells_path, default_public, default_outline = _default_cells()
+        public = public if public is not None else default_public
+        outline = outline if outline is not None else default_outline
+    else:
+        cells_path = Path(cells)
+
+    gpkg_path = map_path = None
+    if out is not None:
+        if map is None or map is True:
+            name = f"{cells_path.stem}_{method}_k{budget}"
+            map_path = Path(SELECT_DEFAULTS.map_dir) / f"{name}.html"
+        elif map is not False:
+            map_path = Path(map)
+        gpkg_path, map_path = _prepare_outputs(out, map_path, overwrite)
+
+    say(f"reading {cells_path}")
+    units = read_planning_units(cells_path)
+    Z, rows, y, features, train, cand = _design(units, str(cells_path))
+    n_cand = int(cand.sum())
+    if budget > n_cand:
+        raise InvalidInputError(
+            f"budget={budget} is larger than the {n_cand} candidate cells; pass --budget "
+            f"<= {n_cand}"
+        )
+
+    cv = None
+    if C == "cv":
+        from reserve.model_selection import select_C
+
+        say(f"choosing C by cross-validation over {list(SELECT_DEFAULTS.Cs)}")
+        est0 = _estimator(method, budget, 1.0, seed, time_limit)
+        cv = select_C(
+            est0,
+            Z[rows],
+            y,
+            Cs=SELECT_DEFAULTS.Cs,
+            n_repeats=SELECT_DEFAULTS.cv_repeats,
+            n_folds=SELECT_DEFAULTS.cv_folds,
+            k_fraction=SELECT_DEFAULTS.cv_k_fraction,
+            random_state=seed,
+        )
+        C_value, C_source = float(cv.best_C), "cv"
+    else:
+        C_value, C_source = float(C), "given"
+
+    say(f"fitting {method} (k={budget}, C={C_value:g}) on {int(train.sum())} training and "
+        f"{n_cand} candidate cells")  # fmt: skip
+    t_fit = time.perf_counter()
+    est = _estimator(method, budget, C_value, seed, time_limit).fit(Z[rows], y)
+    fit_seconds = time.perf_counter() - t_fit
+
+    # assemble: scores of every cell with finite features, ranks of candidates
+    finite = np.isfinite(Z).all(axis=1)
+    score = np.full(len(units), np.nan)
+    score[finite] = Z[finite] @ est.coef_ + float(est.intercept_)
+    cand_rows = rows[est.candidates_]
+    sel_rows = rows[est.selected_]
+    # rank candidates: the selected first in the estimator's order, then by score
+    rest = np.setdiff1d(cand_rows, sel_rows)
+    rest = rest[np.lexsort((rest, -score[rest]))]
+    order = np.concatenate([sel_rows, rest])
+    rank = np.zeros(len(units), dtype=np.int64)
+    rank[order] = np.arange(1, order.size + 1)
+    selected = np.zeros(len(units), dtype=bool)
+    selected[sel_rows] = True
+
+    fixed = [c for c in units.columns if c not in features and c != units.geometry.name]
+    fixed = [c for c in fixed if c not in ("score", "rank", "selected")]
+    table = units[fixed].copy()
+    table["score"] = score
+    table["rank"] = rank
+    table["selected"] = selected
+    result_units = gpd.GeoDataFrame(
+        pd.concat([table, units[features]], axis=1), geometry=units.geometry, crs=units.crs
+    )
+    sel = result_units.iloc[sel_rows].copy()
+    sel = sel[["rank", "cell_id", "score", "role", "label", *features, sel.geometry.name]]
+    sel = sel.reset_index(drop=True)
+
+    if effective is None:
+        effective = {
+            "budget": budget, "cells": None if cells is None else str(cells), "method": method,
+            "C": C, "seed": seed, "out": None if out is None else str(out),
+            "map": None if map_path is None else str(map_path), "overwrite": overwrite,
+            "time_limit": time_limit,
+        }  # fmt: skip
+    effective = {**effective, "C_searched": list(SELECT_DEFAULTS.Cs) if C == "cv" else None}
+    summary: dict[str, Any] = {
+        "budget": budget,
+        "n_selected": int(selected.sum()),
+        "method": method,
+        "c": C_value,
+        "c_source": C_source,
+        "c_cv_scores": "" if cv is None else json.dumps(
+            {f"{c:g}": _nan_or(s) for c, s in zip(cv.Cs, cv.mean_scores, strict=True)}
+        ),
+        "solver_status": str(getattr(est, "status_", "fitted")),
+        "objective": _nan_or(getattr(est, "objective_", np.nan)),
+        "bound": _nan_or(getattr(est, "bound_", np.nan)),
+        "gap": _nan_or(getattr(est, "gap_", np.nan)),
+        "n_iter": int(getattr(est, "n_iter_", -1) if getattr(est, "n_iter_", None) is not None
+                      else -1),
+        "fit_seconds": round(fit_seconds, 3),
+        "runtime_seconds": np.nan,  # set below, after the outputs are written
+        "seed": seed,
+        "n_train": int(train.sum()),
+        "n_train_positive": int((train & (pd.to_numeric(units["label"]) == 1)).sum()),
+        "n_candidates": n_cand,
+        "n_cells": len(units),
+        "n_features": len(features),
+        "main_features": "",
+        "standardisation": "mean 0, sd 1 on train + candidate cells",
+        "crs": units.crs.to_string(),
+        "cells_path": str(cells_path),
+        "cells_sha256": _sha256(cells_path),
+        "public_path": "" if public is None else str(public),
+        "outline_path": "" if outline is None else str(outline),
+        "config": json.dumps(effective, sort_keys=True, default=str),
+    }  # fmt: skip
+    summary.update({f"version_{k.replace('-', '_')}": v for k, v in _versions().items()})
+    result = SelectionResult(
+        planning_units=result_units,
+        selected=sel,
+        summary=summary,
+        estimator=est,
+        feature_names=features,
+        cv=cv,
+        config=effective,
+    )
+    summary["main_features"] = ", ".join(result.main_features())
+
+    if gpkg_path is not None:
+        from reserve.export import write_geopackage
+
+        summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
+        say(f"writing {gpkg_path}")
+        write_geopackage(result_units, sel, summary, gpkg_path, overwrite=overwrite)
+        result.gpkg_path = gpkg_path
+    if map_path is not None:
+        from reserve.maps import write_map
+
+        say(f"drawing the map {map_path}")
+        write_map(
+            result_units,
+            map_path,
+            summary=summary,
+            main_features=result.main_features(),
+            public=public,
+            outline=outline,
+            overwrite=overwrite,
+        )
+        result.map_path = map_path
+    summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
+    return result
