@@ -249,7 +249,8 @@ def build_map(
         + '<div><span class="sw" style="border:2px dashed #333"></span>region outline</div>'
         "</div>"
     )
-    cfg = html.escape(str(summary.get("config", "")))
+    # JSON inside <script> is not HTML-decoded: only "</" must not appear literally
+    cfg = str(summary.get("config", "")).replace("</", "<\\/")
     m.get_root().html.add_child(
         Element(
             f'<div class="reserve-box reserve-summary"><b>Reserve selection</b>'

@@ -583,10 +583,11 @@ def select_reserve(
     units = read_planning_units(cells_path)
     Z, rows, y, features, train, cand = _design(units, str(cells_path))
     n_cand = int(cand.sum())
-    if budget > n_cand:
+    if budget >= n_cand:
+        # every solver ranks candidates against each other: at least one must stay unselected
         raise InvalidInputError(
-            f"budget={budget} is larger than the {n_cand} candidate cells; pass --budget "
-            f"<= {n_cand}"
+            f"budget={budget} must be smaller than the {n_cand} candidate cells; pass --budget "
+            f"<= {n_cand - 1}"
         )
 
     cv = None

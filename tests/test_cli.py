@@ -1,0 +1,180 @@
+"""Tests for ``reserve select`` on the command line: output, config, bad input, SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pyogrio
+import pytest
+from click.testing import CliRunner
+
+from reserve.cli import main
+from tests.test_select import make_units, write_units
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def cells(tmp_path):
+    return write_units(tmp_path / "cells.gpkg")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["select", *args])
+
+
+def test_select_prints_table_and_figures_and_writes_outputs(cells, tmp_path):
+    out, html = tmp_path / "out", tmp_path / "m.html"
+    res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map", str(html))
+    assert res.exit_code == 0, res.stderr
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+(-?\d+\.\d+)", res.stdout, flags=re.M)
+    assert [r[0] for r in rows] == ["1", "2", "3", "4", "5"]
+    assert "5 selected cells (ttk)" in res.stdout
+    assert "objective" in res.stdout and "method ttk" in res.stdout
+    assert "reading" in res.stderr and "fitting ttk" in res.stderr
+    assert (out / "reserve.gpkg").is_file() and html.is_file()
+
+
+def test_config_file_and_flags(cells, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'budget = 4\nmethod = "svm"\ncells = "{cells}"\nout = "{tmp_path / "o"}"\n')
+    res = run("--config", str(cfg), "--budget", "6", "--map", str(tmp_path / "m.html"))
+    assert res.exit_code == 0, res.stderr
+    summary = pyogrio.read_dataframe(tmp_path / "o" / "reserve.gpkg", layer="run_summary")
+    effective = json.loads(summary["config"][0])
+    assert effective["budget"] == 6 and effective["method"] == "svm"  # flag over file
+    assert summary["n_selected"][0] == 6 and summary["method"][0] == "svm"
+    assert str(tmp_path / "m.html") == effective["map"]
+
+
+def _bad_files(tmp_path: Path) -> dict[str, Path]:
+    text = tmp_path / "text.gpkg"
+    text.write_text("not a geopackage")
+    nolayer = tmp_path / "nolayer.gpkg"
+    pyogrio.write_dataframe(make_units(), nolayer, layer="cells", driver="GPKG")
+    out = {"missing": tmp_path / "missing.gpkg", "text": text, "nolayer": nolayer}
+    units = make_units()
+    variants = {
+        "nocol": units.drop(columns="label"),
+        "nocrs": units.set_crs(None, allow_override=True),
+        "notrain": units.assign(role=units.role.where(units.role != "train", "other")),
+        "oneclass": units.assign(label=units.label.where(units.role != "train", 1)),
+        "nan": units.assign(lc_forest=units.lc_forest.where(units.role != "candidate")),
+    }
+    for name, frame in variants.items():
+        with pytest.warns(UserWarning) if name == "nocrs" else _null():
+            out[name] = write_units(tmp_path / f"{name}.gpkg", frame)
+    return out
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "needle"),
+    [
+        (["--budget", "0"], 2, "budget must be an integer >= 1"),
+        (["--budget", "-2"], 2, "budget must be an integer >= 1"),
+        (["--budget", "2.5"], 2, "budget must be an integer"),
+        (["--budget", "ten"], 2, "budget must be an integer"),
+        (["--budget", "100000"], 2, "must be smaller than the"),
+        ([], 2, "budget is required"),
+        (["--budget", "3", "--method", "ttk2"], 2, "method='ttk2' is unknown"),
+        (["--budget", "3", "--C", "-1"], 2, "C must be a positive number"),
+        (["--budget", "3", "--cells", "@missing"], 1, "does not exist"),
+        (["--budget", "3", "--cells", "@text"], 1, "is not a GeoPackage"),
+        (["--budget", "3", "--cells", "@nolayer"], 1, "no 'planning_units' layer"),
+        (["--budget", "3", "--cells", "@nocol"], 1, "lacks the columns ['label']"),
+        (["--budget", "3", "--cells", "@nocrs"], 1, "has no CRS"),
+        (["--budget", "3", "--cells", "@notrain"], 1, "has no training cells"),
+        (["--budget", "3", "--cells", "@oneclass"], 1, "every training cell has label 1"),
+        (["--budget", "3", "--cells", "@nan"], 1, "NaN or infinite features"),
+        (["--budget", "3", "--config", "@badtoml"], 2, "is not valid TOML"),
+        (["--budget", "3", "--config", "@unknownkey"], 2, "unknown keys"),
+        (["--budget", "3", "--out", "@afile"], 1, "is a file"),
+        (["--budget", "3", "--out", "@existing"], 1, "already exists; pass --overwrite"),
+    ],
+)
+def test_bad_input_one_line_exit_code_no_output(cells, tmp_path, case, code, needle):
+    files = _bad_files(tmp_path)
+    (tmp_path / "badtoml.toml").write_text("budget = [\n")
+    (tmp_path / "unknownkey.toml").write_text("budgets = 3\n")
+    (tmp_path / "afile").write_text("x")
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "reserve.gpkg").write_bytes(b"previous")
+    files |= {
+        "badtoml": tmp_path / "badtoml.toml",
+        "unknownkey": tmp_path / "unknownkey.toml",
+        "afile": tmp_path / "afile",
+        "existing": existing,
+    }
+    args = [str(files[a[1:]]) if a.startswith("@") else a for a in case]
+    if "--cells" not in args:
+        args += ["--cells", str(cells)]
+    out_given = "--out" in args
+    if not out_given:
+        args += ["--out", str(tmp_path / "out")]
+    args += ["--map", str(tmp_path / "map.html")]
+    res = run(*args)
+    assert res.exit_code == code, (res.exit_code, res.stderr)
+    err = res.stderr.strip().splitlines()
+    assert err[-1].startswith("reserve: error: ") and needle in err[-1]
+    assert all(ln.startswith("[") for ln in err[:-1])  # only progress lines before it
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert not (tmp_path / "out" / "reserve.gpkg").exists()
+    assert not (tmp_path / "map.html").exists()
+    assert (existing / "reserve.gpkg").read_bytes() == b"previous"
+
+
+# A child that runs `reserve select` and SIGKILLs itself in the middle of writing the
+# GeoPackage: after the first layer of the temporary file is on disk, before the rename.
+KILLER = """
+import os, signal, sys
+import pyogrio
+real = pyogrio.write_dataframe
+def write(df, path, layer=None, **kw):
+    real(df, path, layer=layer, **kw)
+    if layer == "planning_units":
+        os.kill(os.getpid(), signal.SIGKILL)
+pyogrio.write_dataframe = write
+from reserve.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_sigkill_mid_write_keeps_previous_outputs(cells, tmp_path):
+    out, html = tmp_path / "out", tmp_path / "m.html"
+    args = ["select", "--budget", "5", "--cells", str(cells), "--out", str(out),
+            "--map", str(html)]  # fmt: skip
+    assert run(*args[1:]).exit_code == 0
+    gpkg_before, html_before = (out / "reserve.gpkg").read_bytes(), html.read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, *args, "--budget", "7", "--overwrite"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert (out / "reserve.gpkg").read_bytes() == gpkg_before
+    assert html.read_bytes() == html_before
+    visible = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert visible == ["reserve.gpkg"]
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")]  # the killed run's temp
+    # the next run replaces the outputs and removes the dead run's temporary file
+    assert run(*args[1:], "--budget", "7", "--overwrite").exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["reserve.gpkg"]
+    summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary")
+    assert summary["budget"].tolist() == [7]

@@ -1,0 +1,137 @@
+"""Tests for reserve.export: layers GDAL and GeoPandas can read, reproducible bytes, atomicity."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+
+import geopandas as gpd
+import pyogrio
+import pytest
+
+from reserve.errors import OutputExistsError
+from reserve.export import FIXED_TIMESTAMP, LAYERS, remove_stale_temporaries, write_geopackage
+from reserve.select import select_reserve
+from tests.test_select import write_units
+
+SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@pytest.fixture
+def written(tmp_path):
+    cells = write_units(tmp_path / "cells.gpkg")
+    return select_reserve(5, cells, out=tmp_path / "out", map=False)
+
+
+def test_layers_geometry_and_crs_through_gdal_and_geopandas(written):
+    path = written.gpkg_path
+    layers = dict(pyogrio.list_layers(path).tolist())
+    assert layers == {"planning_units": "Polygon", "selected": "Polygon", "run_summary": None}
+    for name in ("planning_units", "selected"):
+        info = pyogrio.read_info(path, layer=name)
+        assert info["crs"] == "EPSG:5070" and info["driver"] == "GPKG"
+        frame = gpd.read_file(path, layer=name)
+        assert frame.crs == "EPSG:5070" and set(frame.geom_type) == {"Polygon"}
+        assert all(SNAKE.match(c) for c in frame.columns), list(frame.columns)
+    assert all(SNAKE.match(n) for n in layers)
+    sel = gpd.read_file(path, layer="selected")
+    assert sel["rank"].tolist() == [1, 2, 3, 4, 5]
+    assert sel["cell_id"].tolist() == written.selected["cell_id"].tolist()
+    pu = gpd.read_file(path, layer="planning_units")
+    assert int(pu["selected"].sum()) == 5 and {"score", "rank", "role", "label"} <= set(pu)
+
+
+def test_run_summary_row(written):
+    summary = pyogrio.read_dataframe(written.gpkg_path, layer="run_summary")
+    assert len(summary) == 1 and all(SNAKE.match(c) for c in summary.columns)
+    row = summary.iloc[0]
+    assert row["budget"] == 5 and row["n_selected"] == 5 and row["method"] == "ttk"
+    assert row["c"] == 1.0 and row["seed"] == 0 and row["solver_status"] == "local"
+    assert row["objective"] == pytest.approx(written.estimator.objective_)
+    assert len(row["cells_sha256"]) == 64 and row["version_reserve"]
+    assert '"budget": 5' in row["config"]
+
+
+@pytest.mark.skipif(shutil.which("ogrinfo") is None, reason="GDAL's ogrinfo is not installed")
+def test_ogrinfo_reads_it(written):
+    out = subprocess.run(
+        ["ogrinfo", "-ro", "-so", str(written.gpkg_path), "selected"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Geometry: Polygon" in out and "Feature Count: 5" in out
+    assert 'ID["EPSG",5070]' in out
+    listing = subprocess.run(
+        ["ogrinfo", "-ro", "-q", str(written.gpkg_path)], capture_output=True, text=True
+    ).stdout
+    assert "planning_units (Polygon)" in listing and "run_summary (None)" in listing
+
+
+def _layer_dump(path, table):
+    """The layer's rows and its metadata rows, as SQL text."""
+    con = sqlite3.connect(path)
+    try:
+        rows = con.execute(f'SELECT * FROM "{table}" ORDER BY fid').fetchall()
+        meta = con.execute("SELECT * FROM gpkg_contents WHERE table_name = ?", (table,)).fetchall()
+        cols = con.execute(f'PRAGMA table_info("{table}")').fetchall()
+    finally:
+        con.close()
+    return rows, meta, cols
+
+
+def test_same_seed_gives_a_byte_identical_selected_layer(tmp_path):
+    cells = write_units(tmp_path / "cells.gpkg")
+    a = select_reserve(5, cells, out=tmp_path / "a", map=False, seed=1)
+    b = select_reserve(5, cells, out=tmp_path / "b", map=False, seed=1)
+    dump_a = _layer_dump(a.gpkg_path, "selected")
+    assert dump_a == _layer_dump(b.gpkg_path, "selected")
+    assert FIXED_TIMESTAMP[:10] in str(dump_a[1])  # GDAL's last_change is pinned
+    assert _layer_dump(a.gpkg_path, "planning_units") == _layer_dump(b.gpkg_path, "planning_units")
+
+
+def test_refuses_to_overwrite_and_replaces_with_overwrite(written):
+    path = written.gpkg_path
+    before = path.read_bytes()
+    with pytest.raises(OutputExistsError, match="--overwrite"):
+        write_geopackage(written.planning_units, written.selected, written.summary, path)
+    assert path.read_bytes() == before
+    write_geopackage(written.planning_units, written.selected, {"budget": 99}, path, overwrite=True)
+    assert pyogrio.read_dataframe(path, layer="run_summary")["budget"].tolist() == [99]
+
+
+def test_failure_mid_write_keeps_the_old_file_and_leaves_no_temporary(written, monkeypatch):
+    path = written.gpkg_path
+    before = path.read_bytes()
+    real = pyogrio.write_dataframe
+
+    def fail_on_second_layer(df, target, layer=None, **kw):
+        if layer == "selected":
+            raise OSError(28, "No space left on device")
+        return real(df, target, layer=layer, **kw)
+
+    monkeypatch.setattr(pyogrio, "write_dataframe", fail_on_second_layer)
+    with pytest.raises(OSError, match="No space left"):
+        write_geopackage(
+            written.planning_units, written.selected, written.summary, path, overwrite=True
+        )
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(path.parent)) == ["reserve.gpkg"]
+
+
+def test_stale_temporaries_of_dead_runs_are_removed(tmp_path):
+    target = tmp_path / "reserve.gpkg"
+    dead = tmp_path / ".reserve.gpkg.999999999.tmp.gpkg"
+    live = tmp_path / f".reserve.gpkg.{os.getppid()}.tmp.gpkg"  # a running process
+    unrelated = tmp_path / ".other.gpkg.999999999.tmp.gpkg"
+    for p in (dead, live, unrelated):
+        p.write_text("partial")
+    assert remove_stale_temporaries(target) == [dead]
+    assert live.exists() and unrelated.exists() and not dead.exists()
+
+
+def test_layer_names_constant():
+    assert LAYERS == ("planning_units", "selected", "run_summary")
