@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "DEFAULT_REGION",
     "INGEST_DEFAULTS",
     "SELECT_DEFAULTS",
     "SELECT_METHODS",
     "TTK_DEFAULTS",
+    "DefaultRegion",
     "IngestDefaults",
     "SelectDefaults",
     "TTKDefaults",
@@ -94,6 +96,37 @@ class IngestDefaults:
 
 
 INGEST_DEFAULTS = IngestDefaults()
+
+
+@dataclass(frozen=True)
+class DefaultRegion:
+    """The embedded default region: a real Georgia landscape with a simulated species.
+
+    Attributes
+    ----------
+    species : str
+        Common name of the virtual species in the simulated EBD (see :mod:`reserve.simulate`).
+    scientific_name : str
+        Its (invented) scientific name.
+    months : tuple of int
+        Months of the checklists kept by the ingest (the breeding season).
+    cell_size : float
+        Side of the planning units, in metres.
+    seed : int
+        Seed of the shipped simulation (``python -m pipelines.default_region --seed 0``).
+    prevalence : float
+        Target share of the region's cells the species truly occupies.
+    """
+
+    species: str = "Virtual Thrush"
+    scientific_name: str = "Hylocichla simulata"
+    months: tuple[int, ...] = (5, 6)
+    cell_size: float = 3000.0
+    seed: int = 0
+    prevalence: float = 0.22
+
+
+DEFAULT_REGION = DefaultRegion()
 
 
 #: Methods of ``reserve select --method``: TTK (feasible direction, exact MIP), the baselines.

@@ -1,0 +1,152 @@
+"""Precision of a selection against the simulated species' true occupancy.
+
+Only the default region (:mod:`reserve.default_region`) has a truth: the simulator
+(:mod:`reserve.simulate`) writes the true occupancy of every cell to its own file, which
+selection never reads. :func:`evaluate_selection` reads it and reports how many of the selected
+cells the species truly occupies.
+
+Examples
+--------
+>>> import gzip, pathlib, tempfile
+>>> truth = pathlib.Path(tempfile.mkdtemp()) / "truth.csv.gz"
+>>> _ = truth.write_bytes(gzip.compress(b"cell_id,psi,occupied\\n1,0.9,1\\n2,0.2,0\\n3,0.7,1\\n"))
+>>> r = evaluate_selection([1, 2], truth)
+>>> r["precision"], r["n_occupied"], r["expected_precision"]
+(0.5, 1, 0.55)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from reserve.errors import DataFileError, InvalidInputError
+
+__all__ = ["evaluate_selection", "read_selection", "read_truth"]
+
+_TRUTH_COLUMNS = ("cell_id", "psi", "occupied")
+
+
+def read_truth(truth_path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+    """The truth table indexed by ``cell_id``: ``psi`` (probability) and ``occupied`` (bool).
+
+    Parameters
+    ----------
+    truth_path : path-like, optional
+        A CSV (plain or gzipped) with ``cell_id``, ``psi``, ``occupied``; default the embedded
+        region's :func:`reserve.default_region.default_truth_path`.
+    """
+    if truth_path is None:
+        from reserve.default_region import default_truth_path
+
+        truth_path = default_truth_path()
+    path = Path(truth_path)
+    if not path.is_file():
+        raise DataFileError(f"truth_path={str(path)!r} does not exist; check the path")
+    try:
+        table = pd.read_csv(path)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise DataFileError(f"truth_path={str(path)!r} is not a readable CSV ({exc})") from None
+    missing = [c for c in _TRUTH_COLUMNS if c not in table]
+    if missing:
+        raise DataFileError(
+            f"truth_path={str(path)!r} lacks columns {missing}; it needs cell_id, psi, occupied "
+            "(as written by python -m pipelines.default_region)"
+        )
+    if table["cell_id"].duplicated().any():
+        raise DataFileError(f"truth_path={str(path)!r} repeats cell ids; regenerate it")
+    out = table.set_index("cell_id")[["psi", "occupied"]]
+    return out.assign(occupied=out["occupied"].astype(bool))
+
+
+def read_selection(path: str | os.PathLike[str]) -> np.ndarray:
+    """Selected cell ids from a ``reserve select`` GeoPackage (layer ``selected``, ``cell_id``).
+
+    A ``.csv`` or ``.txt`` file with a ``cell_id`` column (or one id per line) also works.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"selection {str(path)!r} does not exist; check the path")
+    if path.suffix.lower() == ".gpkg":
+        import pyogrio
+
+        layers = [str(name) for name, _ in pyogrio.list_layers(path)]
+        if "selected" not in layers:
+            raise DataFileError(
+                f"selection {str(path)!r} has no layer 'selected' (layers: {layers}); pass the "
+                "GeoPackage written by reserve select"
+            )
+        table = pyogrio.read_dataframe(path, layer="selected", read_geometry=False)
+    else:
+        table = pd.read_csv(path)
+        if "cell_id" not in table:
+            table = pd.read_csv(path, header=None, names=["cell_id"])
+    if "cell_id" not in table:
+        raise DataFileError(f"selection {str(path)!r} has no column 'cell_id'")
+    ids = pd.to_numeric(table["cell_id"], errors="coerce")
+    if ids.isna().any():
+        raise DataFileError(f"selection {str(path)!r}: column cell_id must hold integer ids")
+    return ids.to_numpy(dtype=np.int64)
+
+
+def evaluate_selection(
+    selected_cell_ids: Sequence[int] | np.ndarray,
+    truth_path: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Precision of ``selected_cell_ids`` against the true occupancy.
+
+    Parameters
+    ----------
+    selected_cell_ids : sequence of int
+        The chosen cells (``cell_id`` of the ``planning_units`` layer), distinct.
+    truth_path : path-like, optional
+        Truth CSV; default the embedded region's.
+
+    Returns
+    -------
+    dict
+        ``k`` (cells selected), ``n_occupied`` (of which truly occupied), ``precision``
+        (``n_occupied / k``), ``expected_precision`` (mean occupancy probability ``psi`` of the
+        selection: the precision expected over redraws of the species from the same model),
+        ``prevalence`` (share of all the region's cells occupied) and ``truth_path``.
+    """
+    ids = np.asarray(selected_cell_ids)
+    if ids.ndim != 1 or ids.size == 0:
+        raise InvalidInputError(
+            f"selected_cell_ids must be a non-empty 1-D list of cell ids; got shape {ids.shape}"
+        )
+    if not np.issubdtype(ids.dtype, np.integer):
+        if not np.all(np.isfinite(ids.astype(float))) or np.any(ids.astype(float) % 1):
+            raise InvalidInputError("selected_cell_ids must be integers (cell_id values)")
+        ids = ids.astype(np.int64)
+    uniq, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise InvalidInputError(
+            f"selected_cell_ids repeats {uniq[counts > 1][:5].tolist()}; pass each cell once"
+        )
+    if truth_path is None:
+        from reserve.default_region import default_truth_path
+
+        truth_path = default_truth_path()
+    truth = read_truth(truth_path)
+    known = np.isin(ids, truth.index.to_numpy())
+    if not known.all():
+        raise InvalidInputError(
+            f"selected_cell_ids has {int((~known).sum())} id(s) not in the truth, e.g. "
+            f"{ids[~known][:5].tolist()}; evaluate a selection made on the same region"
+        )
+    rows = truth.loc[ids]
+    n_occ = int(rows["occupied"].sum())
+    return {
+        "k": int(ids.size),
+        "n_occupied": n_occ,
+        "precision": n_occ / ids.size,
+        "expected_precision": round(float(rows["psi"].mean()), 6),
+        "prevalence": round(float(truth["occupied"].mean()), 6),
+        "truth_path": str(truth_path),
+    }

@@ -1,0 +1,939 @@
+"""A virtual species and virtual birders on a real landscape, written as eBird EBD + SED files.
+
+eBird's terms forbid shipping real checklists, and no real dataset tells where a species truly
+is. This module simulates both sides on a real grid of planning units:
+
+* **The species** (:class:`SpeciesModel`, :func:`simulate_occupancy`): a forest bird of mid
+  elevations. Per cell, ``logit(psi) = b0 + forest * f + woody * w - urban * u - crop * c
+  - curvature * ((elev - optimum) / width)^2 + interaction * f * bump(elev) + sd * field``,
+  where ``f``, ``w``, ``u``, ``c`` are land-cover fractions, ``bump`` is a Gaussian of elevation
+  around ``optimum``, and ``field`` a spatially smooth Gaussian random field of unit variance.
+  The quadratic elevation term, the interaction and the random field make sure no linear model
+  of the cell features is exactly right. ``b0`` is solved so that the mean ``psi`` over the
+  region equals the target prevalence; true occupancy is one Bernoulli draw per cell.
+* **The birders** (:class:`BirderModel`, :func:`simulate_checklists`): localities are placed
+  in cells with weights that grow near developed land and on public land and stay low
+  elsewhere; checklists are drawn from localities by popularity, with an observer, a date, a
+  start time, a protocol and an effort (duration, distance, party size) of realistic shape.
+  Some checklists are incomplete, some are shared by a group (one row per member in the SED,
+  the same group identifier), some counts are ``X``. The target species is detected only on a
+  checklist in an occupied cell, with a probability that rises with effort and stays below one.
+  A few common species fill the EBD so the files look like a real download.
+
+:func:`write_ebd` and :func:`write_sed` write gzipped text in eBird's current column layout
+(52 EBD columns, 33 SED columns and a trailing tab), byte-identical for the same input (gzip
+``mtime=0``). :func:`simulate_region` runs the whole sequence on raster and polygon files and
+writes the truth to its own file.
+
+Examples
+--------
+>>> import numpy as np
+>>> m = SpeciesModel()
+>>> eta = np.array([-1.0, 0.0, 1.0])
+>>> b0 = calibrate_intercept(eta, 0.5)
+>>> round(float(np.mean(1 / (1 + np.exp(-(eta + b0))))), 6)
+0.5
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import gzip
+import io
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyproj
+import shapely
+from scipy.ndimage import gaussian_filter
+
+from reserve.config import DEFAULT_REGION
+from reserve.errors import InvalidInputError
+from reserve.grid import Grid, equal_area_crs
+from reserve.habitat import RasterLayer, habitat_features
+from reserve.ownership import cover_fraction, read_polygons
+
+__all__ = [
+    "EBD_HEADER",
+    "LANDCOVER_CLASSES",
+    "SED_HEADER",
+    "BirderModel",
+    "SpeciesModel",
+    "calibrate_intercept",
+    "occupancy_logit",
+    "region_grid",
+    "simulate_checklists",
+    "simulate_occupancy",
+    "simulate_region",
+    "smooth_field",
+    "write_ebd",
+    "write_sed",
+]
+
+#: MODIS MCD12Q1 University of Maryland (LC_Type2) classes.
+LANDCOVER_CLASSES = {
+    0: "Water bodies",
+    1: "Evergreen Needleleaf Forests",
+    2: "Evergreen Broadleaf Forests",
+    3: "Deciduous Needleleaf Forests",
+    4: "Deciduous Broadleaf Forests",
+    5: "Mixed Forests",
+    6: "Closed Shrublands",
+    7: "Open Shrublands",
+    8: "Woody Savannas",
+    9: "Savannas",
+    10: "Grasslands",
+    11: "Permanent Wetlands",
+    12: "Croplands",
+    13: "Urban and Built-up Lands",
+    14: "Cropland/Natural Vegetation Mosaics",
+    15: "Non-Vegetated Lands",
+}
+
+#: The current EBD column layout (52 columns).
+EBD_HEADER = (
+    "GLOBAL UNIQUE IDENTIFIER", "LAST EDITED DATE", "TAXONOMIC ORDER", "CATEGORY",
+    "TAXON CONCEPT ID", "COMMON NAME", "SCIENTIFIC NAME", "SUBSPECIES COMMON NAME",
+    "SUBSPECIES SCIENTIFIC NAME", "EXOTIC CODE", "OBSERVATION COUNT", "BREEDING CODE",
+    "BREEDING CATEGORY", "BEHAVIOR CODE", "AGE/SEX", "COUNTRY", "COUNTRY CODE", "STATE",
+    "STATE CODE", "COUNTY", "COUNTY CODE", "IBA CODE", "BCR CODE", "USFWS CODE", "ATLAS BLOCK",
+    "LOCALITY", "LOCALITY ID", "LOCALITY TYPE", "LATITUDE", "LONGITUDE", "OBSERVATION DATE",
+    "TIME OBSERVATIONS STARTED", "OBSERVER ID", "OBSERVER ORCID ID", "SAMPLING EVENT IDENTIFIER",
+    "OBSERVATION TYPE", "PROTOCOL NAME", "PROTOCOL CODE", "PROJECT NAMES", "PROJECT IDENTIFIERS",
+    "DURATION MINUTES", "EFFORT DISTANCE KM", "EFFORT AREA HA", "NUMBER OBSERVERS",
+    "ALL SPECIES REPORTED", "GROUP IDENTIFIER", "HAS MEDIA", "APPROVED", "REVIEWED", "REASON",
+    "CHECKLIST COMMENTS", "SPECIES COMMENTS",
+)  # fmt: skip
+
+#: The current SED column layout (33 columns; eBird's files end every line with a tab).
+SED_HEADER = (
+    "LAST EDITED DATE", "COUNTRY", "COUNTRY CODE", "STATE", "STATE CODE", "COUNTY",
+    "COUNTY CODE", "IBA CODE", "BCR CODE", "USFWS CODE", "ATLAS BLOCK", "LOCALITY",
+    "LOCALITY ID", "LOCALITY TYPE", "LATITUDE", "LONGITUDE", "OBSERVATION DATE",
+    "TIME OBSERVATIONS STARTED", "OBSERVER ID", "OBSERVER ORCID ID", "SAMPLING EVENT IDENTIFIER",
+    "OBSERVATION TYPE", "PROTOCOL NAME", "PROTOCOL CODE", "PROJECT NAMES", "PROJECT IDENTIFIERS",
+    "DURATION MINUTES", "EFFORT DISTANCE KM", "EFFORT AREA HA", "NUMBER OBSERVERS",
+    "ALL SPECIES REPORTED", "GROUP IDENTIFIER", "CHECKLIST COMMENTS",
+)  # fmt: skip
+
+_PROTOCOL_CODES = {
+    "Traveling": "P22",
+    "Stationary": "P21",
+    "Incidental": "P20",
+    "Area": "P23",
+    "Historical": "P62",
+}
+
+_FOREST = (1, 2, 4, 5)
+_CROP = (12, 14)
+_URBAN = 13
+_WOODY = 8
+
+
+def _lc(cls: int) -> str:
+    from reserve.habitat import feature_name
+
+    return feature_name("landcover", LANDCOVER_CLASSES[cls])
+
+
+@dataclass(frozen=True)
+class SpeciesModel:
+    """Habitat response of the virtual species (a forest bird of mid elevations).
+
+    Attributes
+    ----------
+    forest, woody, urban, crop : float
+        Logit coefficients of the forest (UMD 1, 2, 4, 5), woody-savanna (8), urban (13) and
+        cropland (12, 14) fractions; urban and crop are subtracted.
+    elevation_optimum, elevation_width : float
+        Centre and scale (metres) of the elevation response.
+    curvature : float
+        Weight of the quadratic penalty ``((elev - optimum) / width)^2``.
+    interaction : float
+        Weight of ``forest * exp(-((elev - optimum) / width)^2)``: forest counts most at mid
+        elevations.
+    field_sd : float
+        Standard deviation of the smooth random effect on the logit scale.
+    field_length_m : float
+        Correlation length (Gaussian kernel sd) of the random effect, in metres.
+    prevalence : float
+        Target mean of ``psi`` over the region; fixes the intercept.
+    """
+
+    forest: float = 3.0
+    woody: float = 1.0
+    urban: float = 4.0
+    crop: float = 1.5
+    elevation_optimum: float = 500.0
+    elevation_width: float = 500.0
+    curvature: float = 0.7
+    interaction: float = 1.5
+    field_sd: float = 0.5
+    field_length_m: float = 12_000.0
+    prevalence: float = DEFAULT_REGION.prevalence
+
+
+@dataclass(frozen=True)
+class BirderModel:
+    """How the virtual birders behave.
+
+    Attributes
+    ----------
+    n_checklists : int
+        Checklists drawn (a shared checklist counts once, whatever its group size).
+    n_localities, n_observers : int
+        Sites and people.
+    hotspot_share : float
+        Share of localities that are public hotspots (``LOCALITY TYPE`` H, else P).
+    popularity_sigma, activity_sigma : float
+        Log-normal spread of locality popularity and observer activity.
+    base_weight, urban_weight, public_weight : float
+        A cell's weight for placing localities: ``base + urban * near_urban + public * public``
+        where ``near_urban`` is the smoothed urban fraction scaled to a maximum of one and
+        ``public`` the cell's public-land fraction.
+    urban_length_m : float
+        Smoothing length (Gaussian sd) of the urban fraction, in metres.
+    years : tuple of int
+        Years of the checklists.
+    season_months : tuple of int
+        Months of most checklists; the rest fall in the months just before and after.
+    season_share : float
+        Share of checklists in ``season_months``.
+    protocols : mapping protocol -> probability
+    p_incomplete, p_group, p_x : float
+        Shares of incomplete checklists, shared (group) checklists and ``X`` counts.
+    mean_extra_members : float
+        A group has ``2 + Poisson(mean_extra_members)`` members.
+    duration_median_min, duration_sigma : float
+        Log-normal duration (minutes) of timed checklists.
+    distance_median_km, distance_sigma : float
+        Log-normal distance of traveling checklists.
+    p_single_observer : float
+        Party size is ``1 + Geometric``; this is the share of parties of one.
+    detection_intercept, detection_hours, detection_km, detection_observers : float
+        ``logit(p) = intercept + hours * log(h) + km * log1p(km) + observers * log(n)``: the
+        chance that a checklist in an occupied cell detects the species.
+    incomplete_report : float
+        Factor on that chance (and on other species) for incomplete checklists.
+    other_species : tuple of (common, scientific, category, per-checklist probability)
+        Background species reported independently of the grid.
+    """
+
+    n_checklists: int = 12_000
+    n_localities: int = 2_500
+    n_observers: int = 1_500
+    hotspot_share: float = 0.3
+    popularity_sigma: float = 1.2
+    activity_sigma: float = 1.0
+    base_weight: float = 0.05
+    urban_weight: float = 1.0
+    public_weight: float = 0.8
+    urban_length_m: float = 10_000.0
+    years: tuple[int, ...] = (2021, 2022)
+    season_months: tuple[int, ...] = DEFAULT_REGION.months
+    season_share: float = 0.85
+    protocols: Mapping[str, float] = field(
+        default_factory=lambda: {
+            "Traveling": 0.58,
+            "Stationary": 0.30,
+            "Incidental": 0.07,
+            "Area": 0.03,
+            "Historical": 0.02,
+        }
+    )
+    p_incomplete: float = 0.12
+    p_group: float = 0.10
+    p_x: float = 0.05
+    mean_extra_members: float = 0.5
+    duration_median_min: float = 55.0
+    duration_sigma: float = 0.8
+    distance_median_km: float = 2.0
+    distance_sigma: float = 0.9
+    p_single_observer: float = 0.65
+    detection_intercept: float = -0.4
+    detection_hours: float = 0.6
+    detection_km: float = 0.3
+    detection_observers: float = 0.3
+    incomplete_report: float = 0.5
+    other_species: tuple[tuple[str, str, str, float], ...] = (
+        ("Northern Cardinal", "Cardinalis cardinalis", "species", 0.72),
+        ("Carolina Wren", "Thryothorus ludovicianus", "species", 0.58),
+        ("Tufted Titmouse", "Baeolophus bicolor", "species", 0.45),
+        ("American Crow", "Corvus brachyrhynchos", "species", 0.42),
+        ("Mourning Dove", "Zenaida macroura", "species", 0.40),
+        ("Blue Jay", "Cyanocitta cristata", "species", 0.38),
+        ("woodpecker sp.", "Picidae sp.", "spuh", 0.03),
+    )
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidInputError` when a share or a count is out of range."""
+        for name in ("p_incomplete", "p_group", "p_x", "hotspot_share", "season_share"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise InvalidInputError(f"BirderModel.{name}={v!r} must lie in [0, 1]")
+        for name in ("n_checklists", "n_localities", "n_observers"):
+            if getattr(self, name) < 1:
+                raise InvalidInputError(f"BirderModel.{name}={getattr(self, name)!r} must be >= 1")
+        unknown = sorted(set(self.protocols) - set(_PROTOCOL_CODES))
+        if unknown or not np.isclose(sum(self.protocols.values()), 1.0):
+            raise InvalidInputError(
+                f"BirderModel.protocols={dict(self.protocols)!r} must map names among "
+                f"{sorted(_PROTOCOL_CODES)} to probabilities summing to 1"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Landscape
+
+
+def region_grid(
+    region: shapely.Geometry, cell_size: float = DEFAULT_REGION.cell_size
+) -> tuple[Grid, np.ndarray, shapely.Geometry]:
+    """The grid and cells :func:`reserve.ingest.ingest` builds for ``region`` (lon/lat polygon).
+
+    Same construction as the ingest when every checklist lies inside the region: a Lambert
+    azimuthal equal-area CRS centred on the region's bounding box, the region densified every
+    0.05 degrees before projection, and the cells that meet it.
+
+    Returns
+    -------
+    grid : Grid
+    cells : int64 array
+        Ids of the region's cells, sorted.
+    region_xy : shapely geometry
+        The region in the grid CRS.
+    """
+    x0, y0, x1, y1 = region.bounds
+    crs = equal_area_crs((x0 + x1) / 2, (y0 + y1) / 2)
+    to_grid = pyproj.Transformer.from_crs(4326, crs, always_xy=True)
+    region_xy = shapely.transform(
+        shapely.segmentize(region, 0.05), lambda c: np.column_stack(to_grid.transform(*c.T))
+    )
+    region_xy = shapely.make_valid(region_xy)
+    grid = Grid.covering(shapely.bounds(region_xy), cell_size=cell_size, crs=crs)
+    return grid, grid.cells_in(region_xy), region_xy
+
+
+def smooth_field(
+    grid: Grid, cells: np.ndarray, length_m: float, rng: np.random.Generator
+) -> np.ndarray:
+    """A Gaussian random field on the grid, smooth over ``length_m``, of mean 0 and sd 1.
+
+    White noise on the whole grid rectangle is blurred with a Gaussian kernel (sd
+    ``length_m``), then standardised over ``cells``.
+    """
+    noise = rng.standard_normal((grid.n_rows, grid.n_cols))
+    smooth = gaussian_filter(noise, sigma=length_m / grid.cell_size, mode="reflect")
+    rows, cols = grid.rows_cols(cells)
+    values = smooth[rows, cols]
+    return (values - values.mean()) / values.std()
+
+
+def _smooth_values(
+    grid: Grid, cells: np.ndarray, values: np.ndarray, length_m: float
+) -> np.ndarray:
+    """Blur per-cell values over the grid rectangle (cells outside count as 0)."""
+    full = np.zeros((grid.n_rows, grid.n_cols))
+    rows, cols = grid.rows_cols(cells)
+    full[rows, cols] = np.nan_to_num(values)
+    return gaussian_filter(full, sigma=length_m / grid.cell_size, mode="constant")[rows, cols]
+
+
+def _fractions(features: pd.DataFrame, classes: tuple[int, ...] | int) -> np.ndarray:
+    classes = (classes,) if isinstance(classes, int) else classes
+    cols = [_lc(c) for c in classes if _lc(c) in features]
+    if not cols:
+        return np.zeros(len(features))
+    return np.nan_to_num(features[cols].to_numpy(dtype=float).sum(axis=1))
+
+
+def occupancy_logit(
+    features: pd.DataFrame, field_values: np.ndarray, model: SpeciesModel
+) -> np.ndarray:
+    """The species' logit of occupancy per cell, without the intercept.
+
+    Parameters
+    ----------
+    features : DataFrame
+        Land-cover fractions (``landcover_<class>``) and ``elevation_mean`` per cell; NaN (a
+        cell the rasters cover only partly) counts as 0 for fractions and as the region's
+        median for elevation.
+    field_values : array
+        The smooth random effect per cell (mean 0, sd 1).
+    model : SpeciesModel
+    """
+    if "elevation_mean" not in features:
+        raise InvalidInputError("features need an 'elevation_mean' column for the species model")
+    elev = features["elevation_mean"].to_numpy(dtype=float)
+    elev = np.where(np.isfinite(elev), elev, np.nanmedian(elev))
+    z = (elev - model.elevation_optimum) / model.elevation_width
+    forest = _fractions(features, _FOREST)
+    return (
+        model.forest * forest
+        + model.woody * _fractions(features, _WOODY)
+        - model.urban * _fractions(features, _URBAN)
+        - model.crop * _fractions(features, _CROP)
+        - model.curvature * z**2
+        + model.interaction * forest * np.exp(-(z**2))
+        + model.field_sd * np.asarray(field_values, dtype=float)
+    )
+
+
+def calibrate_intercept(eta: np.ndarray, prevalence: float) -> float:
+    """The intercept ``b0`` with ``mean(sigmoid(eta + b0)) == prevalence`` (bisection)."""
+    if not 0.0 < prevalence < 1.0:
+        raise InvalidInputError(f"prevalence={prevalence!r} must lie strictly between 0 and 1")
+    lo, hi = -50.0 - float(np.max(eta)), 50.0 - float(np.min(eta))
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.mean(1.0 / (1.0 + np.exp(-(eta + mid)))) < prevalence:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def simulate_occupancy(
+    features: pd.DataFrame,
+    field_values: np.ndarray,
+    rng: np.random.Generator,
+    model: SpeciesModel | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Occupancy probability ``psi`` and one true occupancy draw per cell.
+
+    Returns
+    -------
+    psi : float array
+    occupied : bool array
+    intercept : float
+    """
+    model = model or SpeciesModel()
+    eta = occupancy_logit(features, field_values, model)
+    b0 = calibrate_intercept(eta, model.prevalence)
+    psi = 1.0 / (1.0 + np.exp(-(eta + b0)))
+    return psi, rng.random(len(psi)) < psi, b0
+
+
+# --------------------------------------------------------------------------------------------
+# Birders
+
+
+def _points_in_cells(
+    grid: Grid,
+    cells: np.ndarray,
+    region_xy: shapely.Geometry,
+    region_ll: shapely.Geometry,
+    to_ll: pyproj.Transformer,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A uniform point in each cell that lies inside the region in both CRSs (redrawn if not)."""
+    n = len(cells)
+    x, y = np.empty(n), np.empty(n)
+    todo = np.arange(n)
+    rows, cols = grid.rows_cols(cells)
+    shapely.prepare(region_xy)
+    shapely.prepare(region_ll)
+    for _ in range(200):
+        if todo.size == 0:
+            break
+        s = grid.cell_size
+        x[todo] = grid.x0 + (cols[todo] + rng.random(todo.size)) * s
+        y[todo] = grid.y0 - (rows[todo] + rng.random(todo.size)) * s
+        lon, lat = to_ll.transform(x[todo], y[todo])
+        ok = shapely.contains_xy(region_xy, x[todo], y[todo]) & shapely.contains_xy(
+            region_ll, lon, lat
+        )
+        todo = todo[~ok]
+    # A sliver cell that never yields an inside point keeps its locality on the region's centre.
+    if todo.size:
+        c = shapely.point_on_surface(region_xy)
+        x[todo], y[todo] = shapely.get_x(c), shapely.get_y(c)
+    lon, lat = to_ll.transform(x, y)
+    return x, y, np.asarray(lon), np.asarray(lat)
+
+
+def _choice(rng: np.random.Generator, n: int, weights: np.ndarray) -> np.ndarray:
+    p = np.asarray(weights, dtype=float)
+    return rng.choice(len(p), size=n, p=p / p.sum())
+
+
+def simulate_checklists(
+    grid: Grid,
+    cells: np.ndarray,
+    attraction: np.ndarray,
+    occupied: np.ndarray,
+    region_xy: shapely.Geometry,
+    region_ll: shapely.Geometry,
+    rng: np.random.Generator,
+    model: BirderModel | None = None,
+    *,
+    species: tuple[str, str] = (DEFAULT_REGION.species, DEFAULT_REGION.scientific_name),
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Draw checklists and their observations.
+
+    Parameters
+    ----------
+    grid, cells : Grid, int array
+        The planning units (region cells).
+    attraction : float array
+        Weight of each cell for placing localities (see :class:`BirderModel`).
+    occupied : bool array
+        True occupancy of each cell.
+    region_xy, region_ll : shapely geometry
+        The region in the grid CRS and in lon/lat; every locality lies inside both.
+    rng : numpy Generator
+    model : BirderModel, optional
+    species : (common name, scientific name)
+        The target species.
+
+    Returns
+    -------
+    sed : DataFrame
+        One row per sampling event (a group's members are separate rows), with typed columns
+        and ``cell_id``, ``checklist``, ``occupied`` (for tests; not written).
+    ebd : DataFrame
+        One row per (sampling event, species): ``sampling_event_identifier``, ``common_name``,
+        ``scientific_name``, ``category``, ``observation_count`` (text, ``X`` allowed),
+        ``taxonomic_order``.
+    """
+    m = model or BirderModel()
+    m.validate()
+    cells = np.asarray(cells, dtype=np.int64)
+    occupied = np.asarray(occupied, dtype=bool)
+    attraction = np.asarray(attraction, dtype=float)
+    if not (len(cells) == len(occupied) == len(attraction)):
+        raise InvalidInputError(
+            f"cells ({len(cells)}), attraction ({len(attraction)}) and occupied "
+            f"({len(occupied)}) must have the same length"
+        )
+    to_ll = pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True)
+
+    # Localities, then checklists drawn from them by popularity.
+    loc_cell = _choice(rng, m.n_localities, attraction)
+    _, _, loc_lon, loc_lat = _points_in_cells(
+        grid, cells[loc_cell], region_xy, region_ll, to_ll, rng
+    )
+    hotspot = rng.random(m.n_localities) < m.hotspot_share
+    popularity = rng.lognormal(0.0, m.popularity_sigma, m.n_localities) * np.where(hotspot, 3, 1)
+    n = m.n_checklists
+    loc = _choice(rng, n, popularity)
+
+    # Date and time.
+    year = rng.choice(np.asarray(m.years), size=n)
+    in_season = rng.random(n) < m.season_share
+    months = np.asarray(m.season_months)
+    off = np.asarray([months.min() - 1, months.max() + 1])
+    month = np.where(in_season, rng.choice(months, size=n), rng.choice(off, size=n))
+    month_start = (year - 1970) * 12 + (month - 1)
+    first = month_start.astype("datetime64[M]").astype("datetime64[D]")
+    days = ((month_start + 1).astype("datetime64[M]").astype("datetime64[D]") - first).astype(int)
+    date = first + np.floor(rng.random(n) * days).astype(int)
+    start_min = np.clip(rng.normal(8.5 * 60, 150, n), 5 * 60, 20 * 60).astype(int)
+    start_min = np.where(rng.random(n) < 0.03, -1, start_min)  # a few without a start time
+
+    # Protocol and effort.
+    names = list(m.protocols)
+    protocol = np.asarray(names)[_choice(rng, n, np.asarray([m.protocols[p] for p in names]))]
+    duration = np.clip(
+        np.round(rng.lognormal(np.log(m.duration_median_min), m.duration_sigma, n)), 1, 720
+    )
+    distance = np.round(
+        np.clip(rng.lognormal(np.log(m.distance_median_km), m.distance_sigma, n), 0.05, 60), 3
+    )
+    area_ha = np.round(rng.lognormal(np.log(10.0), 1.0, n), 1)
+    duration = np.where(np.isin(protocol, ["Incidental"]), np.nan, duration)
+    duration = np.where((protocol == "Historical") & (rng.random(n) < 0.5), np.nan, duration)
+    distance = np.where(protocol == "Traveling", distance, np.nan)
+    area_ha = np.where(protocol == "Area", area_ha, np.nan)
+    observers = np.where(rng.random(n) < m.p_single_observer, 1, 1 + rng.geometric(0.45, n))
+    complete = rng.random(n) >= m.p_incomplete
+    group = rng.random(n) < m.p_group
+    members = np.where(group, 2 + rng.poisson(m.mean_extra_members, n), 1)
+    observers = np.maximum(observers, members)
+
+    # Detection of the target species: only in occupied cells, rising with effort.
+    cell_idx = loc_cell[loc]
+    occ = occupied[cell_idx]
+    hours = np.where(np.isfinite(duration), duration / 60.0, 0.5)
+    km = np.nan_to_num(distance)
+    logit = (
+        m.detection_intercept
+        + m.detection_hours * np.log(hours)
+        + m.detection_km * np.log1p(km)
+        + m.detection_observers * np.log(observers)
+    )
+    p_det = 1.0 / (1.0 + np.exp(-logit)) * np.where(complete, 1.0, m.incomplete_report)
+    detected = occ & (rng.random(n) < p_det)
+
+    # Observation rows per checklist: the target species, then the background species.
+    report = np.where(complete, 1.0, m.incomplete_report)
+    rows_chk, rows_sp = [np.flatnonzero(detected)], [np.zeros(int(detected.sum()), dtype=int)]
+    for j, (*_, p) in enumerate(m.other_species, start=1):
+        hit = np.flatnonzero(rng.random(n) < p * report)
+        rows_chk.append(hit)
+        rows_sp.append(np.full(hit.size, j))
+    obs_chk = np.concatenate(rows_chk)
+    obs_sp = np.concatenate(rows_sp)
+    order = np.lexsort((obs_sp, obs_chk))
+    obs_chk, obs_sp = obs_chk[order], obs_sp[order]
+    mean_count = np.where(obs_sp == 0, 0.8, 2.0)
+    count = (1 + rng.poisson(mean_count)).astype(int)
+    is_x = rng.random(obs_chk.size) < m.p_x
+    count_text = np.where(is_x, "X", count.astype(str))
+
+    # Sampling events: one per checklist, one per member of a group.
+    ev_chk = np.repeat(np.arange(n), members)
+    ev_member = np.arange(ev_chk.size) - np.repeat(np.cumsum(members) - members, members)
+    n_ev = ev_chk.size
+    event_ids = 100_000_000 + rng.permutation(n_ev) * 7 + rng.integers(0, 7, n_ev)
+    group_ids = 10_000_000 + rng.permutation(n) * 3
+    activity = rng.lognormal(0.0, m.activity_sigma, m.n_observers)
+    observer = _choice(rng, n_ev, activity)
+    # Members of one group are different people: shift repeats to the next observer ids.
+    observer = (observer + ev_member) % m.n_observers
+
+    sed = pd.DataFrame(
+        {
+            "sampling_event_identifier": np.char.add("S", event_ids.astype(str)),
+            "group_identifier": np.where(
+                group[ev_chk], np.char.add("G", group_ids[ev_chk].astype(str)), ""
+            ),
+            "latitude": loc_lat[loc][ev_chk],
+            "longitude": loc_lon[loc][ev_chk],
+            "locality_id": np.char.add("L", (2_000_000 + loc[ev_chk] * 13).astype(str)),
+            "locality_type": np.where(hotspot[loc][ev_chk], "H", "P"),
+            "observation_date": date[ev_chk],
+            "start_minutes": start_min[ev_chk],
+            "observer_id": np.char.add("obsr", (100_000 + observer * 11).astype(str)),
+            "protocol_type": protocol[ev_chk],
+            "duration_minutes": duration[ev_chk],
+            "effort_distance_km": distance[ev_chk],
+            "effort_area_ha": area_ha[ev_chk],
+            "number_observers": observers[ev_chk],
+            "all_species_reported": complete[ev_chk],
+            "cell_id": cells[cell_idx][ev_chk],
+            "occupied": occ[ev_chk],
+            "checklist": ev_chk,
+        }
+    )
+    # Every member of a shared checklist carries the same observations.
+    first_event = np.cumsum(members) - members
+    ev_counts = members[obs_chk]
+    obs_rows = np.repeat(np.arange(obs_chk.size), ev_counts)
+    ev_index = first_event[obs_chk][obs_rows] + (
+        np.arange(obs_rows.size) - np.repeat(np.cumsum(ev_counts) - ev_counts, ev_counts)
+    )
+    taxa = [species, *((c, s) for c, s, *_ in m.other_species)]
+    cats = ["species", *(c for _, _, c, _ in m.other_species)]
+    order_nums = np.asarray([99_999, 30_114, 26_982, 25_460, 22_064, 2_331, 21_870, 16_996])
+    sp = obs_sp[obs_rows]
+    ebd = pd.DataFrame(
+        {
+            "sampling_event_identifier": sed["sampling_event_identifier"].to_numpy()[ev_index],
+            "common_name": np.asarray([t[0] for t in taxa])[sp],
+            "scientific_name": np.asarray([t[1] for t in taxa])[sp],
+            "category": np.asarray(cats)[sp],
+            "taxonomic_order": order_nums[: len(taxa)][sp],
+            "observation_count": count_text[obs_rows],
+            "event": ev_index,
+        }
+    )
+    return sed, ebd
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def _fmt(values: np.ndarray, spec: str) -> np.ndarray:
+    """Format floats with ``spec``; NaN becomes an empty field."""
+    values = np.asarray(values, dtype=float)
+    out = np.char.mod(spec, np.nan_to_num(values)).astype(object)
+    out[~np.isfinite(values)] = ""
+    return out
+
+
+def _sed_text(sed: pd.DataFrame) -> dict[str, Any]:
+    """The SED fields shared by both files, as text."""
+    start = sed["start_minutes"].to_numpy()
+    start_text = np.char.add(
+        np.char.add(np.char.zfill((start // 60).astype(str), 2), ":"),
+        np.char.add(np.char.zfill((start % 60).astype(str), 2), ":00"),
+    ).astype(object)
+    start_text[start < 0] = ""
+    date = sed["observation_date"].to_numpy().astype("datetime64[D]")
+    edited = (date + 3).astype(str)
+    protocol = sed["protocol_type"].to_numpy().astype(str)
+    return {
+        "LAST EDITED DATE": np.char.add(edited, " 18:04:11"),
+        "COUNTRY": "United States",
+        "COUNTRY CODE": "US",
+        "STATE": "Georgia",
+        "STATE CODE": "US-GA",
+        "COUNTY": "",
+        "COUNTY CODE": "",
+        "IBA CODE": "",
+        "BCR CODE": "",
+        "USFWS CODE": "",
+        "ATLAS BLOCK": "",
+        "LOCALITY": np.char.add("Simulated site ", sed["locality_id"].to_numpy().astype(str)),
+        "LOCALITY ID": sed["locality_id"].to_numpy(),
+        "LOCALITY TYPE": sed["locality_type"].to_numpy(),
+        "LATITUDE": _fmt(sed["latitude"].to_numpy(), "%.7f"),
+        "LONGITUDE": _fmt(sed["longitude"].to_numpy(), "%.7f"),
+        "OBSERVATION DATE": date.astype(str),
+        "TIME OBSERVATIONS STARTED": start_text,
+        "OBSERVER ID": sed["observer_id"].to_numpy(),
+        "OBSERVER ORCID ID": "",
+        "SAMPLING EVENT IDENTIFIER": sed["sampling_event_identifier"].to_numpy(),
+        "OBSERVATION TYPE": protocol,
+        "PROTOCOL NAME": protocol,
+        "PROTOCOL CODE": pd.Series(protocol).map(_PROTOCOL_CODES).to_numpy(),
+        "PROJECT NAMES": "eBird",
+        "PROJECT IDENTIFIERS": "EBIRD",
+        "DURATION MINUTES": _fmt(sed["duration_minutes"].to_numpy(), "%.0f"),
+        "EFFORT DISTANCE KM": _fmt(sed["effort_distance_km"].to_numpy(), "%.3f"),
+        "EFFORT AREA HA": _fmt(sed["effort_area_ha"].to_numpy(), "%.1f"),
+        "NUMBER OBSERVERS": sed["number_observers"].to_numpy().astype(int).astype(str),
+        "ALL SPECIES REPORTED": sed["all_species_reported"].to_numpy().astype(int).astype(str),
+        "GROUP IDENTIFIER": sed["group_identifier"].to_numpy(),
+        "CHECKLIST COMMENTS": "",
+    }
+
+
+def _write_gz_table(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Tab-separated text, gzipped with no name and mtime 0, written atomically."""
+    path = Path(path)
+    text = io.StringIO()
+    frame.to_csv(text, sep="\t", index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(
+            filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
+        ) as gz:  # fmt: skip
+            gz.write(text.getvalue().encode("utf-8"))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def write_sed(sed: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write simulated sampling events as a gzipped SED in eBird's current layout.
+
+    Parameters
+    ----------
+    sed : DataFrame
+        The first output of :func:`simulate_checklists`.
+    path : path-like
+        ``.txt.gz`` to write (atomically, byte-stable).
+    """
+    fields = _sed_text(sed)
+    frame = pd.DataFrame({k: fields[k] for k in SED_HEADER}, index=np.arange(len(sed)))
+    frame[""] = ""  # eBird's SED lines end with a tab
+    return _write_gz_table(frame, path)
+
+
+def write_ebd(ebd: pd.DataFrame, sed: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write simulated observations as a gzipped EBD in eBird's current layout (52 columns).
+
+    Parameters
+    ----------
+    ebd, sed : DataFrame
+        The outputs of :func:`simulate_checklists`.
+    path : path-like
+        ``.txt.gz`` to write (atomically, byte-stable).
+    """
+    ev = ebd["event"].to_numpy()
+    shared = {
+        k: (v if isinstance(v, str) else np.asarray(v)[ev]) for k, v in _sed_text(sed).items()
+    }
+    n = len(ebd)
+    fields: dict[str, Any] = {
+        "GLOBAL UNIQUE IDENTIFIER": np.char.add(
+            "URN:CornellLabOfOrnithology:EBIRD:OBS", (900_000_000 + np.arange(n)).astype(str)
+        ),
+        "TAXONOMIC ORDER": ebd["taxonomic_order"].to_numpy().astype(str),
+        "CATEGORY": ebd["category"].to_numpy(),
+        "TAXON CONCEPT ID": "",
+        "COMMON NAME": ebd["common_name"].to_numpy(),
+        "SCIENTIFIC NAME": ebd["scientific_name"].to_numpy(),
+        "SUBSPECIES COMMON NAME": "",
+        "SUBSPECIES SCIENTIFIC NAME": "",
+        "EXOTIC CODE": "",
+        "OBSERVATION COUNT": ebd["observation_count"].to_numpy(),
+        "BREEDING CODE": "",
+        "BREEDING CATEGORY": "",
+        "BEHAVIOR CODE": "",
+        "AGE/SEX": "",
+        "HAS MEDIA": "0",
+        "APPROVED": "1",
+        "REVIEWED": "0",
+        "REASON": "",
+        "SPECIES COMMENTS": "",
+    }
+    fields.update({k: v for k, v in shared.items() if k in EBD_HEADER})
+    frame = pd.DataFrame({k: fields[k] for k in EBD_HEADER}, index=np.arange(n))
+    return _write_gz_table(frame, path)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+# --------------------------------------------------------------------------------------------
+# The whole region
+
+
+def simulate_region(
+    *,
+    landcover: str | os.PathLike[str],
+    legend: str | os.PathLike[str],
+    elevation: str | os.PathLike[str],
+    region: str | os.PathLike[str],
+    public: str | os.PathLike[str],
+    ebd: str | os.PathLike[str],
+    sed: str | os.PathLike[str],
+    truth: str | os.PathLike[str],
+    meta: str | os.PathLike[str] | None = None,
+    seed: int = DEFAULT_REGION.seed,
+    species: SpeciesModel | None = None,
+    birders: BirderModel | None = None,
+    cell_size: float = DEFAULT_REGION.cell_size,
+) -> dict[str, Any]:
+    """Simulate the species and the birders on a landscape and write EBD, SED and truth.
+
+    Parameters
+    ----------
+    landcover, legend, elevation : path-like
+        UMD land-cover raster, its class legend (CSV), elevation raster (metres).
+    region, public : path-like
+        Polygon files: the region and the public land.
+    ebd, sed, truth : path-like
+        Outputs: gzipped EBD and SED, and the truth table (``cell_id``, ``psi``, ``occupied``,
+        ``lon``, ``lat`` of the cell centre; gzipped CSV).
+    meta : path-like, optional
+        JSON summary of the models, the seed and the counts.
+    seed : int
+        Seed of everything random.
+    species, birders : optional
+        Models; the documented defaults otherwise.
+    cell_size : float
+        Side of the planning units (metres).
+
+    Returns
+    -------
+    dict
+        The summary (also written to ``meta``).
+    """
+    species = species or SpeciesModel()
+    birders = birders or BirderModel()
+    rng = np.random.default_rng(seed)
+    region_ll = read_polygons(region, "EPSG:4326", name="region")
+    grid, cells, region_xy = region_grid(region_ll, cell_size)
+    layers = [
+        RasterLayer("landcover", landcover, "categorical", legend),
+        RasterLayer("elevation", elevation, "continuous"),
+    ]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # partly covered edge cells: handled as NaN below
+        features = habitat_features(grid, cells, layers)
+    public_fraction = cover_fraction(grid.polygons(cells), read_polygons(public, grid.crs))
+
+    field_values = smooth_field(grid, cells, species.field_length_m, rng)
+    psi, occupied, b0 = simulate_occupancy(features, field_values, rng, species)
+    urban = _smooth_values(grid, cells, _fractions(features, _URBAN), birders.urban_length_m)
+    attraction = (
+        birders.base_weight
+        + birders.urban_weight * urban / max(float(urban.max()), 1e-12)
+        + birders.public_weight * public_fraction
+    )
+    sed_table, ebd_table = simulate_checklists(
+        grid, cells, attraction, occupied, region_xy, region_ll, rng, birders
+    )
+    write_sed(sed_table, sed)
+    write_ebd(ebd_table, sed_table, ebd)
+
+    rows, cols = grid.rows_cols(cells)
+    cx = grid.x0 + (cols + 0.5) * grid.cell_size
+    cy = grid.y0 - (rows + 0.5) * grid.cell_size
+    lon, lat = pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True).transform(cx, cy)
+    truth_frame = pd.DataFrame(
+        {
+            "cell_id": cells,
+            "psi": _fmt(psi, "%.6f"),
+            "occupied": occupied.astype(int),
+            "lon": _fmt(lon, "%.6f"),
+            "lat": _fmt(lat, "%.6f"),
+        }
+    )
+    text = io.StringIO()
+    truth_frame.to_csv(text, index=False, lineterminator="\n")
+    truth_path = Path(truth)
+    tmp = truth_path.with_name(f".{truth_path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(
+            filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
+        ) as gz:  # fmt: skip
+            gz.write(text.getvalue().encode())
+        os.replace(tmp, truth_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+    chk = sed_table.drop_duplicates("checklist")
+    summary: dict[str, Any] = {
+        "seed": int(seed),
+        "species": {
+            "common_name": DEFAULT_REGION.species,
+            "scientific_name": DEFAULT_REGION.scientific_name,
+        },
+        "species_model": dataclasses.asdict(species),
+        "birder_model": {
+            k: v if not isinstance(v, Mapping) else dict(v)
+            for k, v in dataclasses.asdict(birders).items()
+        },
+        "intercept": round(float(b0), 6),
+        "grid": {
+            "crs": grid.crs.to_wkt(),
+            "cell_size": grid.cell_size,
+            "x0": grid.x0,
+            "y0": grid.y0,
+            "n_rows": grid.n_rows,
+            "n_cols": grid.n_cols,
+        },
+        "counts": {
+            "cells": len(cells),
+            "occupied_cells": int(occupied.sum()),
+            "prevalence": round(float(occupied.mean()), 6),
+            "mean_psi": round(float(psi.mean()), 6),
+            "checklists": len(chk),
+            "sampling_events": len(sed_table),
+            "ebd_rows": len(ebd_table),
+            "incomplete_checklists": int((~chk["all_species_reported"]).sum()),
+            "group_checklists": int((chk["group_identifier"] != "").sum()),
+            "x_counts": int((ebd_table["observation_count"] == "X").sum()),
+            "target_detections": int(
+                (ebd_table["scientific_name"] == DEFAULT_REGION.scientific_name).sum()
+            ),
+        },
+    }
+    if meta is not None:
+        _write_text(Path(meta), json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return summary
