@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m pipelines.demo
+	$(VENV)/bin/reserve select --budget 30
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -523,7 +523,8 @@ def select_reserve(
     out : path-like, optional
         Folder of ``reserve.gpkg``; nothing is written when None.
     map : path-like or bool, optional
-        HTML map path; default (None or True) ``maps/<cells>_<method>_k<budget>.html``;
+        HTML map path; default (None or True) ``maps/<cells>_<method>_k<budget>.html``
+        (``<cells>`` is the cells file's stem, ``georgia`` for the default region);
         False for no map. Only used when ``out`` is given.
     overwrite : bool
         Replace existing outputs; without it an existing output is an error, raised before
@@ -573,7 +574,8 @@ def select_reserve(
     gpkg_path = map_path = None
     if out is not None:
         if map is None or map is True:
-            name = f"{cells_path.stem}_{method}_k{budget}"
+            stem = "georgia" if cells is None else cells_path.stem
+            name = f"{stem}_{method}_k{budget}"
             map_path = Path(SELECT_DEFAULTS.map_dir) / f"{name}.html"
         elif map is not False:
             map_path = Path(map)
