@@ -595,9 +595,10 @@ def simulate_checklists(
     event_ids = 100_000_000 + rng.permutation(n_ev) * 7 + rng.integers(0, 7, n_ev)
     group_ids = 10_000_000 + rng.permutation(n) * 3
     activity = rng.lognormal(0.0, m.activity_sigma, m.n_observers)
-    observer = _choice(rng, n_ev, activity)
-    # Members of one group are different people: shift repeats to the next observer ids.
-    observer = (observer + ev_member) % m.n_observers
+    # The checklist's owner; the other members of a group are the next observer ids, so the
+    # members of one group are different people.
+    owner = _choice(rng, n, activity)
+    observer = (owner[ev_chk] + ev_member) % m.n_observers
 
     sed = pd.DataFrame(
         {
