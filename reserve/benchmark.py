@@ -572,7 +572,8 @@ def reproduce_paper(
     n_jobs: int = 2,
     progress: Callable[[RunRecord, int], None] | None = None,
 ) -> dict[str, str]:
-    """Run the requested tables, write ``table<N>.md`` and ``table<N>_runs.csv``; return the
+    """Run the requested tables, write ``paper_table<N>.md`` and ``paper_table<N>_runs.csv``
+    (names distinct from the other benchmark scripts' results); return the
     markdown per table. Nothing is written unless every requested table finished.
 
     ``datasets`` and ``methods`` default to the paper's choices for each table.
@@ -598,6 +599,6 @@ def reproduce_paper(
             )  # fmt: skip
             out[t] = (format_table2(recs), recs)
     for t, (md, recs) in out.items():
-        write_csv(recs, Path(out_dir) / f"table{t}_runs.csv")
-        write_text(md, Path(out_dir) / f"table{t}.md")
+        write_csv(recs, Path(out_dir) / f"paper_table{t}_runs.csv")
+        write_text(md, Path(out_dir) / f"paper_table{t}.md")
     return {t: md for t, (md, _) in out.items()}

@@ -74,9 +74,9 @@ def test_tiny_end_to_end_run_writes_tables(tmp_path):
     args = ["--table", "3", "--datasets", "sonar", "--methods", "SVM,SVMPerf", "--splits", "2"]
     res = _invoke([*args, "--jobs", "1", "--data-dir", str(data), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    md = (out / "table3.md").read_text()
+    md = (out / "paper_table3.md").read_text()
     assert "SVM (ours / paper)" in md and "0.96±0.08" in md
-    with (out / "table3_runs.csv").open() as fh:
+    with (out / "paper_table3_runs.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 4
     assert {r["status"] for r in rows} == {"ok"}
