@@ -141,8 +141,6 @@ def default_planning_units(
         ``<cache_dir>/default_region-<key>.gpkg``; the key changes whenever an input file, the
         ingest settings or the package version changes. The file is written atomically.
     """
-    from reserve.ingest import ingest
-
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = folder / f"default_region-{cache_key()[:16]}.gpkg"
     if path.is_file() and not overwrite:
@@ -154,6 +152,8 @@ def default_planning_units(
             f"cache_dir={str(folder)!r} cannot be created ({exc.strerror}); pass a writable "
             "folder or set XDG_CACHE_HOME"
         ) from None
+    from reserve.ingest import ingest  # heavy (geopandas, rasterio): only on a cache miss
+
     files = ingest_inputs()
     ingest(
         files["ebd"],
