@@ -154,3 +154,14 @@ def test_pipeline_regenerates_the_shipped_files(tmp_path):
 def test_data_folder_is_small():
     total = sum(p.stat().st_size for p in dr.default_data_dir().iterdir())
     assert total < 10_000_000
+
+
+def test_landscape_rebuild_is_byte_identical(tmp_path):
+    from pipelines.default_region import DEFAULT_SOURCE, build_landscape
+
+    if not DEFAULT_SOURCE.is_dir():
+        pytest.skip(f"the shared bundle {DEFAULT_SOURCE} is needed to rebuild the landscape")
+    build_landscape(DEFAULT_SOURCE, tmp_path)
+    for key in ("landcover", "legend", "elevation", "region", "public"):
+        shipped = (dr.default_data_dir() / dr.FILES[key]).read_bytes()
+        assert (tmp_path / dr.FILES[key]).read_bytes() == shipped, key
