@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.md"
+NOTES_MARKER = "<!-- notes: kept by --write -->"
 
 
 def make_data(n: int, m: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         # The figures are plain text; the target table and profile follow the code block.
         split = body.index("| target | figure | met |") - 1
         text = "\n".join(head + body[:split] + ["```", ""] + body[split + 1 :]) + "\n"
+        # Hand-written notes below the marker survive a re-run.
+        old = RESULTS.read_text() if RESULTS.exists() else ""
+        if NOTES_MARKER in old:
+            text += "\n" + old[old.index(NOTES_MARKER) :]
         tmp.write_text(text)
         tmp.replace(RESULTS)
         print(f"wrote {RESULTS}")
