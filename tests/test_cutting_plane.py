@@ -140,3 +140,32 @@ def test_too_few_iterations_raise_a_solver_error_saying_what_to_do():
     X, y, Z = _instance(0, n=400, p=30)
     with pytest.raises(SolverError, match="max_iter"):
         solve_cutting_plane(X, y, 1.0, Z, tol=1e-12, max_iter=2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ttk_with_the_cutting_plane_everywhere_matches_clarabel(seed, monkeypatch):
+    # The polish shares one CuttingPlaneState across its solves; forcing the cutting plane on
+    # a small instance must reach the same selection and objective as exact Clarabel solves.
+    from reserve.solvers import TTK, _qp
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(260, 3))
+    y = np.r_[
+        (X[:160] @ np.array([1.0, -0.5, 0.3]) + 0.3 * rng.normal(size=160) > 0.4), -np.ones(100)
+    ]
+    y = y.astype(int)
+    ref = TTK(k=8, C=1.0).fit(X, y)
+    calls = []
+    original = _qp.solve_cutting_plane
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("state"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_qp, "CUTTING_PLANE_MIN_ROWS", 0)
+    monkeypatch.setattr(_qp, "solve_cutting_plane", counting)
+    ours = TTK(k=8, C=1.0).fit(X, y)
+    assert len(calls) > 1
+    assert any(state is not None for state in calls)  # the polish passed its shared state
+    assert ours.objective_ == pytest.approx(ref.objective_, rel=1e-5)
+    np.testing.assert_array_equal(np.sort(ours.selected_), np.sort(ref.selected_))
