@@ -124,8 +124,12 @@ def _master(
     n: int,
     d: int,
     b_max: float,
-) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-    """Solve the master QP; returns ``(v, t, cut multipliers, Z multipliers)``."""
+) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, bool]:
+    """Solve the master QP; returns ``(v, t, cut multipliers, Z multipliers, accurate)``.
+
+    ``accurate`` is False when Clarabel only reached its reduced tolerances ("AlmostSolved"):
+    the point is still usable, its value is not a trustworthy lower bound.
+    """
     T = offsets.size + 2
     p = Zw.shape[0]
     # Variables (w, b, t) with t = H / n, so the objective is 0.5 ||w||^2 + C n t.
@@ -146,9 +150,9 @@ def _master(
     rhs = np.r_[-offsets, b_max, b_max, 0.0, np.zeros(p)]
     settings = clarabel.DefaultSettings()
     settings.verbose = False
-    settings.tol_gap_abs = 1e-12
-    settings.tol_gap_rel = 1e-11
-    settings.tol_feas = 1e-11
+    settings.tol_gap_abs = 1e-9
+    settings.tol_gap_rel = 1e-10
+    settings.tol_feas = 1e-10
     settings.max_iter = 200
     M = A.shape[0]
     # Dense column-major CSC built directly (scipy's converters cost more than the solve).
@@ -168,7 +172,8 @@ def _master(
     x = np.asarray(sol.x)
     z = np.asarray(sol.z)
     lam = np.maximum(z[: T - 2], 0.0)
-    return x[: d + 1].copy(), float(x[d + 1]), lam, np.maximum(z[T + 1 :], 0.0)
+    mu = np.maximum(z[T + 1 :], 0.0)
+    return x[: d + 1].copy(), float(x[d + 1]), lam, mu, status == "Solved"
 
 
 def solve_cutting_plane(
@@ -297,7 +302,7 @@ def solve_cutting_plane(
         # the master over all of them, whose optimum is a lower bound of the QP's.
         cw = np.union1d(cw, [state.n_cuts - 1])
         for _ in range(_MAX_ROUNDS):
-            v_m, t_m, lam, beta_work = _master(
+            v_m, t_m, lam, beta_work, accurate = _master(
                 state.offsets[cw], state.slopes[cw], Zm[work], C, n, d, b_max
             )
             vals = state.slopes @ v_m + state.offsets
@@ -316,7 +321,9 @@ def solve_cutting_plane(
             cw = np.union1d(cw, add_c)
             work = np.union1d(work, viol)
         # The relaxed master's optimum: a lower bound even if generation stopped early.
-        lower = 0.5 * float(v_m[:d] @ v_m[:d]) + C * n * max(t_m, 0.0)
+        lower_m = 0.5 * float(v_m[:d] @ v_m[:d]) + C * n * max(t_m, 0.0)
+        if accurate:
+            lower = max(lower, lower_m)  # every master optimum is a lower bound: keep the best
         # Cuts and candidate rows without a multiplier leave the working sets (they come back
         # when violated); pool cuts unused for max_age solves are forgotten.
         used = lam > 1e-7 * max(float(lam.max(initial=0.0)), 1e-300)
