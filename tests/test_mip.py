@@ -241,3 +241,22 @@ def test_ttk_mip_without_scip_gives_the_install_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     with pytest.raises(MissingDependencyError, match="pip install pyscipopt"):
         TTK(k=2, solver="mip").fit(X, y)
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_tightening_and_fixing_agree_with_the_plain_big_m(seed):
+    # On these diabetes subsamples the tightening fixes candidates in and out; the
+    # closed-form big-M formulation fixes nothing, so it is an independent check that no
+    # fixing cuts off the optimum (a sign error in the lower score bound once did).
+    X, y = load_benchmark("diabetes")
+    idx = np.random.default_rng(seed).choice(X.shape[0], 80, replace=False)
+    Xa, y_fit, _, k = transductive_split(X[idx], y[idx], random_state=seed, k_fraction=0.1)
+    lab = y_fit != -1
+    y_pm = np.where(y_fit[lab] == 1, 1.0, -1.0)
+    args = (Xa[lab], y_pm, Xa[~lab], k, 1.0)
+    tight = solve_ttk_mip(*args, time_limit=20, mip_gap=1e-9)
+    plain = solve_ttk_mip(*args, time_limit=20, mip_gap=1e-9, formulation="simple")
+    assert tight.details["n_fixed_in"] > 0 and tight.details["n_fixed_out"] > 0
+    assert plain.details["n_fixed_in"] == 0
+    assert tight.status in PROVED and plain.status in PROVED
+    assert tight.objective == pytest.approx(plain.objective, rel=1e-6)

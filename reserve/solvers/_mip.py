@@ -234,24 +234,27 @@ class _Relaxation:
         """Replace ``M`` of the ``pos``-th free candidate (same sparsity, no rebuild)."""
         self._solver.update(A=(self._m_pos[pos : pos + 1], np.array([-max(value, 0.0)])))
 
-    def max_score(self, z: np.ndarray) -> float | None:
-        """Upper bound on ``w . z + b`` over the relaxation (``None`` if the solve failed)."""
+    def max_score(self, z: np.ndarray, sign: float = 1.0) -> float | None:
+        """Upper bound on ``sign * (w . z + b)`` over the relaxation (``None`` on failure).
+
+        ``sign=-1`` gives minus a lower bound on the score.
+        """
         q = np.zeros(self._nv)
-        q[: self.d] = -z
-        q[self.d] = -1.0
+        q[: self.d] = -sign * z
+        q[self.d] = -sign
         self._solver.update(q=q)
         sol = self._solver.solve()
-        if "Solved" not in str(sol.status):
+        if str(sol.status) != "Solved":  # not "AlmostSolved": the bound must be reliable
             return None
-        # We minimise -score; the dual objective bounds that from below, so -dual bounds the
-        # score from above. Take the larger of both and pad for the solver's tolerances.
+        # We minimise -sign*score; the dual objective bounds that from below, so -dual bounds
+        # sign*score from above. Take the larger of both and pad for the solver's tolerances.
         val = float(max(-sol.obj_val, -sol.obj_val_dual))
         return val + 1e-6 * (1.0 + abs(val))
 
     def lower_bound(self) -> float:
         """Optimum of the relaxation, padded downwards (``-inf`` if the solve failed)."""
         sol = self._solver.solve()
-        if "Solved" not in str(sol.status):
+        if str(sol.status) != "Solved":
             return -math.inf
         val = float(min(sol.obj_val, sol.obj_val_dual))
         return val - 1e-7 * (1.0 + abs(val))  # solved to 1e-8; pad tenfold
@@ -298,8 +301,8 @@ def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, targ
         for j in free[s0[free] > 0]:
             if time.perf_counter() > deadline or fixed_in.sum() >= k:
                 break
-            v = rel.max_score(-Xc[j])
-            if v is not None and -v > 0.0 and M[j] > 0.0:
+            v = rel.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
+            if v is not None and v < 0.0 and M[j] > 0.0:
                 fixed_in[j] = True
         shrink = 1.0 - float(np.maximum(M[free], 0.0).sum()) / max(before, 1e-300)
     return M, M <= 0.0, fixed_in, lb, history
@@ -743,7 +746,9 @@ def solve_ttk_mip(
         "n_free": int((~fixed_out & ~fixed_in).sum()),
         "bound_rounds": len(lb_history),
         "relaxation_bounds": lb_history,
-        "median_M": float(np.median(M)) if m else 0.0,
+        "median_M": float(np.median(np.maximum(M[~fixed_out & ~fixed_in], 0.0)))
+        if (~fixed_out & ~fixed_in).any()
+        else 0.0,
         "median_simple_M": float(np.median(np.maximum(simple, 0.0))) if m else 0.0,
         "warm_start_accepted": all(accepted),
         "formulation": formulation,
