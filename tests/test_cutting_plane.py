@@ -172,3 +172,19 @@ def test_polish_with_the_cutting_plane_matches_clarabel(seed, monkeypatch):
     assert ref.n_swaps >= 2 and ours.n_swaps == ref.n_swaps
     np.testing.assert_array_equal(np.sort(ours.selected), np.sort(ref.selected))
     assert ours.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+def test_auto_falls_back_to_clarabel_when_the_cutting_plane_fails(monkeypatch):
+    from reserve.solvers import _qp
+
+    def failing(*args, **kwargs):
+        raise SolverError("did not converge")
+
+    X, y, Z = _instance(1, p=10)
+    monkeypatch.setattr(_qp, "CUTTING_PLANE_MIN_ROWS", 0)
+    monkeypatch.setattr(_qp, "solve_cutting_plane", failing)
+    r = solve_fixed_set(X, y, 1.0, Z)
+    ref = solve_fixed_set(X, y, 1.0, Z, method="clarabel")
+    assert r.objective == pytest.approx(ref.objective, rel=1e-12)
+    with pytest.raises(SolverError, match="did not converge"):
+        solve_fixed_set(X, y, 1.0, Z, method="cutting_plane")

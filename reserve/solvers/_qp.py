@@ -102,7 +102,8 @@ def solve_fixed_set(
         ``"clarabel"``: the whole QP by interior point (exact to 1e-9; time grows with ``n``).
         ``"cutting_plane"``: :func:`reserve.solvers._cutting_plane.solve_cutting_plane`
         (relative gap ``tol``; two passes over ``X`` per iteration). ``"auto"``: the cutting
-        plane from ``CUTTING_PLANE_MIN_ROWS`` labelled rows, Clarabel below.
+        plane from ``CUTTING_PLANE_MIN_ROWS`` labelled rows (Clarabel if it fails to reach
+        ``tol``), Clarabel below.
     warm_start : CuttingPlaneState or None
         Cuts of earlier solves on the same ``(X, y_pm)``, updated in place; used by the
         cutting plane only.
@@ -126,7 +127,12 @@ def solve_fixed_set(
             f'method must be "auto", "clarabel" or "cutting_plane"; received {method!r}.'
         )
     if method == "cutting_plane" or (method == "auto" and X.shape[0] >= CUTTING_PLANE_MIN_ROWS):
-        return solve_cutting_plane(X, y_pm, C, Z, tol=tol, state=warm_start)[0]
+        try:
+            return solve_cutting_plane(X, y_pm, C, Z, tol=tol, state=warm_start)[0]
+        except SolverError:
+            if method == "cutting_plane":
+                raise
+            # "auto": the interior point below is slow at this size but does converge.
     n, d = X.shape
     p = 0 if Z is None else Z.shape[0]
     P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n)], format="csc")
