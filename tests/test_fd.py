@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reserve.solvers._base import canonical_order
 from reserve.solvers._fd import feasible_direction, line_search, project_direction
+from reserve.solvers._qp import solve_fixed_set
 from reserve.solvers.ttk import shifted_svm_start
 
 
@@ -107,4 +109,45 @@ def test_iterates_stay_feasible_and_descend(seed):
     assert (scores > 1e-9 * np.abs(scores).max()).sum() <= k
     h = np.asarray(res.history)
     assert np.all(np.diff(h) <= 0) and res.objective <= h[0]
-    assert res.n_iter == len(h) - 1 and res.stop_reason in {"max_iter", "no_progress"}
+    assert res.n_iter == len(h) - 1
+    assert res.stop_reason in {"max_iter", "no_progress", "zero_direction", "infeasible_step"}
+
+
+def _scale(Xc, w, b):
+    return abs(b) + np.linalg.norm(w) * np.sqrt((Xc**2).sum(axis=1).max())
+
+
+def test_a_fully_constrained_boundary_does_not_leak_positives():
+    # Regression: three boundary rows span the augmented 4-D space, so the projected direction
+    # is zero up to rounding (norm 6e-14). Following that noise let two boundary candidates
+    # rise to +0.17 and +0.11 with k already positive: 11 positives for k = 8, objective 58.3
+    # below the feasible 61.35. The start below (cutting-plane SVM) reproduced it.
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(260, 3))
+    y = np.where(X[:160] @ np.array([1.0, -0.5, 0.3]) + 0.3 * rng.normal(size=160) > 0.4, 1, -1)
+    lo = canonical_order(X, np.arange(160))
+    Xl, yl, Xc, k = X[lo], y[lo].astype(float), X[canonical_order(X, np.arange(160, 260))], 8
+    objectives = []
+    for method in ("clarabel", "cutting_plane"):
+        r = solve_fixed_set(Xl, yl, 1.0, method=method)
+        b0 = min(r.b, -np.sort(Xc @ r.w)[::-1][k])
+        res = feasible_direction(Xl, yl, Xc, k, 1.0, r.w, b0)
+        s = Xc @ res.w + res.b
+        assert (s > 1e-9 * _scale(Xc, res.w, res.b)).sum() <= k, method
+        objectives.append(res.objective)
+    assert objectives[1] == pytest.approx(objectives[0], rel=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**6), st.floats(1e-10, 1e-6))
+def test_perturbed_starts_stay_feasible(seed, eps):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(2, 5))
+    Xl, y, Xc, k = _problem(seed, n=60, m=int(rng.integers(20, 80)), d=d, k=int(rng.integers(1, 9)))
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
+    w0 = w0 + eps * rng.normal(size=d)
+    b0 = min(b0, -np.sort(Xc @ w0)[::-1][k])
+    res = feasible_direction(Xl, y, Xc, k, 1.0, w0, b0)
+    s = Xc @ res.w + res.b
+    assert (s > 1e-9 * _scale(Xc, res.w, res.b)).sum() <= k
+    assert res.objective <= res.history[0] + 1e-9

@@ -347,10 +347,12 @@ def feasible_direction(
         for kink_active in (False, True):
             act = margins > (-1e-12 if kink_active else 1e-12)
             ya = y_pm[act]
-            d_aug = -np.r_[w - C * (ya @ X_lab[act]), -C * float(ya.sum())]
-            d_aug, _ = project_direction(d_aug, A_E, n_free)
+            g_aug = -np.r_[w - C * (ya @ X_lab[act]), -C * float(ya.sum())]
+            d_aug, _ = project_direction(g_aug, A_E, n_free)
             d_w, d_b = d_aug[:dim], float(d_aug[dim])
-            if float(np.linalg.norm(d_aug)) <= 1e-14 * max(1.0, float(np.linalg.norm(w))):
+            # Relative test: when the boundary rows span the space the exact projection is
+            # zero and what is left is rounding noise, along which boundary points may rise.
+            if float(np.linalg.norm(d_aug)) <= 1e-10 * float(np.linalg.norm(g_aug)):
                 stop = "zero_direction"
                 continue
             alpha, rate, blocker = cand.max_step(w, b, d_w, d_b, btol)
@@ -363,6 +365,11 @@ def feasible_direction(
                 stop = "unbounded"
                 break
             f_new = _hinge_obj(w + a * d_w, margins + a * v_rate, C)
+            # Safety net: never accept a step that leaves more than k candidates positive.
+            n_pos = int(((cand.s + a * rate) > btol).sum())
+            if n_pos > k:
+                stop = "infeasible_step"
+                continue
             if a > 0.0 and f - f_new > tol * max(1.0, abs(f)):
                 step = (a, d_w, d_b, rate, v_rate, f_new, alpha, blocker)
                 break

@@ -103,7 +103,9 @@ class TTK(TopKClassifierMixin):
     n_swaps_ : int
         Polish swaps accepted.
     stop_reason_ : str
-        Why FD stopped: ``"max_iter"``, ``"no_progress"``, ``"zero_direction"``.
+        Why FD stopped: ``"max_iter"``, ``"no_progress"``, ``"zero_direction"`` (the boundary
+        constrains every direction), ``"infeasible_step"`` (rounding would have let more than
+        ``k`` candidates rise; the step was refused).
     status_ : str
         ``"local"`` for FD (+ polish): a feasible point with no proof of optimality; the MIP
         reports its own status (``"optimal"``, ``"time_limit"``, ...).
