@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit-sonar", type=float, default=30.0)
     p.add_argument("--limit-formulations", type=float, default=60.0)
     p.add_argument("--limit-scale", type=float, default=90.0)
+    p.add_argument("--formulation-splits", default="0,2", help="diabetes splits to compare on")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     _emit(
@@ -241,7 +242,8 @@ def main(argv: list[str] | None = None) -> None:
             },
         )
     if "formulations" in sections:
-        formulations([("diabetes", 0), ("diabetes", 2)], a.limit_formulations)
+        splits = [int(v) for v in a.formulation_splits.split(",")]
+        formulations([("diabetes", s) for s in splits], a.limit_formulations)
     if "scale" in sections:
         scale({8: [250, 500], 30: [100, 200, 500], 60: [100, 200]}, a.limit_scale)
     _emit(f"\nTotal wall time {time.perf_counter() - t0:.0f} s.")

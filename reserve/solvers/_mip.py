@@ -58,7 +58,8 @@ _SCIP_STATUS = {
 # Gurobi status codes (gurobipy.GRB.Status) to ours; the numbers are stable across versions.
 _GUROBI_STATUS = {2: "optimal", 9: "time_limit", 8: "node_limit", 11: "interrupted"}
 _GUROBI_SIZE_LIMIT = 10010  # GRB.Error.SIZE_LIMIT_EXCEEDED: restricted (pip) licence
-_BOUND_TIME_SHARE = 0.75
+_BOUND_TIME_SHARE = 0.5
+_ROUNDS_GAP = 0.25  # relaxation rounds only when the plain pass leaves a wider gap
 _MAX_BOUND_ROUNDS = 30
 _MAX_CYCLES = 1  # 2 (a short MIP slice, re-tighten on a better incumbent) measured worse
 _SLICE = 0.1  # share of time_limit for a MIP run meant to improve the incumbent
@@ -274,6 +275,22 @@ def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, targ
     less than 5%, at ``max_rounds`` or at ``deadline``.
     """
     M, fixed_in = M.copy(), fixed_in.copy()
+    # Pass 0 over the plain region {hinge rows, objective <= ub}: no eta variables, so each
+    # problem is several times smaller than the relaxation's; it does most of the shrinking.
+    none = np.zeros(0, dtype=np.int64)
+    plain = _Relaxation(Xl, y_pm, Xc, C, k, M, none, none, ub=ub)
+    for j in range(Xc.shape[0]):
+        if time.perf_counter() > deadline:
+            break
+        v = plain.max_score(Xc[j])
+        if v is not None:
+            M[j] = min(M[j], v)
+    for j in np.flatnonzero((s0 > 0) & (M > 0) & ~fixed_in):
+        if time.perf_counter() > deadline or fixed_in.sum() >= k:
+            break
+        v = plain.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
+        if v is not None and v < 0.0:
+            fixed_in[j] = True
     lb, history, shrink = -math.inf, [], 1.0
     for _ in range(max_rounds):
         fixed_out = M <= 0.0
@@ -284,6 +301,10 @@ def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, targ
         history.append(new_lb)
         stalled = (new_lb - lb) < 0.01 * (ub - lb) and shrink < 0.05
         done = new_lb >= target or free.size == 0 or k_rem == 0  # k_rem == 0: convex
+        # A relaxation already within _ROUNDS_GAP of ub is left to branch and bound, which
+        # closes such gaps faster than further rounds (diabetes: 12% gap, plain pass + SCIP
+        # 35 s, with rounds not proved in 60 s; ionosphere: 77% gap, proved only with rounds).
+        done = done or (not history[:-1] and new_lb >= (1.0 - _ROUNDS_GAP) * ub)
         if done or stalled or time.perf_counter() > deadline:
             lb = max(lb, new_lb)
             break
