@@ -42,6 +42,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -55,8 +56,10 @@ from reserve.errors import DataFileError, InvalidInputError, MissingDependencyEr
 __all__ = [
     "EBD_REQUIRED",
     "SED_REQUIRED",
+    "DaskObservations",
     "FilterLog",
     "dask_client",
+    "dask_observations",
     "deduplicate_groups",
     "filter_complete",
     "filter_dates",
@@ -73,6 +76,7 @@ __all__ = [
     "read_detections",
     "read_header",
     "rollup_species",
+    "split_by",
     "zero_fill",
 ]
 
@@ -1017,6 +1021,27 @@ def _sed_options(
     }
 
 
+def _sed_options_from(
+    complete: bool = True,
+    protocols: Sequence[str] | None = INGEST_DEFAULTS.protocols,
+    max_hours: float | None = INGEST_DEFAULTS.max_hours,
+    max_km: float | None = INGEST_DEFAULTS.max_km,
+    max_observers: int | None = INGEST_DEFAULTS.max_observers,
+    max_speed_kmh: float | None = INGEST_DEFAULTS.max_speed_kmh,
+    start_date: str | None = None,
+    end_date: str | None = None,
+    months: Sequence[int] | None = None,
+    years: Sequence[int] | None = None,
+    bbox: Sequence[float] | None = None,
+    polygon: shapely.Geometry | None = None,
+) -> dict[str, Any]:
+    """:func:`_sed_options` with the defaults of :func:`read_checklists`, by keyword."""
+    return _sed_options(
+        complete, protocols, max_hours, max_km, max_observers, max_speed_kmh, start_date,
+        end_date, months, years, bbox, polygon,
+    )  # fmt: skip
+
+
 def read_checklists(
     sed: str | os.PathLike[str],
     *,
@@ -1249,9 +1274,15 @@ def load_observations(
         ``observation_count``.
     """
     log = FilterLog() if log is None else log
-    if options.get("engine") == "dask" and not _ACTIVE_CLIENT:
-        with dask_client(options.get("scheduler")):
-            return load_observations(ebd, sed, species, deduplicate=deduplicate, log=log, **options)
+    if options.get("engine") == "dask":
+        filters = {k: v for k, v in options.items() if k not in ("engine", "scheduler", "progress")}
+        with dask_client(options.get("scheduler"), reuse=True) as client:
+            held = dask_observations(
+                ebd, sed, species, client=client, deduplicate=deduplicate, log=log, **filters
+            )
+            parts = client.gather(held.parts)
+        table = _concat(parts).sort_values(held.order, kind="stable")
+        return table.drop(columns="_row").reset_index(drop=True)
     checklists = read_checklists(sed, log=log, **options)
     if checklists.empty:
         raise InvalidInputError(_empty_message(sed, log))
@@ -1274,14 +1305,7 @@ def load_observations(
         members=members[["sampling_event_identifier", "checklist_id"]],
     )
     filled = zero_fill(checklists, detections)
-    log.record("checklists", "zero_fill", kept=len(filled), dropped=0, detail=species)
-    log.record(
-        "checklists",
-        "detections",
-        kept=int(filled["detected"].sum()),
-        dropped=int((~filled["detected"]).sum()),
-        detail="kept = detections, dropped = non-detections",
-    )
+    _log_zero_fill(log, filled, species)
     return filled
 
 
@@ -1365,15 +1389,19 @@ _ACTIVE_CLIENT: list[Any] = []
 
 
 @contextmanager
-def dask_client(scheduler: str | None = None) -> Iterator[Any]:
+def dask_client(scheduler: str | None = None, *, reuse: bool = False) -> Iterator[Any]:
     """A Dask client for ``scheduler``, or for a new LocalCluster on loopback; closed on exit.
 
     While the block runs, the EBD and SED readers reuse this client instead of starting their
-    own cluster.
+    own cluster. With ``reuse``, a client already open in an enclosing block is yielded (and
+    left open) instead of a new one.
     """
     _require_dask()
     from distributed import Client, LocalCluster
 
+    if reuse and _ACTIVE_CLIENT:
+        yield _ACTIVE_CLIENT[-1]
+        return
     if scheduler is None:
         cluster = LocalCluster(
             n_workers=2,
@@ -1429,3 +1457,291 @@ def _gather(client, path, kind, columns, required, chunksize, block_fn, options,
         for k, v in block_names.items():
             names.setdefault(k, v)
     return (parts, log, names) if with_names else (parts, log)
+
+
+# --------------------------------------------------------------------------------------------
+# Dask: zero-filled checklists that stay on the workers
+#
+# The SED and EBD byte ranges are read and filtered on the workers as above. Then two hash
+# shuffles keep every step exact without bringing rows to the client:
+#
+# 1. EBD rows and SED members (``sampling_event_identifier`` -> ``checklist_id``) go to bucket
+#    ``hash(sampling_event_identifier) % P``: every row of one sampling event lands in one
+#    bucket, so the species roll-up and :func:`link_detections` see all of them.
+# 2. Filtered SED rows and linked detections go to bucket ``hash(checklist_id) % P``: every
+#    member of a shared-checklist group, wherever it was in the file, lands in one bucket, so
+#    :func:`deduplicate_groups` keeps the same member as on the whole table, and
+#    :func:`zero_fill` sees every detection of every member.
+
+
+@dataclass
+class DaskObservations:
+    """Zero-filled checklists held on a Dask cluster, one partition per checklist-id bucket.
+
+    Attributes
+    ----------
+    client : distributed.Client
+    parts : list of distributed.Future
+        Each resolves to a DataFrame with the columns of :func:`load_observations` plus
+        ``_row`` (position in the filtered SED, file order). Partitions share no ``checklist_id``.
+    order : str
+        Column whose ascending order is the local engine's row order: ``checklist_id`` after
+        group de-duplication, ``_row`` without it.
+    log : FilterLog
+        The counts of every step, as :func:`load_observations` records them.
+    """
+
+    client: Any
+    parts: list[Any]
+    order: str
+    log: FilterLog
+
+
+def _bucket_of(values: pd.Series, n_buckets: int) -> np.ndarray:
+    """Bucket of every value, ``hash % n_buckets``; the hash is the same in every process."""
+    hashed = pd.util.hash_pandas_object(values, index=False).to_numpy()
+    return (hashed % np.uint64(n_buckets)).astype(np.int64)
+
+
+def split_by(frame: pd.DataFrame, bucket: np.ndarray, n_buckets: int) -> list[pd.DataFrame]:
+    """Split ``frame`` into ``n_buckets`` frames by ``bucket``; rows keep their relative order.
+
+    Examples
+    --------
+    >>> f = pd.DataFrame({"a": [1, 2, 3, 4]})
+    >>> [p["a"].tolist() for p in split_by(f, np.array([1, 0, 1, 0]), 3)]
+    [[2, 4], [1, 3], []]
+    """
+    order = np.argsort(bucket, kind="stable")
+    edges = np.searchsorted(bucket[order], np.arange(n_buckets + 1))
+    return [frame.iloc[order[a:b]] for a, b in pairwise(edges)]
+
+
+def _concat(pieces: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(list(pieces), ignore_index=True)
+
+
+#: Bits of ``_row`` that number rows inside one byte range.
+_ROW_BITS = 40
+
+
+def _sed_shuffle_task(
+    path: str,
+    chunksize: int,
+    byte_range: tuple[int, int] | None,
+    index: int,
+    options: dict[str, Any],
+    n_buckets: int,
+    groups: bool,
+) -> tuple[list[pd.DataFrame], list[pd.DataFrame], FilterLog, int]:
+    """Read and filter one SED byte range; split it by checklist id and its members by event."""
+    log = FilterLog()
+    parts = [
+        _sed_chunk(chunk, log, **options)
+        for chunk in iter_table(
+            path, _SED_COLUMNS, required=SED_REQUIRED, kind="SED", chunksize=chunksize,
+            byte_range=byte_range,
+        )
+    ]  # fmt: skip
+    frame = _concat(parts) if parts else parse_sampling(_empty_text(_SED_COLUMNS))
+    frame["_row"] = (index << _ROW_BITS) + np.arange(len(frame), dtype=np.int64)
+    frame = with_checklist_id(frame, groups=groups)
+    by_id = split_by(frame, _bucket_of(frame["checklist_id"], n_buckets), n_buckets)
+    members = frame[["sampling_event_identifier", "checklist_id"]]
+    by_event = split_by(
+        members, _bucket_of(members["sampling_event_identifier"], n_buckets), n_buckets
+    )
+    return by_id, by_event, log, len(frame)
+
+
+def _ebd_shuffle_task(
+    path: str,
+    chunksize: int,
+    byte_range: tuple[int, int] | None,
+    target: str,
+    n_buckets: int,
+) -> tuple[list[pd.DataFrame], FilterLog, dict[str, str]]:
+    """Read one EBD byte range, keep the target's rows, split them by sampling event."""
+    log = FilterLog()
+    names: dict[str, str] = {}
+    parts = [
+        _ebd_chunk(chunk, log, target, names)
+        for chunk in iter_table(
+            path, _EBD_COLUMNS, required=EBD_REQUIRED, kind="EBD", chunksize=chunksize,
+            byte_range=byte_range,
+        )
+    ]  # fmt: skip
+    frame = _concat(parts) if parts else parse_detections(_empty_text(_EBD_COLUMNS))
+    bucket = _bucket_of(frame["sampling_event_identifier"], n_buckets)
+    return split_by(frame, bucket, n_buckets), log, names
+
+
+def _link_task(
+    detections: Sequence[pd.DataFrame], members: Sequence[pd.DataFrame], n_buckets: int
+) -> tuple[list[pd.DataFrame], FilterLog, FilterLog]:
+    """Roll up and link the EBD rows of one event bucket; split them by checklist id."""
+    rollup_log, link_log = FilterLog(), FilterLog()
+    rows = _concat(detections)
+    rows = rollup_log.apply("ebd", "rollup", rollup_species, rows, detail="drop spuh/slash/hybrid")
+    linked = link_log.apply(
+        "ebd", "in_kept_checklists", link_detections, rows, members=_concat(members)
+    )
+    pieces = split_by(linked, _bucket_of(linked["checklist_id"], n_buckets), n_buckets)
+    return pieces, rollup_log, link_log
+
+
+def _zero_fill_task(
+    checklists: Sequence[pd.DataFrame],
+    detections: Sequence[pd.DataFrame],
+    deduplicate: bool,
+    species: str,
+) -> tuple[pd.DataFrame, FilterLog, FilterLog]:
+    """De-duplicate and zero-fill one checklist-id bucket (it holds whole groups)."""
+    dedup_log, fill_log = FilterLog(), FilterLog()
+    frame = _concat(checklists)
+    if deduplicate:
+        frame = dedup_log.apply(
+            "sed", "group_dedup", deduplicate_groups, frame, detail="GROUP IDENTIFIER"
+        )
+    filled = zero_fill(frame, _concat(detections))
+    _log_zero_fill(fill_log, filled, species)
+    return filled, dedup_log, fill_log
+
+
+def _log_zero_fill(log: FilterLog, filled: pd.DataFrame, species: str) -> None:
+    log.record("checklists", "zero_fill", kept=len(filled), dropped=0, detail=species)
+    log.record(
+        "checklists",
+        "detections",
+        kept=int(filled["detected"].sum()),
+        dropped=int((~filled["detected"]).sum()),
+        detail="kept = detections, dropped = non-detections",
+    )
+
+
+def _empty_text(columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=str) for c in columns})
+
+
+def _byte_ranges(path: Path, kind: str, required: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Byte ranges of :data:`DASK_BLOCK_BYTES` for a plain file; one whole-file task otherwise."""
+    with _open_binary(path) as (stream, _, _):  # validates the path and the header up front
+        _check_columns(_header_from_line(stream.readline(), path), required, path, kind)
+        plain = isinstance(stream, io.BufferedReader)
+    size = path.stat().st_size
+    if plain and size > DASK_BLOCK_BYTES:
+        return [(a, min(a + DASK_BLOCK_BYTES, size)) for a in range(0, size, DASK_BLOCK_BYTES)]
+    return [None]
+
+
+def _pick(result: Any, *keys: int) -> Any:
+    """``result[k0][k1]...``: run on the worker that holds ``result``, so only a piece moves."""
+    for k in keys:
+        result = result[k]
+    return result
+
+
+def dask_observations(
+    ebd: str | os.PathLike[str],
+    sed: str | os.PathLike[str],
+    species: str,
+    *,
+    client: Any,
+    deduplicate: bool = True,
+    log: FilterLog | None = None,
+    chunksize: int = INGEST_DEFAULTS.chunksize,
+    **filters: Any,
+) -> DaskObservations:
+    """Run :func:`load_observations` on a Dask cluster and leave the result on the workers.
+
+    The client receives only filter counts and, from the EBD, the distinct species names; the
+    zero-filled checklists stay in worker memory as partitions (see :class:`DaskObservations`)
+    for a later step, such as gridding, to reduce there.
+
+    Parameters
+    ----------
+    ebd, sed, species, deduplicate, log, chunksize
+        As in :func:`load_observations`.
+    client : distributed.Client
+    **filters
+        The filters of :func:`read_checklists` (``complete``, ``protocols``, ...).
+
+    Returns
+    -------
+    DaskObservations
+        Concatenated and sorted by ``order``, the partitions are the local engine's table (plus
+        ``_row``).
+    """
+    log = FilterLog() if log is None else log
+    if not isinstance(species, str) or not species.strip():
+        raise InvalidInputError(
+            f"species={species!r}; pass a common or scientific name, e.g. 'Wood Thrush'"
+        )
+    target = " ".join(species.split()).lower()
+    options = _sed_options_from(**filters)
+    sed_path, ebd_path = Path(sed), Path(ebd)
+    sed_ranges = _byte_ranges(sed_path, "SED", SED_REQUIRED)
+    ebd_ranges = _byte_ranges(ebd_path, "EBD", EBD_REQUIRED)
+    n = max(len(sed_ranges), len(ebd_ranges))  # buckets of about one byte range each
+
+    sed_tasks = [
+        client.submit(_sed_shuffle_task, str(sed_path), chunksize, r, i, options, n, deduplicate,
+                      pure=False)
+        for i, r in enumerate(sed_ranges)
+    ]  # fmt: skip
+    sed_counts = client.gather([client.submit(_pick, t, slice(2, 4)) for t in sed_tasks])
+    for block_log, _ in sed_counts:
+        log.merge(block_log)
+    if sum(n_kept for _, n_kept in sed_counts) == 0:
+        raise InvalidInputError(_empty_message(sed, log))
+    ebd_tasks = [
+        client.submit(_ebd_shuffle_task, str(ebd_path), chunksize, r, target, n, pure=False)
+        for r in ebd_ranges
+    ]
+    ebd_log = FilterLog()
+    names: dict[str, str] = {}
+    for block_log, block_names in client.gather(
+        [client.submit(_pick, t, slice(1, 3)) for t in ebd_tasks]
+    ):
+        ebd_log.merge(block_log)
+        for k, v in block_names.items():
+            names.setdefault(k, v)
+    if ebd_log.kept("ebd", "malformed") == 0:
+        close = difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
+        hint = f" Close names in the file: {', '.join(names[c] for c in close)}." if close else ""
+        raise InvalidInputError(
+            f"species={species!r} matches no row of EBD file {str(ebd_path)!r} "
+            f"({len(names)} distinct names seen).{hint} Fix: pass a common or scientific name "
+            "as spelled in the file."
+        )
+    links = [
+        client.submit(
+            _link_task,
+            [client.submit(_pick, t, 0, j) for t in ebd_tasks],
+            [client.submit(_pick, t, 1, j) for t in sed_tasks],
+            n,
+        )
+        for j in range(n)
+    ]
+    fills = [
+        client.submit(
+            _zero_fill_task,
+            [client.submit(_pick, t, 0, j) for t in sed_tasks],
+            [client.submit(_pick, t, 0, j) for t in links],
+            deduplicate,
+            species,
+        )
+        for j in range(n)
+    ]
+    rollup_logs, link_logs = zip(
+        *client.gather([client.submit(_pick, t, slice(1, 3)) for t in links]), strict=True
+    )
+    dedup_logs, fill_logs = zip(
+        *client.gather([client.submit(_pick, t, slice(1, 3)) for t in fills]), strict=True
+    )
+    for part in (dedup_logs, [ebd_log], rollup_logs, link_logs, fill_logs):
+        for block_log in part:
+            log.merge(block_log)
+    parts = [client.submit(_pick, t, 0) for t in fills]
+    del sed_tasks, ebd_tasks, links, fills  # the pieces are freed once ``parts`` are computed
+    return DaskObservations(client, parts, "checklist_id" if deduplicate else "_row", log)

@@ -57,7 +57,14 @@ import pyproj
 import shapely
 
 from reserve.config import INGEST_DEFAULTS
-from reserve.ebird import FilterLog, load_observations
+from reserve.ebird import (
+    DaskObservations,
+    FilterLog,
+    dask_client,
+    dask_observations,
+    load_observations,
+    split_by,
+)
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 from reserve.grid import Grid, aggregate_checklists, equal_area_crs, require_equal_area
 from reserve.habitat import RasterLayer, habitat_features
@@ -91,15 +98,16 @@ class IngestResult:
         The GeoPackage written.
     planning_units : geopandas.GeoDataFrame
     summary : pandas.DataFrame
-    checklists : pandas.DataFrame
-        The zero-filled checklists with their ``cell_id``.
+    checklists : pandas.DataFrame or None
+        The zero-filled checklists with their ``cell_id`` (``engine="local"``). ``None`` with
+        ``engine="dask"``: that table stays on the workers, which send only per-cell totals.
     grid : Grid
     """
 
     path: Path
     planning_units: gpd.GeoDataFrame
     summary: pd.DataFrame
-    checklists: pd.DataFrame
+    checklists: pd.DataFrame | None
     grid: Grid
 
     def counts(self) -> dict[str, int]:
@@ -108,7 +116,7 @@ class IngestResult:
         out = {r: int((pu["role"] == r).sum()) for r in ("train", "candidate", "other")}
         out["train_positive"] = int(((pu["role"] == "train") & (pu["label"] == 1)).sum())
         out["surveyed_positive"] = int((pu["label"] == 1).sum())
-        out["checklists"] = len(self.checklists)
+        out["checklists"] = int(pu["n_checklists"].sum())
         return out
 
 
@@ -291,10 +299,13 @@ def ingest(
     chunksize : int
         Rows per streamed chunk.
     engine : {"local", "dask"}
+        ``"dask"`` reads, filters, de-duplicates, zero-fills and grids on a Dask cluster; the
+        client receives only per-cell totals (one row per surveyed cell), so the download may
+        be larger than its memory. The planning units are identical to the local engine's.
     scheduler : str, optional
         Dask scheduler address; default a local cluster.
     progress : bool
-        Show a progress bar on stderr while reading.
+        Show a progress bar on stderr while reading (local engine).
     overwrite : bool
         Replace an existing ``output``.
 
@@ -322,12 +333,7 @@ def ingest(
     grid_crs = None if crs is None else require_equal_area(crs)
 
     log = FilterLog()
-    obs = load_observations(
-        ebd,
-        sed,
-        species,
-        deduplicate=deduplicate,
-        log=log,
+    filters = dict(
         complete=complete,
         protocols=protocols,
         max_hours=max_hours,
@@ -340,40 +346,41 @@ def ingest(
         years=years,
         polygon=region_ll,
         chunksize=chunksize,
-        progress=progress,
-        engine=engine,
-        scheduler=scheduler,
     )
-    lon = obs["longitude"].to_numpy()
-    lat = obs["latitude"].to_numpy()
-    if region_ll is None:
-        region_ll = shapely.box(lon.min(), lat.min(), lon.max(), lat.max())
-    if grid_crs is None:
-        x0, y0, x1, y1 = region_ll.bounds
-        grid_crs = equal_area_crs((x0 + x1) / 2, (y0 + y1) / 2)
-
-    # Grid: densify the region in degrees so its edges stay true after projection.
-    to_grid = pyproj.Transformer.from_crs(_WGS84, grid_crs, always_xy=True)
-    region_xy = shapely.transform(
-        shapely.segmentize(region_ll, 0.05), lambda c: np.column_stack(to_grid.transform(*c.T))
-    )
-    region_xy = shapely.make_valid(region_xy)
-    if region_xy.is_empty:
-        raise InvalidInputError(f"region={region!r} is empty in the grid CRS")
-    x, y = to_grid.transform(lon, lat)
-    grid = Grid.covering(
-        shapely.bounds(shapely.union(region_xy, shapely.multipoints(np.column_stack([x, y])))),
-        cell_size=cell_size,
-        crs=grid_crs,
-    )
-    obs = obs.assign(cell_id=grid.cell_of(x, y))
-    cells = np.union1d(grid.cells_in(region_xy), obs["cell_id"].to_numpy())
-    agg = aggregate_checklists(
-        obs["cell_id"].to_numpy(),
-        obs["detected"].to_numpy(),
-        obs["duration_minutes"].to_numpy(),
-        obs["effort_distance_km"].to_numpy(),
-    ).reindex(cells)
+    obs: pd.DataFrame | None
+    if engine == "dask":
+        with dask_client(scheduler, reuse=True) as client:
+            held = dask_observations(
+                ebd, sed, species, client=client, deduplicate=deduplicate, log=log, **filters
+            )
+            grid, region_xy, agg = _grid_on_cluster(held, region, region_ll, grid_crs, cell_size)
+        obs = None
+    else:
+        obs = load_observations(
+            ebd,
+            sed,
+            species,
+            deduplicate=deduplicate,
+            log=log,
+            progress=progress,
+            engine=engine,
+            scheduler=scheduler,
+            **filters,
+        )
+        lon = obs["longitude"].to_numpy()
+        lat = obs["latitude"].to_numpy()
+        region_xy, grid_crs = _grid_region(region, region_ll, _bounds(lon, lat), grid_crs)
+        x, y = _to_grid(grid_crs).transform(lon, lat)
+        grid = _covering_grid(region_xy, _bounds(x, y), cell_size, grid_crs)
+        obs = obs.assign(cell_id=grid.cell_of(x, y))
+        agg = aggregate_checklists(
+            obs["cell_id"].to_numpy(),
+            obs["detected"].to_numpy(),
+            obs["duration_minutes"].to_numpy(),
+            obs["effort_distance_km"].to_numpy(),
+        )
+    cells = np.union1d(grid.cells_in(region_xy), agg.index.to_numpy())
+    agg = agg.reindex(cells)
     surveyed = agg["n_checklists"].notna().to_numpy()
     polygons = grid.polygons(cells)
 
@@ -417,6 +424,136 @@ def ingest(
     summary = _summary(log, units, grid, species, ebd, sed, region, layers, public, locked_out)
     _write(units, summary, path)
     return IngestResult(path, units, summary, obs, grid)
+
+
+def _bounds(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
+    """(xmin, ymin, xmax, ymax) of points; empty arrays give an inverted (+inf, -inf) box."""
+    if len(x) == 0:
+        return (np.inf, np.inf, -np.inf, -np.inf)
+    return (float(x.min()), float(y.min()), float(x.max()), float(y.max()))
+
+
+def _merge_bounds(boxes: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:
+    b = np.asarray(boxes, dtype=float).reshape(-1, 4)
+    return (b[:, 0].min(), b[:, 1].min(), b[:, 2].max(), b[:, 3].max())
+
+
+def _to_grid(grid_crs: pyproj.CRS) -> pyproj.Transformer:
+    return pyproj.Transformer.from_crs(_WGS84, grid_crs, always_xy=True)
+
+
+def _grid_region(
+    region: Any,
+    region_ll: shapely.Geometry | None,
+    lonlat_bounds: Sequence[float],
+    grid_crs: pyproj.CRS | None,
+) -> tuple[shapely.Geometry, pyproj.CRS]:
+    """The region in the grid CRS, and that CRS (default: centred on the region).
+
+    Without a region, the region is the bounding box ``lonlat_bounds`` of the kept checklists.
+    """
+    if region_ll is None:
+        region_ll = shapely.box(*lonlat_bounds)
+    if grid_crs is None:
+        x0, y0, x1, y1 = region_ll.bounds
+        grid_crs = equal_area_crs((x0 + x1) / 2, (y0 + y1) / 2)
+    # Densify the region in degrees so its edges stay true after projection.
+    to_grid = _to_grid(grid_crs)
+    region_xy = shapely.transform(
+        shapely.segmentize(region_ll, 0.05), lambda c: np.column_stack(to_grid.transform(*c.T))
+    )
+    region_xy = shapely.make_valid(region_xy)
+    if region_xy.is_empty:
+        raise InvalidInputError(f"region={region!r} is empty in the grid CRS")
+    return region_xy, grid_crs
+
+
+def _covering_grid(
+    region_xy: shapely.Geometry,
+    xy_bounds: Sequence[float],
+    cell_size: float,
+    grid_crs: pyproj.CRS,
+) -> Grid:
+    """The grid covering the region and every kept checklist (``xy_bounds``, grid CRS)."""
+    box = _merge_bounds([region_xy.bounds, xy_bounds])
+    return Grid.covering(box, cell_size=cell_size, crs=grid_crs)
+
+
+# Dask: gridding on the workers. The zero-filled checklists stay in worker memory; the client
+# receives per-partition bounding boxes (4 numbers each) and per-cell aggregates.
+
+
+def _lonlat_bounds_task(part: pd.DataFrame) -> tuple[float, float, float, float]:
+    return _bounds(part["longitude"].to_numpy(), part["latitude"].to_numpy())
+
+
+def _xy_bounds_task(part: pd.DataFrame, grid_crs: pyproj.CRS) -> tuple[float, float, float, float]:
+    x, y = _to_grid(grid_crs).transform(part["longitude"].to_numpy(), part["latitude"].to_numpy())
+    return _bounds(np.asarray(x), np.asarray(y))
+
+
+def _cells_task(part: pd.DataFrame, grid: Grid, order: str, n_buckets: int) -> list[pd.DataFrame]:
+    """Assign one partition's checklists to cells; split the few columns needed by cell."""
+    x, y = _to_grid(grid.crs).transform(part["longitude"].to_numpy(), part["latitude"].to_numpy())
+    cell = grid.cell_of(x, y)
+    table = pd.DataFrame(
+        {
+            "cell_id": cell,
+            "key": part[order].to_numpy(),
+            "detected": part["detected"].to_numpy(),
+            "duration_minutes": part["duration_minutes"].to_numpy(),
+            "effort_distance_km": part["effort_distance_km"].to_numpy(),
+        }
+    )
+    return split_by(table, cell % n_buckets, n_buckets)
+
+
+def _aggregate_task(pieces: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Aggregate the checklists of a set of whole cells, in the local engine's row order.
+
+    The rows are sorted by ``key`` first, so every cell's effort totals are summed in the same
+    order as on the whole table, and the floating-point sums are identical.
+    """
+    table = pd.concat(list(pieces), ignore_index=True).sort_values("key", kind="stable")
+    return aggregate_checklists(
+        table["cell_id"].to_numpy(),
+        table["detected"].to_numpy(),
+        table["duration_minutes"].to_numpy(),
+        table["effort_distance_km"].to_numpy(),
+    )
+
+
+def _piece(result: Sequence[Any], index: int) -> Any:
+    return result[index]
+
+
+def _grid_on_cluster(
+    held: DaskObservations,
+    region: Any,
+    region_ll: shapely.Geometry | None,
+    grid_crs: pyproj.CRS | None,
+    cell_size: float,
+) -> tuple[Grid, shapely.Geometry, pd.DataFrame]:
+    """Grid the checklists held on a Dask cluster; return the grid, region and cell aggregates.
+
+    Three rounds on the workers: bounding boxes in degrees (for the default region and CRS),
+    bounding boxes in the grid CRS (for the grid), then cell assignment with a shuffle by
+    ``cell_id`` so each task aggregates whole cells. The client gathers one small frame per
+    bucket, one row per surveyed cell in all.
+    """
+    client, parts = held.client, held.parts
+    lonlat = _merge_bounds(client.gather(client.map(_lonlat_bounds_task, parts)))
+    region_xy, grid_crs = _grid_region(region, region_ll, lonlat, grid_crs)
+    xy = _merge_bounds(client.gather([client.submit(_xy_bounds_task, p, grid_crs) for p in parts]))
+    grid = _covering_grid(region_xy, xy, cell_size, grid_crs)
+    n = len(parts)
+    split = [client.submit(_cells_task, p, grid, held.order, n) for p in parts]
+    aggregates = [
+        client.submit(_aggregate_task, [client.submit(_piece, s, j) for s in split])
+        for j in range(n)
+    ]
+    agg = pd.concat(client.gather(aggregates)).sort_index()
+    return grid, region_xy, agg
 
 
 def _summary(

@@ -588,9 +588,86 @@ def test_dask_engine_equals_the_local_engine(tmp_path, monkeypatch):
     logs = [ebird.FilterLog(), ebird.FilterLog()]
     local = ebird.load_observations(ebd, sed, "Wood Thrush", log=logs[0], chunksize=7)
     dask = ebird.load_observations(ebd, sed, "Wood Thrush", log=logs[1], chunksize=7, engine="dask")
-    pd.testing.assert_frame_equal(local, dask)
+    pd.testing.assert_frame_equal(local, dask, check_exact=True)
     assert logs[0].counts == logs[1].counts
     assert local["detected"].any() and not local["detected"].all()
+
+
+def _line_starts(path):
+    """Byte offset of every data line of a plain file (the header excluded)."""
+    data = path.read_bytes()
+    starts = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
+    return starts[starts < len(data)]
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """A loopback LocalCluster in this process (threads: quick to start), shared by a module."""
+    distributed = pytest.importorskip("distributed", reason="the Dask engine needs distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:  # fmt: skip
+        yield cluster.scheduler_address
+
+
+def test_dask_groups_split_across_byte_ranges_are_deduplicated_exactly(
+    tmp_path, monkeypatch, scheduler
+):
+    """One checklist per group even when its members and detections sit in different tasks."""
+    block = 1200
+    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", block)
+    filler = [checklist(f"S{100 + i}", minutes=str(10 + i)) for i in range(1, 30)]
+    # Group GX: S900 first in the file, S150 (the kept member: smallest id as text) in the
+    # middle, S500 last; S0 is smaller still but incomplete, so it never competes.
+    sed_rows = [
+        checklist("S900", group="GX", minutes="15"),
+        checklist("S0", group="GX", complete="0"),
+        *filler[:14],
+        checklist("S150", group="GX", minutes="45"),
+        *filler[14:],
+        checklist("S500", group="GX", minutes="30"),
+    ]
+    # Detections of the group only on the members that are not kept, at both ends of the EBD.
+    ebd_rows = [
+        observation("S500", count="3"),
+        *[observation(f"S{100 + i}", count=str(i)) for i in range(1, 30, 2)],
+        *[observation(f"S{100 + i}", "Veery", "Catharus fuscescens") for i in range(1, 30)],
+        observation("S900", count="7"),
+        observation("S0", count="50"),  # incomplete member: not linked
+    ]
+    sed = write(tmp_path / "sed.txt", NEW_SED, sed_rows)
+    ebd = write(tmp_path / "ebd.txt", NEW_EBD, ebd_rows)
+    # The three kept members, and the two detections, lie in three / two different ranges.
+    sed_ranges = _line_starts(sed)[[0, 16, len(sed_rows) - 1]] // block
+    ebd_ranges = _line_starts(ebd)[[0, len(ebd_rows) - 2]] // block
+    assert len(set(sed_ranges)) == 3 and len(set(ebd_ranges)) == 2
+
+    for dedup in (True, False):
+        logs = [ebird.FilterLog(), ebird.FilterLog()]
+        kw = dict(deduplicate=dedup, chunksize=5)
+        local = ebird.load_observations(ebd, sed, "Wood Thrush", log=logs[0], **kw)
+        dask = ebird.load_observations(
+            ebd, sed, "Wood Thrush", log=logs[1], engine="dask", scheduler=scheduler, **kw
+        )
+        pd.testing.assert_frame_equal(local, dask, check_exact=True)
+        assert logs[0].to_frame().equals(logs[1].to_frame())
+    # Oracle for the de-duplicated table, written by hand.
+    got = ebird.load_observations(ebd, sed, "Wood Thrush", engine="dask", scheduler=scheduler)
+    got = got.set_index("checklist_id")
+    assert len(got) == 30 and got.index.is_unique
+    assert got.loc["GX", "sampling_event_identifier"] == "S150"
+    assert got.loc["GX", "detected"] and got.loc["GX", "observation_count"] == 7.0
+    assert got.loc["S102", "observation_count"] == 0.0 and got.loc["S101", "detected"]
+
+
+def test_split_by_keeps_every_row_once_in_order():
+    frame = pd.DataFrame({"v": np.arange(50)})
+    bucket = (np.arange(50) * 7) % 4
+    pieces = ebird.split_by(frame, bucket, 5)
+    assert len(pieces) == 5 and pieces[4].empty
+    for j, piece in enumerate(pieces):
+        assert piece["v"].tolist() == [v for v in range(50) if bucket[v] == j]
 
 
 def test_real_rollup_example():

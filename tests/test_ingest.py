@@ -352,25 +352,94 @@ def test_real_nh_ingest_is_consistent(tmp_path):
     assert counts["train"] > 0 and counts["candidate"] > 0 and counts["train_positive"] > 0
 
 
-def test_dask_engine_gives_exactly_the_local_planning_units(inputs, monkeypatch):
-    pytest.importorskip("distributed", reason="the Dask engine needs dask[distributed]")
-    from distributed import LocalCluster
+@pytest.fixture(scope="module")
+def scheduler():
+    """A loopback LocalCluster of two worker processes (the --scheduler path), per module."""
+    distributed = pytest.importorskip("distributed", reason="the Dask engine needs distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        yield cluster.scheduler_address
 
+
+def test_dask_engine_gives_exactly_the_local_planning_units(inputs, monkeypatch, scheduler):
     from reserve import ebird
 
     monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 2000)  # several tasks on a small file
     local = run(inputs)
-    # An explicit scheduler address (the --scheduler path), on loopback.
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
-    ) as cluster:
-        dask = run(
-            inputs,
-            output=inputs["dir"] / "dask.gpkg",
-            engine="dask",
-            scheduler=cluster.scheduler_address,
-        )
+    dask = run(inputs, output=inputs["dir"] / "dask.gpkg", engine="dask", scheduler=scheduler)
     pd.testing.assert_frame_equal(
-        pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units)
+        pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units), check_exact=True
     )
-    pd.testing.assert_frame_equal(local.checklists, dask.checklists)
+    assert dask.checklists is None  # the per-checklist table stayed on the workers
+    assert dask.counts() == local.counts()
+    assert dask.counts()["checklists"] == len(local.checklists)
+
+
+def _frames(obj):
+    """Every DataFrame inside a gathered result (lists, tuples, dicts)."""
+    if isinstance(obj, pd.DataFrame):
+        yield obj
+    elif isinstance(obj, list | tuple):
+        for item in obj:
+            yield from _frames(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _frames(item)
+
+
+def test_dask_grids_on_the_workers_with_groups_split_across_tasks(tmp_path, monkeypatch, scheduler):
+    """Groups spread over byte ranges; the client gathers per-cell totals, never checklists."""
+    from distributed import Client
+
+    from reserve import ebird
+
+    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 1500)
+    sed_rows, ebd_rows = [], []
+    for i in range(90):
+        # 90 checklists at 6 sites (3 cells of 2 km); every 4th in one of 5 groups that span
+        # the file, so the members of a group are read by different tasks.
+        lon, lat = -80.03 + 0.02 * (i % 3), 34.99 + 0.004 * (i % 2)
+        group = f"G{i % 5}" if i % 4 == 0 else ""
+        sed_rows.append(
+            checklist(f"S{i}", lon=f"{lon:.4f}", lat=f"{lat:.4f}", minutes=str(7 + i % 41),
+                      km=f"{0.1 * (i % 13):.3f}", group=group)
+        )  # fmt: skip
+        if i % 3 == 1 or i % 8 == 4:
+            ebd_rows.append(observation(f"S{i}", count=str(i % 6) if i % 5 else "X"))
+    sed = write(tmp_path / "sed.txt", NEW_SED, sed_rows)
+    ebd = write(tmp_path / "ebd.txt", NEW_EBD, ebd_rows)
+    kw = dict(region="-80.06,34.96,-79.96,35.04", cell_size=2000.0)
+    with pytest.warns(UserWarning, match="no public polygons"):
+        local = ingest(ebd, sed, "Wood Thrush", tmp_path / "local.gpkg", **kw)
+    gathered = []
+    original = Client.gather
+
+    def spy(self, futures, *args, **kwargs):
+        out = original(self, futures, *args, **kwargs)
+        gathered.append(out)
+        return out
+
+    monkeypatch.setattr(Client, "gather", spy)
+    with pytest.warns(UserWarning, match="no public polygons"):
+        dask = ingest(
+            ebd, sed, "Wood Thrush", tmp_path / "dask.gpkg", engine="dask", scheduler=scheduler,
+            **kw,
+        )  # fmt: skip
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units), check_exact=True
+    )
+    kept = local.checklists
+    assert kept["checklist_id"].is_unique and (kept["checklist_id"] == "G0").sum() == 1
+    assert len(kept) == 90 - 23 + 5  # 23 grouped checklists become 5
+    pu = local.planning_units
+    surveyed = int((pu["n_checklists"] > 0).sum())
+    assert surveyed <= 6 < len(kept)
+    frames = list(_frames(gathered))
+    assert frames, "the Dask engine gathered nothing"
+    for frame in frames:
+        assert not {"checklist_id", "sampling_event_identifier"} & set(frame.columns)
+        assert len(frame) <= surveyed
+    per_cell = [f for f in frames if "n_checklists" in f.columns]
+    assert sum(len(f) for f in per_cell) == surveyed
+    assert sum(int(f["n_checklists"].sum()) for f in per_cell) == len(kept)
