@@ -50,3 +50,43 @@ def test_polish_never_worsens_and_keeps_k(seed):
 def test_pairs_follow_antidiagonals():
     assert _polish._pairs(2, 3, 10) == [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)]
     assert _polish._pairs(3, 3, 4) == [(0, 0), (0, 1), (1, 0), (0, 2)]
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_screened_polish_takes_the_same_path_as_the_full_check(seed, monkeypatch):
+    # Mid-size: constraint generation and a working set much smaller than m, so trial
+    # solutions are checked on the screen and, when its bound fails, on every candidate.
+    Xl, y, Xc, k = _problem(seed, n=150, m=3000, d=5, k=12)
+    monkeypatch.setattr(_polish, "_SCREEN_MIN", 150)
+    monkeypatch.setattr(_polish, "_SCREEN_PER_K", 1)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
+    full = polish(Xl, y, Xc, k, 1.0, w, b, screen=False)
+    fast = polish(Xl, y, Xc, k, 1.0, w, b, screen=True)
+    assert full.n_swaps >= 1  # the instance exercises the swap search
+    assert fast.selected.tolist() == full.selected.tolist()
+    assert fast.history == pytest.approx(full.history, rel=1e-9)
+    assert fast.n_qp == full.n_qp
+    assert fast.n_refresh >= fast.n_swaps + 1
+    assert np.all(Xc[np.setdiff1d(np.arange(Xc.shape[0]), fast.selected)] @ fast.w + fast.b <= 0)
+
+
+def test_screen_vouches_only_where_the_bound_holds():
+    rng = np.random.default_rng(4)
+    Z = rng.normal(size=(2000, 3))
+    scr = _polish.CandidateScreen(Z, 100)
+    w, b = np.array([1.0, -0.5, 0.2]), -3.0
+    scr.refresh(w, b)
+    outside = np.setdiff1d(np.arange(Z.shape[0]), scr.idx)
+    assert scr.idx.size == 100 and scr.tau > 0
+    for _ in range(200):
+        step = rng.normal(size=4)
+        step *= rng.uniform(0, 2 * scr.tau) / np.linalg.norm(step)
+        w2, b2 = w + step[:3], b + step[3]
+        if scr.vouches(w2, b2):
+            assert np.all(Z[outside] @ w2 + b2 < 0)
+        else:
+            assert np.linalg.norm(step) >= scr.tau * (1 - 1e-9)
+    # A point far away is never vouched for, and the check then covers every outsider.
+    in_S = np.zeros(Z.shape[0], dtype=bool)
+    rows, _ = scr.outsider_scores(w * 10, 5.0, in_S)
+    assert rows.size == Z.shape[0] and scr.n_full_checks == 1

@@ -17,6 +17,14 @@ the global optimum).
 
 With many candidates the QP keeps only the outsiders near the boundary (constraint
 generation): it adds every violated outsider and re-solves until none is violated.
+
+Speed with many candidates: every candidate's score is computed once per accepted solution
+(a :class:`CandidateScreen`); a trial QP's solution is checked against the working set of the
+candidates nearest the boundary only, the others being vouched for by the Cauchy-Schwarz bound
+the feasible-direction method uses (``|z~ . (v - v_ref)| <= ||z~|| ||v - v_ref||`` with
+``z~ = (z, 1)``, ``v = (w, b)``). When the bound cannot vouch for them, every candidate is
+checked. The screened and the full check find the same violated rows, so the search takes the
+same path either way.
 """
 
 from __future__ import annotations
@@ -28,10 +36,111 @@ import numpy as np
 from reserve.solvers._base import top_k
 from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
 
-__all__ = ["PolishResult", "polish", "solve_subset"]
+__all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset"]
 
 #: Below this many candidates the QP carries every outsider's constraint.
 _FULL_CONSTRAINTS = 400
+#: Candidates in the screen's working set: ``max(_SCREEN_PER_K * k, _SCREEN_MIN)``.
+_SCREEN_PER_K = 20
+_SCREEN_MIN = 4096
+
+
+class CandidateScreen:
+    """Candidate scores at a reference point and a working set vouched for by Cauchy-Schwarz.
+
+    The candidates outside the working set satisfy ``s_ref_j / ||z~_j|| <= -tau``, so at any
+    ``v`` with ``||v - v_ref|| < tau`` they score below zero and cannot violate a constraint
+    nor be the highest-scoring outsider when that one is positive.
+
+    Parameters
+    ----------
+    X_cand : ndarray of shape (m, d)
+        Candidate rows (not copied).
+    size : int
+        Rows in the working set.
+
+    Attributes
+    ----------
+    scores : ndarray of shape (m,)
+        ``X_cand @ w_ref + b_ref``.
+    idx : ndarray of int
+        Working-set rows, increasing.
+    tau : float
+        Radius around ``v_ref`` within which the rows outside ``idx`` stay negative
+        (``inf`` when the working set is every row, ``-inf`` when no bound holds).
+    x_max : float
+        ``max |X_cand|`` (the scale of the violation tolerance), computed once.
+    n_refresh, n_full_checks : int
+        Reference points taken; trial solutions the bound could not vouch for.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = np.array([[1.0], [0.0], [-1.0], [-3.0]])
+    >>> scr = CandidateScreen(Z, 2)
+    >>> scr.refresh(np.array([1.0]), 0.0)
+    >>> scr.idx.tolist(), scr.vouches(np.array([1.1]), 0.0)
+    ([0, 1], True)
+    """
+
+    def __init__(self, X_cand: np.ndarray, size: int) -> None:
+        self.X = X_cand
+        self.m = X_cand.shape[0]
+        self.size = int(min(max(size, 1), self.m))
+        self.norm = np.sqrt(np.einsum("ij,ij->i", X_cand, X_cand) + 1.0)
+        # max |X_cand| without the copy np.abs would make.
+        self.x_max = max(float(X_cand.max()), -float(X_cand.min())) if self.m else 0.0
+        self.n_refresh = 0
+        self.n_full_checks = 0
+        self.tau = -np.inf
+
+    def refresh(self, w: np.ndarray, b: float) -> None:
+        """Score every candidate at ``(w, b)`` and rebuild the working set around it."""
+        self.scores = self.X @ w + b
+        self.v_ref = np.r_[w, b]
+        self.n_refresh += 1
+        if self.size >= self.m:
+            self.idx, self.tau = np.arange(self.m), np.inf
+        else:
+            ratio = self.scores / self.norm
+            part = np.argpartition(-ratio, self.size - 1)[: self.size]
+            self.idx = np.sort(part)
+            # Rows outside have ratio <= -tau; a non-positive tau vouches for nothing.
+            self.tau = float(-ratio[part].min())
+        self.Z = np.ascontiguousarray(self.X[self.idx])
+
+    def vouches(self, w: np.ndarray, b: float) -> bool:
+        """Whether every row outside the working set scores below zero at ``(w, b)``."""
+        if self.tau == np.inf:
+            return True
+        if not self.tau > 0.0:
+            return False
+        v = np.r_[w, b]
+        dv = float(np.linalg.norm(v - self.v_ref))
+        # A margin for the rounding of the scores (relative 1e-12 of the point's size).
+        slack = 1e-12 * (float(np.linalg.norm(v)) + float(np.linalg.norm(self.v_ref)))
+        return dv + slack < self.tau
+
+    def outsider_scores(
+        self, w: np.ndarray, b: float, in_S: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows not in S that may score positive at ``(w, b)`` and their scores.
+
+        The working set's outsiders when the bound vouches for the rest, else every outsider.
+        """
+        if self.vouches(w, b):
+            rows = self.idx[~in_S[self.idx]]
+            return rows, self.Z[~in_S[self.idx]] @ w + b
+        self.n_full_checks += 1
+        out = np.flatnonzero(~in_S)
+        return out, (self.X @ w)[out] + b
+
+
+def _top_rows(hint: np.ndarray, rows: np.ndarray, n0: int) -> np.ndarray:
+    """The ``n0`` entries of ``rows`` with the largest ``hint``, ties to the lower row; sorted."""
+    if n0 >= rows.size:
+        return np.sort(rows)
+    return np.sort(rows[top_k(hint[rows], n0)])
 
 
 @dataclass
@@ -45,6 +154,8 @@ class PolishResult:
     n_swaps: int = 0
     n_qp: int = 0
     history: list[float] = field(default_factory=list)
+    n_refresh: int = 0
+    n_full_checks: int = 0
 
 
 def solve_subset(
@@ -55,6 +166,9 @@ def solve_subset(
     C: float,
     hint_scores: np.ndarray | None = None,
     warm_start: CuttingPlaneState | None = None,
+    *,
+    rows0: np.ndarray | None = None,
+    screen: CandidateScreen | None = None,
 ) -> tuple[QPResult, np.ndarray, int]:
     """Solve the fixed-set QP for the candidates marked ``in_S``.
 
@@ -64,10 +178,17 @@ def solve_subset(
     in_S : ndarray of bool, shape (m,)
         Candidates allowed to score positive.
     hint_scores : ndarray of shape (m,) or None
-        Current scores, used to pick the first constraints when there are many candidates.
+        Current scores, used to pick the first constraints when there are many candidates:
+        the ``max(4 |S|, 128)`` outsiders scoring highest (ties to the lower row).
     warm_start : CuttingPlaneState or None
         Cuts shared between solves on the same labelled rows (used by the cutting-plane QP
         solver, i.e. from ``CUTTING_PLANE_MIN_ROWS`` labelled rows); updated in place.
+    rows0 : ndarray of int or None
+        The first constraints, when the caller already picked them from ``hint_scores``
+        (increasing row numbers).
+    screen : CandidateScreen or None
+        Checks a solution for violated outsiders on its working set when its bound allows
+        (the same rows are found as by checking every candidate).
 
     Returns
     -------
@@ -78,22 +199,30 @@ def solve_subset(
         QPs solved (more than one when constraints were generated).
     """
     m = X_cand.shape[0]
-    out = np.flatnonzero(~in_S)
-    if m <= _FULL_CONSTRAINTS or hint_scores is None:
-        rows = out
+    n_out = m - int(np.count_nonzero(in_S))
+    full = m <= _FULL_CONSTRAINTS or (hint_scores is None and rows0 is None)
+    if full:
+        rows = np.flatnonzero(~in_S)
+    elif rows0 is not None:
+        rows = rows0
     else:
-        n0 = min(out.size, max(4 * int(in_S.sum()), 128))
-        rows = out[np.argpartition(-hint_scores[out], n0 - 1)[:n0]]
+        rows = _top_rows(hint_scores, np.flatnonzero(~in_S), max(4 * (m - n_out), 128))
+    x_max = None if screen is None else screen.x_max
     n_solves = 0
     while True:
         res = solve_fixed_set(X_lab, y_pm, C, X_cand[rows], warm_start=warm_start)
         n_solves += 1
-        if rows.size == out.size:
+        if rows.size == n_out:
             break
-        s_out = (X_cand @ res.w)[out] + res.b  # no copy of X_cand[out]
-        x_max = max(float(X_cand.max()), -float(X_cand.min()))  # np.abs would copy X_cand
+        if screen is not None:
+            cand, s_cand = screen.outsider_scores(res.w, res.b, in_S)
+        else:
+            cand = np.flatnonzero(~in_S)
+            s_cand = (X_cand @ res.w)[cand] + res.b  # no copy of X_cand[out]
+        if x_max is None:
+            x_max = max(float(X_cand.max()), -float(X_cand.min()))  # np.abs would copy
         scale = abs(res.b) + float(np.linalg.norm(res.w)) * x_max
-        viol = out[s_out > 1e-7 * max(scale, 1.0)]
+        viol = cand[s_cand > 1e-7 * max(scale, 1.0)]
         viol = np.setdiff1d(viol, rows, assume_unique=True)
         if viol.size == 0:
             break
@@ -103,7 +232,11 @@ def solve_subset(
     # A point the interior-point method leaves a hair above zero is made feasible exactly by
     # lowering b; the objective is recomputed by the caller from (w, b).
     if rows.size:
-        top = float((X_cand @ res.w)[out].max()) + res.b
+        if screen is not None:
+            _, s_cand = screen.outsider_scores(res.w, res.b, in_S)
+            top = float(s_cand.max(initial=-np.inf))
+        else:
+            top = float((X_cand @ res.w)[~in_S].max()) + res.b
         if top > 0.0:
             b = res.b - top
             res = QPResult(
@@ -139,6 +272,8 @@ def polish(
     max_rounds: int = 200,
     max_pairs: int = 40,
     tol: float = 1e-9,
+    warm_start: CuttingPlaneState | None = None,
+    screen: bool = True,
 ) -> PolishResult:
     """Improve a feasible TTK solution by fixed-set QPs and swap moves.
 
@@ -152,35 +287,66 @@ def polish(
         Pairs tried per round before the search stops.
     tol : float
         Relative objective decrease that counts as an improvement.
+    warm_start : CuttingPlaneState or None
+        Cuts of an earlier cutting-plane solve on ``(X_lab, y_pm)`` (e.g. the SVM start's);
+        updated in place. Its first solve starts from ``(w, b)`` either way.
+    screen : bool
+        With more than ``_FULL_CONSTRAINTS`` candidates, score every candidate once per
+        accepted solution and check trial solutions on a :class:`CandidateScreen`'s working
+        set (same path as checking all of them, fewer passes over ``X_cand``).
 
     Returns
     -------
     PolishResult
     """
-    scores = X_cand @ w + b
+    m = X_cand.shape[0]
+    scr = None
+    if screen and m > _FULL_CONSTRAINTS:
+        scr = CandidateScreen(X_cand, max(_SCREEN_PER_K * k, _SCREEN_MIN))
+        scr.refresh(w, b)
+        scores = scr.scores
+    else:
+        scores = X_cand @ w + b
     S = top_k(scores, k)
-    in_S = np.zeros(X_cand.shape[0], dtype=bool)
+    in_S = np.zeros(m, dtype=bool)
     in_S[S] = True
     # Cuts of the cutting-plane QP solver (large n) stay valid whatever the set: share them.
-    warm = CuttingPlaneState()
-    res, beta, n_qp = solve_subset(X_lab, y_pm, X_cand, in_S, C, scores, warm)
+    warm = CuttingPlaneState() if warm_start is None else warm_start
+    # The first solve starts from the given point (feasible for S), not from the old state's.
+    warm.w, warm.b = np.array(w, dtype=np.float64, copy=True), float(b)
+    res, beta, n_qp = solve_subset(X_lab, y_pm, X_cand, in_S, C, scores, warm, screen=scr)
     history = [res.objective]
     n_swaps = 0
+    n0 = max(4 * k, 128)
     for _ in range(max_rounds):
         beta_tol = 1e-7 * max(float(beta.max(initial=0.0)), 1e-300)
         outs = np.flatnonzero((~in_S) & (beta > beta_tol))
         if outs.size == 0:
             break  # no active constraint: the QP optimum is the unconstrained SVM
         outs = outs[np.lexsort((outs, -beta[outs]))]
-        hint = X_cand @ res.w + res.b
+        if scr is not None:
+            scr.refresh(res.w, res.b)
+            hint = scr.scores
+        else:
+            hint = X_cand @ res.w + res.b
         ins = np.flatnonzero(in_S)
         ins = ins[np.lexsort((ins, hint[ins]))]
+        # A swap changes the outsiders by one row each way: their n0 + 1 best by the hint
+        # hold every trial's first constraints (the n0 best of the trial's outsiders).
+        best_out = None
+        if m > _FULL_CONSTRAINTS and n0 + 1 <= m - k:
+            best_out = top_k(np.where(in_S, -np.inf, hint), n0 + 1)
         improved = False
         for a, c in _pairs(ins.size, outs.size, max_pairs):
             i, j = ins[a], outs[c]
             trial = in_S.copy()
             trial[i], trial[j] = False, True
-            new, new_beta, used = solve_subset(X_lab, y_pm, X_cand, trial, C, hint, warm)
+            rows0 = None
+            if best_out is not None:
+                rows0 = _top_rows(hint, np.sort(np.r_[best_out[best_out != j], i]), n0)
+            new, new_beta, used = solve_subset(
+                X_lab, y_pm, X_cand, trial, C, hint, warm, rows0=rows0, screen=scr
+            )
             n_qp += used
             if new.objective < res.objective - tol * max(1.0, abs(res.objective)):
                 res, beta, in_S = new, new_beta, trial
@@ -199,4 +365,6 @@ def polish(
         n_swaps=n_swaps,
         n_qp=n_qp,
         history=history,
+        n_refresh=0 if scr is None else scr.n_refresh,
+        n_full_checks=0 if scr is None else scr.n_full_checks,
     )
