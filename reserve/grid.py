@@ -48,7 +48,10 @@ def equal_area_crs(lon: float, lat: float) -> pyproj.CRS:
     return ProjectedCRS(
         conversion=LambertAzimuthalEqualAreaConversion(round(lat, 6), round(lon, 6)),
         geodetic_crs=GeographicCRS(datum="WGS84"),
-        name=f"WGS 84 / LAEA centred on {lat:.4f}N {lon:.4f}E",
+        name=(
+            f"WGS 84 / LAEA centred on {abs(lat):.4f}{'N' if lat >= 0 else 'S'} "
+            f"{abs(lon):.4f}{'E' if lon >= 0 else 'W'}"
+        ),
     )
 
 

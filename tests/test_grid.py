@@ -107,3 +107,10 @@ def test_require_equal_area_refuses_bad_crs(bad):
 def test_bad_cell_size():
     with pytest.raises(InvalidInputError, match="cell_size"):
         Grid.covering((0, 0, 1, 1), cell_size=0, crs=CRS)
+
+
+def test_default_crs_name_uses_hemisphere_letters():
+    from reserve.grid import equal_area_crs
+
+    assert equal_area_crs(-71.6, 44.05).name.endswith("44.0500N 71.6000W")
+    assert equal_area_crs(10.0, -5.0).name.endswith("5.0000S 10.0000E")
