@@ -201,6 +201,8 @@ GOOD_Y = np.array([0, 1, 0, 1, 0, -1, -1, -1, -1, -1])
         (GOOD_X, GOOD_Y, {"solver": "cplex"}, "solver must be one of"),
         (GOOD_X, GOOD_Y, {"max_iter": -1}, "max_iter"),
         (GOOD_X, GOOD_Y, {"step_shrink": 2.0}, "step_shrink"),
+        (GOOD_X, GOOD_Y, {"solver": "mip", "threads": 0}, "threads must be at least 1"),
+        (GOOD_X, GOOD_Y, {"solver": "mip", "time_limit": 0}, "time_limit must be"),
         (GOOD_X[:, :0], GOOD_Y, {}, "0 feature(s)"),
         (GOOD_X[:, 0], GOOD_Y, {}, "must be 2-D"),
     ],

@@ -177,6 +177,11 @@ class TTK(TopKClassifierMixin):
         check_positive_real(self.boundary_rtol, "boundary_rtol")
         check_positive_real(self.tol, "tol", allow_zero=True)
         if self.solver == "mip":
+            if self.threads < 1:
+                raise InvalidInputError(
+                    f"threads must be at least 1 for solver='mip'; received {self.threads}. "
+                    "Pass threads=1 (SCIP's standard solve uses one thread)."
+                )
             check_positive_real(self.time_limit, "time_limit")
             check_positive_real(self.mip_gap, "mip_gap", allow_zero=True)
         return check_positive_real(self.C, "C")
