@@ -216,20 +216,34 @@ def select_command(config: str | None, **kw: object) -> None:
 
 
 def _print_selection(result: object) -> None:
-    """The selected cells as a compact table, then the run's figures, on stdout."""
+    """The selected cells as a compact table, then the run's figures, on stdout.
+
+    The habitat columns are :meth:`reserve.select.SelectionResult.main_features`: the three
+    features that lift the selected cells' scores most. Two closing rows give the mean of
+    the selected cells and of all candidate cells, so the contrast reads at a glance.
+    """
     from rich.console import Console
     from rich.table import Table
 
     r = result
     s = r.summary  # type: ignore[attr-defined]
     feats = r.main_features()  # type: ignore[attr-defined]
+    cols = ["rank", "cell_id", "score", *feats]
     table = Table(title=f"{s['n_selected']} selected cells ({s['method']})", box=None)
-    for col in ("rank", "cell_id", "score", *feats):
-        table.add_column(col, justify="right")
+    for col in cols:
+        table.add_column(col, justify="right", no_wrap=True)
     sel = r.selected  # type: ignore[attr-defined]
-    for row in sel[["rank", "cell_id", "score", *feats]].itertuples(index=False):
+    for row in sel[cols].itertuples(index=False):
         table.add_row(str(row[0]), str(row[1]), *(f"{v:.3f}" for v in row[2:]))
-    console = Console(file=sys.stdout, width=100, highlight=False)
+    units = r.planning_units  # type: ignore[attr-defined]
+    cand = units[units["rank"] > 0]  # every candidate cell that was ranked
+    table.add_section()
+    for name, frame in (("selected", sel), ("candidates", cand)):
+        means = frame[["score", *feats]].mean(axis=0).to_numpy()
+        table.add_row("mean", name, *(f"{v:.3f}" for v in means))
+    # wide enough for the full column names (a table is read, not wrapped)
+    width = max(100, sum(max(len(c), 9) + 2 for c in cols))
+    console = Console(file=sys.stdout, width=width, highlight=False)
     console.print(table)
 
     def num(key: str, spec: str = ".4g") -> str:
@@ -240,7 +254,8 @@ def _print_selection(result: object) -> None:
         f"budget {s['budget']}  method {s['method']}  C {s['c']:g} ({s['c_source']})  "
         f"status {s['solver_status']}  objective {num('objective')}  bound {num('bound')}  "
         f"gap {num('gap')}  iterations {s['n_iter']}  seed {s['seed']}  "
-        f"runtime {s['runtime_seconds']:.2f} s"
+        f"runtime {s['runtime_seconds']:.2f} s",
+        soft_wrap=True,
     )
     console.print(
         f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "

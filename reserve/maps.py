@@ -2,15 +2,23 @@
 
 What is drawn, each in its own entry of the layer control:
 
-* **selected cells**: thick outline, ranked (the rank is written on each cell), always
-  every one of them, as SVG paths of class ``reserve-selected``;
+* **selected cells**: every one of them, as a thick outline (SVG path of class
+  ``reserve-selected``) and, so that a 3 km cell still shows at state-wide zoom, a circle
+  marker of fixed on-screen size (SVG path of class ``reserve-selected-marker``). Rank
+  labels sit on the markers; where markers crowd, only the best-ranked label of a crowd is
+  shown (greedy placement, redone at every zoom), so labels never pile up. A ranked list
+  panel names every selected cell and zooms to it on click;
 * **candidate cells** coloured by score (the colour ramp and its range are in the legend);
 * **training cells**: detected (blue) and not detected (grey);
 * **public land** and the **region outline** when given (simplified to about 100 m).
 
 Clicking a cell opens a popup with its id, rank, score, label and the values of the main
-habitat features (those with the largest absolute weight). A summary box gives the budget,
-method, C and objective.
+habitat features (:meth:`reserve.select.SelectionResult.main_features`). A summary box
+gives the budget, method, C and objective.
+
+The initial view frames the selected cells with context: their bounding box, widened to at
+least :data:`CONTEXT` of the region's extent in each direction (kept inside the region),
+with fractional zoom so the fit is tight; a button returns to the whole region.
 
 Light and offline: the bulk of the cells (candidates and training cells) is not GeoJSON but
 compact integer arrays (1e-5 degree steps, delta-coded rings) drawn on one canvas by a short
@@ -38,9 +46,12 @@ import shapely
 from reserve.config import SELECT_DEFAULTS
 from reserve.errors import DataFileError, OutputExistsError
 
-__all__ = ["build_map", "write_map"]
+__all__ = ["CONTEXT", "build_map", "initial_view", "write_map"]
 
 _Q = 1e5  # coordinate quantum: 1e-5 degree (about 1 m)
+
+#: Smallest share of the region's extent (per direction) the initial view shows.
+CONTEXT = 0.4
 
 
 def _static(name: str) -> str:
@@ -80,6 +91,48 @@ def _layer(frame: gpd.GeoDataFrame, features: Sequence[str]) -> dict[str, Any]:
         "label": frame["label"].astype(np.int64).tolist(),
         "f": [_round(frame[c].to_numpy(), 3) for c in features],
     }
+
+
+def initial_view(
+    selected_bounds: Sequence[float] | None,
+    region_bounds: Sequence[float],
+    context: float = CONTEXT,
+) -> list[list[float]]:
+    """The map's first view: the selection, widened for context, inside the region.
+
+    Parameters
+    ----------
+    selected_bounds : sequence of 4 floats or None
+        ``(minx, miny, maxx, maxy)`` of the selected cells (lon/lat); None for no selection.
+    region_bounds : sequence of 4 floats
+        ``(minx, miny, maxx, maxy)`` of all cells.
+    context : float
+        Smallest share of the region's extent shown in each direction (0 to 1).
+
+    Returns
+    -------
+    list
+        ``[[south, west], [north, east]]``, as Leaflet's ``fitBounds`` takes it.
+
+    Examples
+    --------
+    >>> initial_view((0.0, 0.0, 1.0, 1.0), (0.0, 0.0, 10.0, 10.0))
+    [[0.0, 0.0], [4.0, 4.0]]
+    """
+    rx0, ry0, rx1, ry1 = (float(v) for v in region_bounds)
+    if selected_bounds is None or not np.all(np.isfinite(selected_bounds)):
+        return [[ry0, rx0], [ry1, rx1]]
+    sx0, sy0, sx1, sy1 = (float(v) for v in selected_bounds)
+
+    def widen(lo: float, hi: float, rlo: float, rhi: float) -> tuple[float, float]:
+        span = min(max(hi - lo, context * (rhi - rlo)), rhi - rlo)
+        a = (lo + hi - span) / 2
+        a = min(max(a, rlo), rhi - span)  # slide inside the region, never shrink
+        return min(a, lo), max(a + span, hi)
+
+    x0, x1 = widen(sx0, sx1, rx0, rx1)
+    y0, y1 = widen(sy0, sy1, ry0, ry1)
+    return [[round(y0, 5), round(x0, 5)], [round(y1, 5), round(x1, 5)]]
 
 
 def _outline_geojson(path: str | os.PathLike[str] | None, fallback: Any = None) -> str | None:
@@ -162,13 +215,25 @@ def build_map(
     data = {
         "features": feats,
         "range": [round(lo, 3), round(hi if hi > lo else lo + 1.0, 3)],
+        "view": initial_view(sel.total_bounds if len(sel) else None, (minx, miny, maxx, maxy)),
+        "region": [[float(miny), float(minx)], [float(maxy), float(maxx)]],
         "candidates": _layer(cand, feats),
         "detected": _layer(train[detected], feats),
         "undetected": _layer(train[~detected], feats),
         "selected": _layer(sel, feats),
     }
 
-    m = folium.Map(tiles=None, control_scale=True, prefer_canvas=False)
+    (s, w), (n, e) = data["view"]
+    # zoom_snap: fractional zooms, so the first view fits the selection tightly
+    m = folium.Map(
+        location=[(s + n) / 2, (w + e) / 2],
+        zoom_start=7,
+        tiles=None,
+        control_scale=True,
+        prefer_canvas=False,
+        zoom_snap=0.25,
+        zoom_delta=0.5,
+    )
     # Offline: no CDN scripts or styles; Leaflet itself is inlined below.
     m.default_js = []
     m.default_css = []
@@ -210,11 +275,11 @@ def build_map(
         .replace("__FG_DET__", fg_det.get_name())
         .replace("__FG_UNDET__", fg_undet.get_name())
         .replace("__FG_SEL__", fg_sel.get_name())
+        .replace("__MAP__", m.get_name())
     )
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
     m.add_child(macro)
     folium.LayerControl(collapsed=False).add_to(m)
-    m.fit_bounds([[float(miny), float(minx)], [float(maxy), float(maxx)]])
 
     def fmt(key: str, spec: str = "") -> str:
         v = summary.get(key)
@@ -236,7 +301,7 @@ def build_map(
     legend = (
         '<div class="reserve-box reserve-legend"><b>Legend</b>'
         '<div><span class="sw" style="border:3px solid #d7191c;background:#ffff00"></span>'
-        "selected (rank on cell)</div>"
+        '<span class="sw dot"></span>selected cell, marker with rank</div>'
         '<div><span class="sw ramp"></span>candidate score '
         f"{data['range'][0]:g} to {data['range'][1]:g}</div>"
         '<div><span class="sw" style="background:#2c7bb6"></span>training: detected</div>'
@@ -255,6 +320,11 @@ def build_map(
         Element(
             f'<div class="reserve-box reserve-summary"><b>Reserve selection</b>'
             f"<table>{box}</table></div>{legend}"
+            '<div class="reserve-box reserve-list"><details open><summary><b>Ranked cells '
+            f"({len(sel)})</b></summary>"
+            '<div class="views"><button type="button" data-view="selection">selection</button>'
+            '<button type="button" data-view="region">whole region</button></div>'
+            '<ol class="reserve-ranks"></ol></details></div>'
             f'<script type="application/json" id="reserve-config">{cfg}</script>'
         )
     )
@@ -316,8 +386,18 @@ _CSS = """
  vertical-align:middle;box-sizing:border-box}
 .reserve-legend .ramp{width:40px;background:linear-gradient(90deg,#fef0d9,#fdcc8a,#fc8d59,
  #e34a33,#b30000)}
-.reserve-rank{background:none;border:none;font:bold 12px sans-serif;color:#000;
- text-shadow:0 0 3px #fff,0 0 3px #fff;text-align:center;line-height:20px}
+.reserve-legend .dot{width:12px;border-radius:50%;background:#d7191c;border:2px solid #fff;
+ box-shadow:0 0 0 1px #d7191c;margin-left:-2px}
+.reserve-rank{background:none;border:none;font:bold 11px/18px sans-serif;color:#fff;
+ text-align:center;pointer-events:none}
+.reserve-rank-hidden{display:none}
+.reserve-list{left:10px;top:80px;max-width:210px}
+.reserve-list summary{cursor:pointer}
+.reserve-list .views button{font:11px sans-serif;margin:3px 4px 3px 0;cursor:pointer}
+.reserve-ranks{margin:0;padding:0 0 0 2.6em;max-height:calc(100vh - 390px);min-height:3em;
+ overflow-y:auto}
+.reserve-ranks li{cursor:pointer;white-space:nowrap}
+.reserve-ranks li:hover{background:#ffff99}
 """
 
 # Placeholders __X__ are filled by build_map. Runs after the feature groups exist.
@@ -379,16 +459,65 @@ _JS = r"""
   draw(D.undetected, __FG_UNDET__, function () {
     return {color: "#878787", weight: 1, fillColor: "#bababa", fillOpacity: 0.6};
   }, "training cell");
+  var map = __MAP__;
   var sel = draw(D.selected, __FG_SEL__, function () {
     return {color: "#d7191c", weight: 3, fillColor: "#ffff00", fillOpacity: 0.85,
       className: "reserve-selected"};
   }, "selected cell", true);
-  for (var i = 0; i < sel.length; i++) {
-    L.marker(sel[i].getBounds().getCenter(), {interactive: false, icon: L.divIcon({
-      className: "reserve-rank", html: String(D.selected.rank[i]), iconSize: [24, 20]})})
-      .addTo(__FG_SEL__);
+  // A marker of fixed on-screen size per selected cell: a 3 km cell is a pixel or two at
+  // state-wide zoom. Drawn worst rank first, so the best rank is on top where they overlap.
+  var centres = sel.map(function (p) { return p.getBounds().getCenter(); }), labels = [];
+  for (var i = sel.length - 1; i >= 0; i--) {
+    L.circleMarker(centres[i], {radius: 9, color: "#fff", weight: 2, fillColor: "#d7191c",
+      fillOpacity: 1, className: "reserve-selected-marker"}).addTo(__FG_SEL__)
+      .bindPopup((function (k) { return function () {
+        return popup(D.selected, k, "selected cell"); }; })(i));
+  }
+  for (i = 0; i < sel.length; i++) {
+    labels.push(L.marker(centres[i], {interactive: false, keyboard: false, icon: L.divIcon({
+      className: "reserve-rank", html: String(D.selected.rank[i]), iconSize: [18, 18]})})
+      .addTo(__FG_SEL__));
+  }
+  // Greedy label placement in rank order: a label is shown only if no better-ranked shown
+  // label is within 20 px, so crowded ranks never pile up.
+  function placeLabels() {
+    var shown = [];
+    for (var i = 0; i < labels.length; i++) {
+      var el = labels[i].getElement();
+      if (!el) continue;
+      var p = map.latLngToLayerPoint(centres[i]), free = true;
+      for (var j = 0; j < shown.length && free; j++) {
+        free = Math.abs(p.x - shown[j].x) >= 20 || Math.abs(p.y - shown[j].y) >= 20;
+      }
+      el.classList.toggle("reserve-rank-hidden", !free);
+      if (free) shown.push(p);
+    }
+  }
+  map.on("zoomend overlayadd", placeLabels);
+  var pad = {paddingTopLeft: [240, 30], paddingBottomRight: [30, 30]};
+  function show(view) { map.fitBounds(view === "region" ? D.region : D.view, pad); }
+  // the ranked list: click a cell to zoom to it and open its popup
+  var list = document.querySelector(".reserve-ranks");
+  if (list) {
+    for (i = 0; i < sel.length; i++) {
+      var li = document.createElement("li");
+      li.value = D.selected.rank[i];
+      li.textContent = "cell " + D.selected.id[i] + " \u00b7 " + fmt(D.selected.score[i]);
+      li.onclick = (function (k) { return function () {
+        if (!map.hasLayer(__FG_SEL__)) map.addLayer(__FG_SEL__);
+        map.fitBounds(sel[k].getBounds(), {maxZoom: 12, paddingTopLeft: [240, 30]});
+        sel[k].openPopup(centres[k]);
+      }; })(i);
+      list.appendChild(li);
+    }
+    document.querySelectorAll(".reserve-list button").forEach(function (b) {
+      b.onclick = function () { show(b.getAttribute("data-view")); };
+    });
   }
   __FG_SEL__.bringToFront && __FG_SEL__.bringToFront();
+  show("selection");
+  placeLabels();
+  window.reserveMap = map;
   window.reserveReady = true;
 })();
 """

@@ -109,6 +109,13 @@ class SelectionResult:
         The cross-validation outcome when ``C`` was chosen automatically.
     gpkg_path, map_path : Path or None
         Files written (None when ``out`` was not given / no map was asked for).
+    config : dict
+        The effective configuration.
+    contributions : numpy.ndarray or None
+        Per feature (order of ``feature_names``), the mean over the selected cells of
+        ``coef_[j] * z[i, j]`` (``z``: standardised features, mean 0 on the fitted cells):
+        how much feature ``j`` lifts the selected cells' scores above those of an average
+        fitted cell. Their sum is the selected cells' mean score minus the intercept.
     """
 
     planning_units: gpd.GeoDataFrame
@@ -120,10 +127,28 @@ class SelectionResult:
     gpkg_path: Path | None = None
     map_path: Path | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    contributions: np.ndarray | None = None
 
     def main_features(self, n: int = 3) -> list[str]:
-        """The ``n`` features with the largest absolute weight (standardised units)."""
-        order = np.argsort(-np.abs(self.estimator.coef_), kind="stable")[:n]
+        """The ``n`` features that explain most of the selected cells' scores.
+
+        Features are ordered by ``|contributions|`` (weight times the selected cells' mean
+        standardised value), largest first, ties in column order. A feature with a large
+        weight on which the selected cells are average, and a feature on which they are
+        extreme but that the model ignores, both rank low. Without ``contributions`` the
+        absolute weights are used.
+
+        Parameters
+        ----------
+        n : int
+            Number of features.
+
+        Returns
+        -------
+        list of str
+        """
+        key = self.contributions if self.contributions is not None else self.estimator.coef_
+        order = np.argsort(-np.abs(np.asarray(key, dtype=np.float64)), kind="stable")[:n]
         return [self.feature_names[i] for i in order]
 
 
@@ -695,6 +720,7 @@ def select_reserve(
         feature_names=features,
         cv=cv,
         config=effective,
+        contributions=Z[sel_rows].mean(axis=0) * np.asarray(est.coef_, dtype=np.float64),
     )
     summary["main_features"] = ", ".join(result.main_features())
 

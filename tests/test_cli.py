@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyogrio
 import pytest
 from click.testing import CliRunner
@@ -36,6 +37,19 @@ def test_select_prints_table_and_figures_and_writes_outputs(cells, tmp_path):
     rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+(-?\d+\.\d+)", res.stdout, flags=re.M)
     assert [r[0] for r in rows] == ["1", "2", "3", "4", "5"]
     assert "5 selected cells (ttk)" in res.stdout
+    # habitat columns: the main features, named in full, then the two mean rows
+    summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary")
+    feats = summary["main_features"][0].split(", ")
+    header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
+    assert header.split()[3:] == feats and len(feats) == 3
+    selected = pyogrio.read_dataframe(out / "reserve.gpkg", layer="selected")
+    mean_sel = re.search(r"^\s*mean\s+selected\s+(.*)$", res.stdout, flags=re.M).group(1)
+    np.testing.assert_allclose(
+        [float(v) for v in mean_sel.split()],
+        selected[["score", *feats]].mean().to_numpy(),
+        atol=5e-4,
+    )
+    assert re.search(r"^\s*mean\s+candidates(\s+-?\d+\.\d{3}){4}\s*$", res.stdout, flags=re.M)
     assert "objective" in res.stdout and "method ttk" in res.stdout
     assert "reading" in res.stderr and "fitting ttk" in res.stderr
     assert (out / "reserve.gpkg").is_file() and html.is_file()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from reserve.errors import OutputExistsError
-from reserve.maps import build_map, write_map
+from reserve.maps import CONTEXT, build_map, initial_view, write_map
 from reserve.select import select_reserve
 from tests.test_select import make_units, write_units
 
@@ -55,6 +55,30 @@ def test_selected_cells_are_all_drawn_in_rank_order_with_popup_data():
     n_train = int((units["role"] == "train").sum())
     assert len(data["detected"]["id"]) + len(data["undetected"]["id"]) == n_train
     assert len(data["candidates"]["id"]) == int((units["role"] == "candidate").sum()) - 6
+
+
+def test_initial_view_frames_the_selection_with_context():
+    region = (-85.6, 30.4, -80.9, 35.0)
+    sel = (-84.6, 34.5, -83.1, 35.0)  # a cluster at the region's northern edge
+    (s, w), (n, e) = initial_view(sel, region)
+    assert w <= sel[0] and e >= sel[2] and s <= sel[1] and n >= sel[3]  # all selected in view
+    assert region[0] <= w and e <= region[2] and region[1] <= s and n <= region[3]
+    assert e - w == pytest.approx(CONTEXT * (region[2] - region[0]))  # widened for context
+    assert n - s == pytest.approx(CONTEXT * (region[3] - region[1]))
+    assert n == pytest.approx(region[3])  # slid inside the region, not cut
+    # a selection wider than the context share is framed as it is
+    wide = (-85.0, 31.0, -81.0, 34.0)
+    assert initial_view(wide, region) == [[31.0, -85.0], [34.0, -81.0]]
+    assert initial_view(None, region) == [[30.4, -85.6], [35.0, -80.9]]
+
+
+def test_page_starts_on_the_selection():
+    units = scored_units(30, 3)
+    data = _data(build_map(units))
+    sel = units[units["selected"]].to_crs(4326).total_bounds
+    (s, w), (n, e) = data["view"]
+    assert w <= sel[0] + 1e-5 and s <= sel[1] + 1e-5 and e >= sel[2] - 1e-5 and n >= sel[3] - 1e-5
+    assert data["region"][0][0] <= s and n <= data["region"][1][0]
 
 
 def test_rings_decode_to_the_cells_in_lon_lat():
@@ -153,19 +177,53 @@ def test_map_renders_in_headless_chromium(tmp_path):
         WebDriverWait(driver, 30).until(
             lambda d: d.execute_script("return !!(window.L && window.reserveReady)")
         )
-        n_sel = driver.execute_script(
-            "return document.querySelectorAll('path.reserve-selected').length"
-        )
+        count = "return document.querySelectorAll(arguments[0]).length"
+        # exactly k selected cells: k outlines and k fixed-size markers, by stable classes
+        assert driver.execute_script(count, "path.reserve-selected") == k
+        assert driver.execute_script(count, "path.reserve-selected-marker") == k
         labels = driver.execute_script(
             "return Array.from(document.querySelectorAll('.reserve-rank'), e => e.textContent)"
         )
-        assert n_sel == k
         assert sorted(map(int, labels)) == list(range(1, k + 1))
+        # the first view shows every selected marker, clear of the window's edges
+        inside = driver.execute_script(
+            "return Array.from(document.querySelectorAll('path.reserve-selected-marker'),"
+            " e => { const r = e.getBoundingClientRect(); return r.left >= 0 && r.top >= 0"
+            " && r.right <= innerWidth && r.bottom <= innerHeight; })"
+        )
+        assert inside == [True] * k
         assert driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers").is_displayed()
         assert "Reserve selection" in driver.find_element(By.CLASS_NAME, "reserve-summary").text
+        ranks = driver.find_elements(By.CSS_SELECTOR, ".reserve-ranks li")
+        assert [int(li.get_attribute("value")) for li in ranks] == list(range(1, k + 1))
         ARTIFACTS.mkdir(exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "map.png"))
-        # a popup opens on a selected cell and names its rank
+        # zoomed far out, the markers crowd: shown rank labels must not overlap, the best
+        # rank is always shown, and some labels give way
+        driver.execute_script("reserveMap.setZoom(5, {animate: false})")
+        shown = driver.execute_script(
+            "return Array.from(document.querySelectorAll("
+            "'.reserve-rank:not(.reserve-rank-hidden)'), e => { const r ="
+            " e.getBoundingClientRect(); return [+e.textContent, r.left, r.top, r.right,"
+            " r.bottom]; })"
+        )
+        assert 1 in [row[0] for row in shown] and 0 < len(shown) < k
+        for i, a in enumerate(shown):
+            for b in shown[i + 1 :]:
+                overlap = a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
+                assert not overlap, (a, b)
+        # the ranked list zooms to a cell and opens its popup
+        ranks[2].click()
+        WebDriverWait(driver, 10).until(
+            lambda d: d.find_elements(By.CLASS_NAME, "leaflet-popup-content")
+        )
+        popup = driver.execute_script(
+            "return document.querySelector('.leaflet-popup-content').textContent"
+        )
+        assert "selected cell" in popup and "rank 3" in popup and "cell id" in popup
+        assert driver.execute_script("return reserveMap.getZoom()") > 5
+        # a click on a selected outline opens its popup too
+        driver.execute_script("reserveMap.closePopup()")
         driver.execute_script(
             "document.querySelectorAll('path.reserve-selected')[0]"
             ".dispatchEvent(new MouseEvent('click', {bubbles: true}))"

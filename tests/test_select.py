@@ -101,6 +101,40 @@ def test_scores_match_an_independent_rescorer(cells):
     assert res.summary["objective"] == pytest.approx(res.estimator.objective_)
 
 
+def test_main_features_are_those_that_lift_the_selected_scores(cells):
+    res = select_reserve(6, cells)
+    units = read_planning_units(cells)
+    fit = units["role"].isin(["train", "candidate"]) & ~units["locked_out"]
+    X = units[FEATURES].to_numpy(float)
+    z = (X - X[fit].mean(axis=0)) / X[fit].std(axis=0)
+    chosen = units["cell_id"].isin(res.selected["cell_id"]).to_numpy()
+    expect = z[chosen].mean(axis=0) * res.estimator.coef_
+    np.testing.assert_allclose(res.contributions, expect, atol=1e-12)
+    # contributions add up to the selected cells' mean score above the intercept
+    mean_score = res.selected["score"].mean()
+    assert res.contributions.sum() == pytest.approx(mean_score - res.estimator.intercept_)
+    order = [FEATURES[j] for j in np.argsort(-np.abs(expect), kind="stable")]
+    assert res.main_features(2) == order[:2] and res.main_features() == order
+    assert res.summary["main_features"] == ", ".join(order)
+
+
+def test_main_features_skip_a_heavy_weight_the_selection_does_not_use(tmp_path):
+    # 'rare' separates 10 detected from 10 undetected training cells and gets the largest
+    # weight, but every candidate (so every selected cell) sits at 0 on it: ranking by
+    # |weight| alone would show a column that does not tell the selected cells apart
+    units = make_units(seed=1)
+    units["rare"] = 0.0
+    train = np.flatnonzero((units["role"] == "train").to_numpy())
+    positive = units.loc[train, "label"].to_numpy() == 1
+    units.loc[train[positive][:10], "rare"] = 1.0
+    units.loc[train[~positive][:10], "rare"] = -1.0
+    res = select_reserve(5, write_units(tmp_path / "c.gpkg", units))
+    j = res.feature_names.index("rare")
+    assert np.argmax(np.abs(res.estimator.coef_)) == j  # the old rule would pick it
+    assert abs(res.contributions[j]) < 1e-9
+    assert "rare" not in res.main_features(3)
+
+
 def test_other_and_locked_out_cells_are_never_fitted_or_selected(tmp_path):
     units = make_units()
     cand = np.flatnonzero(units["role"] == "candidate")
