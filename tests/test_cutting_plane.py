@@ -188,3 +188,24 @@ def test_auto_falls_back_to_clarabel_when_the_cutting_plane_fails(monkeypatch):
     assert r.objective == pytest.approx(ref.objective, rel=1e-12)
     with pytest.raises(SolverError, match="did not converge"):
         solve_fixed_set(X, y, 1.0, Z, method="cutting_plane")
+
+
+def test_cut_updates_match_full_passes():
+    from reserve.solvers import _cutting_plane as cp
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 5))
+    y = np.where(rng.random(400) < 0.4, 1.0, -1.0)
+    state = CuttingPlaneState()
+    active = rng.random(400) < 0.5
+    n_incremental = []
+    for step in range(80):
+        # Few flips (updated) and, every tenth step, many (a full pass).
+        flip = rng.random(400) < (0.4 if step % 10 == 9 else 0.01)
+        active = active ^ flip
+        c, g = cp._cut_update(state, X, y, active)
+        c_ref, g_ref = cp._cut(X, y, active)
+        assert c == c_ref
+        np.testing.assert_allclose(g, g_ref, rtol=0, atol=1e-13)
+        n_incremental.append(state.n_incremental)
+    assert 0 in n_incremental and max(n_incremental) >= 5  # both paths were taken

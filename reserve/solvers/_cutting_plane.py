@@ -61,6 +61,10 @@ __all__ = ["CuttingPlaneState", "solve_cutting_plane"]
 _ADD_PER_ROUND = 256
 #: Master re-solves per iteration while candidate rows are violated, at most.
 _MAX_ROUNDS = 50
+#: A cut is computed by a full pass over X when more than n / _FULL_CUT_FRACTION rows changed
+#: side since the last cut, or after _MAX_INCREMENTAL updates in a row.
+_FULL_CUT_FRACTION = 8
+_MAX_INCREMENTAL = 32
 
 
 @dataclass
@@ -88,6 +92,10 @@ class CuttingPlaneState:
         Iterations over every solve that used this state.
     history : list of tuple
         ``(upper bound, lower bound)`` per iteration of the last solve.
+    ref_active, ref_sum : the labelling of the last cut and its sums ``(r @ X, sum r)``
+        (``r = y`` on the labelling, 0 elsewhere), from which the next cut is updated.
+    n_incremental : int
+        Cuts updated from ``ref_sum`` since the last full pass over ``X``.
     """
 
     offsets: np.ndarray | None = None
@@ -99,6 +107,9 @@ class CuttingPlaneState:
     n_iter: int = 0
     n_iter_total: int = 0
     history: list[tuple[float, float]] = field(default_factory=list)
+    ref_active: np.ndarray | None = field(default=None, repr=False)
+    ref_sum: np.ndarray | None = field(default=None, repr=False)
+    n_incremental: int = 0
 
     @property
     def n_cuts(self) -> int:
@@ -114,6 +125,37 @@ def _cut(X: np.ndarray, y_pm: np.ndarray, active: np.ndarray) -> tuple[float, np
     slope[:-1] = -(r @ X) / n
     slope[-1] = -float(r.sum()) / n
     return float(np.count_nonzero(active)) / n, slope
+
+
+def _cut_update(
+    state: CuttingPlaneState, X: np.ndarray, y_pm: np.ndarray, active: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The cut of labelling ``active``, updated from the state's last labelling.
+
+    Consecutive cuts' labellings differ in few rows once the margins settle, so the sums
+    ``r @ X`` are updated over the flipped rows only. A full pass over ``X`` is made when more
+    than ``n / _FULL_CUT_FRACTION`` rows flip, and after ``_MAX_INCREMENTAL`` updates in a row
+    (so that rounding cannot accumulate).
+    """
+    n, d = X.shape
+    sums = None
+    ref = state.ref_active
+    if ref is not None and ref.shape == active.shape and state.n_incremental < _MAX_INCREMENTAL:
+        flips = np.flatnonzero(active != ref)
+        if flips.size * _FULL_CUT_FRACTION <= n:
+            dr = np.where(active[flips], y_pm[flips], -y_pm[flips])
+            sums = state.ref_sum.copy()
+            sums[:d] += dr @ X[flips]
+            sums[d] += float(dr.sum())
+            state.n_incremental += 1
+    if sums is None:
+        r = np.where(active, y_pm, 0.0)
+        sums = np.empty(d + 1)
+        sums[:d] = r @ X
+        sums[d] = float(r.sum())
+        state.n_incremental = 0
+    state.ref_active, state.ref_sum = active.copy(), sums
+    return float(np.count_nonzero(active)) / n, -sums / n
 
 
 def _master(
@@ -269,7 +311,7 @@ def solve_cutting_plane(
     Xw = X @ w
     u = 1.0 - y_pm * (Xw + b)  # hinge arguments at the best point
     upper = 0.5 * float(w @ w) + C * float(np.maximum(u, 0.0).sum())
-    c0, g0 = _cut(X, y_pm, u > 0)
+    c0, g0 = _cut_update(state, X, y_pm, u > 0)
     _add_cut(state, c0, g0)
 
     # Some optimum has |b| <= b_max: for fixed w the best b lies between the hinge kinks
@@ -366,7 +408,7 @@ def solve_cutting_plane(
             upper = 0.5 * float(w @ w) + C * float(np.maximum(u, 0.0).sum())
         # Next cut between the best point and the master's point.
         u_c = (1.0 - mix) * u + mix * u_m
-        c_new, g_new = _cut(X, y_pm, u_c > 0)
+        c_new, g_new = _cut_update(state, X, y_pm, u_c > 0)
         _add_cut(state, c_new, g_new)
         cw = _prune(state, max_age, cw)
 
