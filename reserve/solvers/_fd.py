@@ -389,6 +389,13 @@ def feasible_direction(
     else:
         stop = "max_iter"
 
+    # Safety net: at a degenerate point (w near 0, every candidate on the boundary) rounding
+    # can leave more than k candidates a hair above zero; lower b under the (k+1)-th score.
+    if X_cand.shape[0] > k:
+        s_all = X_cand @ w + b
+        s_k1 = float(-np.partition(-s_all, k)[k])
+        if s_k1 > 0.0:
+            b -= s_k1 + 1e-15 * (abs(b) + float(np.linalg.norm(w)) * cand.r_max)
     # Leave the caller with exact margins/objective (incremental updates accumulate rounding).
     f = _hinge_obj(w, 1.0 - y_pm * (X_lab @ w + b), C)
     return FDResult(
