@@ -34,11 +34,12 @@ from typing import Any
 
 import geopandas as gpd
 import pandas as pd
+from pyproj import CRS
 
 from reserve.errors import DataFileError, OutputExistsError
 
-__all__ = ["FIXED_TIMESTAMP", "LAYERS", "atomic_target", "remove_stale_temporaries",
-           "write_geopackage"]  # fmt: skip
+__all__ = ["FIXED_TIMESTAMP", "LAYERS", "atomic_target", "identified_crs",
+           "remove_stale_temporaries", "write_geopackage"]  # fmt: skip
 
 #: Layer names of ``reserve.gpkg``.
 LAYERS = ("planning_units", "selected", "run_summary")
@@ -91,6 +92,45 @@ def atomic_target(target: str | os.PathLike[str], suffix: str = "") -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}.tmp{suffix}")
 
 
+class _IdentifiedCRS(CRS):
+    """A CRS whose EPSG code (or its absence) is looked up once.
+
+    pyproj answers ``to_epsg()`` by searching its database on every call, about 0.12 s for
+    a CRS that is not in it (the default region's LAEA grid), and pyogrio asks once per
+    layer written; the answer cannot change, so it is kept.
+    """
+
+    def __init__(self, crs: Any) -> None:
+        super().__init__(crs.srs if isinstance(crs, CRS) else crs)  # keep the definition as read
+        self._epsg = CRS.to_epsg(self)
+
+    def to_epsg(self, min_confidence: int = 70) -> int | None:
+        """EPSG code as :meth:`pyproj.crs.CRS.to_epsg` (default confidence: remembered)."""
+        if min_confidence == 70 and "_epsg" in self.__dict__:
+            return self._epsg
+        return super().to_epsg(min_confidence)
+
+
+def identified_crs(crs: Any) -> CRS:
+    """``crs`` as a pyproj CRS that looks its EPSG code up only once.
+
+    Parameters
+    ----------
+    crs : any input of :class:`pyproj.crs.CRS`
+
+    Returns
+    -------
+    pyproj.crs.CRS
+        Equal to ``CRS(crs)``; ``to_epsg()`` (default confidence) is computed once.
+
+    Examples
+    --------
+    >>> identified_crs("EPSG:5070").to_epsg()
+    5070
+    """
+    return crs if isinstance(crs, _IdentifiedCRS) else _IdentifiedCRS(crs)
+
+
 def _fixed_dates() -> tuple[Any, Any]:
     import pyogrio
 
@@ -141,6 +181,15 @@ def write_geopackage(
             f"output {str(path)!r} already exists; pass --overwrite (overwrite=True) to replace it"
         )
     remove_stale_temporaries(path)
+    # one EPSG lookup per CRS, not one per layer written (pyogrio asks for each)
+    if not isinstance(planning_units.crs, _IdentifiedCRS):
+        planning_units = planning_units.set_crs(
+            identified_crs(planning_units.crs), allow_override=True
+        )
+    if not isinstance(selected.crs, _IdentifiedCRS):
+        same = selected.crs == planning_units.crs  # cheap: compares definitions
+        crs = planning_units.crs if same else identified_crs(selected.crs)
+        selected = selected.set_crs(crs, allow_override=True)
     row = dict(summary)
     row["created_utc"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     table = pd.DataFrame([row])

@@ -502,6 +502,12 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _crs_text(crs: Any) -> str:
+    """``EPSG:<code>`` when the CRS has one, else its definition as read (WKT)."""
+    epsg = crs.to_epsg()
+    return f"EPSG:{epsg}" if epsg else str(crs.srs)
+
+
 def _nan_or(value: Any) -> float:
     try:
         v = float(value)
@@ -608,6 +614,10 @@ def select_reserve(
 
     say(f"reading {cells_path}")
     units = read_planning_units(cells_path)
+    from reserve.export import identified_crs
+
+    # its EPSG code is looked up once here, not again by the summary and every layer written
+    units = units.set_crs(identified_crs(units.crs), allow_override=True)
     Z, rows, y, features, train, cand = _design(units, str(cells_path))
     n_cand = int(cand.sum())
     if budget >= n_cand:
@@ -704,7 +714,7 @@ def select_reserve(
         "n_features": len(features),
         "main_features": "",
         "standardisation": "mean 0, sd 1 on train + candidate cells",
-        "crs": units.crs.to_string(),
+        "crs": _crs_text(units.crs),
         "cells_path": str(cells_path),
         "cells_sha256": _sha256(cells_path),
         "public_path": "" if public is None else str(public),

@@ -135,3 +135,35 @@ def test_stale_temporaries_of_dead_runs_are_removed(tmp_path):
 
 def test_layer_names_constant():
     assert LAYERS == ("planning_units", "selected", "run_summary")
+
+
+LAEA = "+proj=laea +lat_0=32.69 +lon_0=-83.25 +x_0=0 +y_0=0 +datum=WGS84 +units=m +no_defs"
+
+
+def test_a_custom_crs_is_identified_once_and_written_unchanged(tmp_path, monkeypatch):
+    """pyproj searches its database on every to_epsg(); a write asks once, not per layer."""
+    import pyproj
+
+    from reserve.export import identified_crs
+
+    cells = gpd.GeoDataFrame(
+        {"rank": [1, 2]},
+        geometry=gpd.GeoSeries.from_xy([0, 3000], [0, 0]).buffer(1000, cap_style="square"),
+        crs=LAEA,
+    )
+    calls = []
+    real = pyproj.CRS.to_epsg
+
+    def counting(self, min_confidence=70):
+        calls.append(min_confidence)
+        return real(self, min_confidence)
+
+    monkeypatch.setattr(pyproj.CRS, "to_epsg", counting)
+    path = write_geopackage(cells, cells.iloc[:1], {"budget": 1}, tmp_path / "r.gpkg")
+    assert len(calls) == 1
+    for layer in ("planning_units", "selected"):
+        assert pyproj.CRS(pyogrio.read_info(path, layer=layer)["crs"]) == pyproj.CRS(LAEA)
+    crs = identified_crs(LAEA)
+    assert crs == pyproj.CRS(LAEA) and identified_crs(crs) is crs
+    assert crs.to_epsg() is None and identified_crs(5070).to_epsg() == 5070
+    assert type(cells.crs) is pyproj.CRS  # the caller's frame is left as it was
