@@ -346,8 +346,8 @@ def feasible_direction(
         step = None
         for kink_active in (False, True):
             act = margins > (-1e-12 if kink_active else 1e-12)
-            ya = y_pm[act]
-            g_aug = -np.r_[w - C * (ya @ X_lab[act]), -C * float(ya.sum())]
+            ya = np.where(act, y_pm, 0.0)  # a masked product: X_lab[act] would copy rows
+            g_aug = -np.r_[w - C * (ya @ X_lab), -C * float(ya.sum())]
             d_aug, _ = project_direction(g_aug, A_E, n_free)
             d_w, d_b = d_aug[:dim], float(d_aug[dim])
             # Relative test: when the boundary rows span the space the exact projection is
