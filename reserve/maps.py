@@ -494,8 +494,18 @@ _JS = r"""
     }
   }
   map.on("zoomend overlayadd", placeLabels);
-  var pad = {paddingTopLeft: [240, 30], paddingBottomRight: [30, 30]};
-  function show(view) { map.fitBounds(view === "region" ? D.region : D.view, pad); }
+  // keep the framed cells clear of the boxes laid over the map (list, legend, summary)
+  function box(sel, side) {
+    var el = document.querySelector(sel);
+    return el ? el.getBoundingClientRect()[side] : 0;
+  }
+  function pad() {
+    var size = map.getSize();
+    return {paddingTopLeft: [box(".reserve-list", "right") + 15, 30],
+      paddingBottomRight: [30, Math.max(0, size.y - Math.min(box(".reserve-legend", "top") ||
+        size.y, box(".reserve-summary", "top") || size.y)) + 15]};
+  }
+  function show(view) { map.fitBounds(view === "region" ? D.region : D.view, pad()); }
   // the ranked list: click a cell to zoom to it and open its popup
   var list = document.querySelector(".reserve-ranks");
   if (list) {
@@ -505,7 +515,7 @@ _JS = r"""
       li.textContent = "cell " + D.selected.id[i] + " \u00b7 " + fmt(D.selected.score[i]);
       li.onclick = (function (k) { return function () {
         if (!map.hasLayer(__FG_SEL__)) map.addLayer(__FG_SEL__);
-        map.fitBounds(sel[k].getBounds(), {maxZoom: 12, paddingTopLeft: [240, 30]});
+        map.fitBounds(sel[k].getBounds(), Object.assign({maxZoom: 12}, pad()));
         sel[k].openPopup(centres[k]);
       }; })(i);
       list.appendChild(li);

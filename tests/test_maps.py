@@ -185,11 +185,16 @@ def test_map_renders_in_headless_chromium(tmp_path):
             "return Array.from(document.querySelectorAll('.reserve-rank'), e => e.textContent)"
         )
         assert sorted(map(int, labels)) == list(range(1, k + 1))
-        # the first view shows every selected marker, clear of the window's edges
+        # the first view shows every selected marker, inside the window and clear of the
+        # boxes laid over the map
         inside = driver.execute_script(
+            "const boxes = ['.reserve-list', '.reserve-legend', '.reserve-summary']"
+            ".map(s => document.querySelector(s).getBoundingClientRect());"
             "return Array.from(document.querySelectorAll('path.reserve-selected-marker'),"
             " e => { const r = e.getBoundingClientRect(); return r.left >= 0 && r.top >= 0"
-            " && r.right <= innerWidth && r.bottom <= innerHeight; })"
+            " && r.right <= innerWidth && r.bottom <= innerHeight && boxes.every(b =>"
+            " r.right <= b.left || b.right <= r.left || r.bottom <= b.top || b.bottom <= r.top)"
+            "; })"
         )
         assert inside == [True] * k
         assert driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers").is_displayed()
