@@ -318,17 +318,29 @@ def benchmark_paper_command(**kw: object) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    with Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=Console(stderr=True),
-    ) as bar:  # fmt: skip
-        task = bar.add_task("runs", total=None)
+    # The bar starts with the first finished run, i.e. after every input check has passed,
+    # so bad input still gives exactly one line on stderr.
+    state: dict[str, object] = {}
 
-        def tick(rec: object, total: int) -> None:
-            bar.update(task, total=total, advance=1,
-                       description=f"{rec.dataset} {rec.method}")  # type: ignore[attr-defined]  # fmt: skip
+    def tick(rec: object, total: int) -> None:
+        if "bar" not in state:
+            bar = Progress(
+                "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), console=Console(stderr=True),
+            )  # fmt: skip
+            bar.start()
+            state["bar"], state["task"] = bar, bar.add_task("runs", total=total)
+        state["bar"].update(  # type: ignore[attr-defined]
+            state["task"],
+            advance=1,
+            description=f"{rec.dataset} {rec.method}",  # type: ignore[attr-defined]
+        )
 
+    try:
         tables = reproduce_paper(progress=tick, **kw)  # type: ignore[arg-type]
+    finally:
+        if "bar" in state:
+            state["bar"].stop()  # type: ignore[attr-defined]
     for name, md in tables.items():
         click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 

@@ -107,3 +107,12 @@ def test_bold_and_wins_ties_losses():
     assert cells[3].startswith("**")
     wtl = next(line for line in md.splitlines() if line.startswith("| TTK-FD w/t/l"))
     assert wtl.split("|")[2].strip() == "1/0/0" and wtl.split("|")[3].strip() == "0/1/0"
+
+
+def test_bad_input_with_progress_bar_is_still_one_line(tmp_path):
+    res = CliRunner().invoke(main, ["benchmark", "paper", "--datasets", "nope",
+                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        next(line for line in res.output.splitlines() if "unknown dataset 'nope'" in line)
+    ]
