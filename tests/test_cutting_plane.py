@@ -147,7 +147,7 @@ def test_polish_with_the_cutting_plane_matches_clarabel(seed, monkeypatch):
     # The polish shares one CuttingPlaneState across its solves; forcing the cutting plane on
     # a small instance must make the same swaps and reach the same set and objective as exact
     # Clarabel solves, from the same start.
-    from reserve.solvers import _qp
+    from reserve.solvers import _polish, _qp
     from reserve.solvers._polish import polish
     from reserve.solvers.ttk import shifted_svm_start
 
@@ -164,10 +164,12 @@ def test_polish_with_the_cutting_plane_matches_clarabel(seed, monkeypatch):
         states.append(kwargs.get("state"))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(_qp, "CUTTING_PLANE_MIN_ROWS", 0)
+    monkeypatch.setattr(_polish, "_POLISH_CP_MIN_ROWS", 0)
     monkeypatch.setattr(_qp, "solve_cutting_plane", recording)
     ours = polish(X_lab, y, X_cand, 8, 1.0, w, b)
     assert len(states) == ours.n_qp > 1
+    # Trials are rejected early by the lower bound (cutoff); the decisions must not change.
+    assert sum(st is not None for st in states) == len(states)
     assert states[0] is not None and all(st is states[0] for st in states)  # one shared state
     assert ref.n_swaps >= 2 and ours.n_swaps == ref.n_swaps
     np.testing.assert_array_equal(np.sort(ours.selected), np.sort(ref.selected))
@@ -209,3 +211,21 @@ def test_cut_updates_match_full_passes():
         np.testing.assert_allclose(g, g_ref, rtol=0, atol=1e-13)
         n_incremental.append(state.n_incremental)
     assert 0 in n_incremental and max(n_incremental) >= 5  # both paths were taken
+
+
+def test_cutoff_stops_early_with_a_valid_bound():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 4))
+    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.5 * rng.normal(size=400) > 0, 1.0, -1.0)
+    Z = rng.normal(size=(30, 4)) + 1.0
+    exact, _ = solve_cutting_plane(X, y, 1.0, Z, tol=1e-9)
+    # A cutoff well below the optimum: the bound passes it quickly, the point stays feasible.
+    early, state = solve_cutting_plane(X, y, 1.0, Z, tol=1e-9, cutoff=0.5 * exact.objective)
+    assert early.status.startswith("Cutoff")
+    assert state.n_iter < 40
+    assert early.objective >= exact.objective * (1 - 1e-9)  # a feasible point, never better
+    assert np.all(Z @ early.w + early.b <= 1e-12)
+    # A cutoff above the optimum can never be reached by the bound: a normal solve.
+    full, _ = solve_cutting_plane(X, y, 1.0, Z, tol=1e-9, cutoff=2.0 * exact.objective)
+    assert full.status.startswith("Solved")
+    assert full.objective == pytest.approx(exact.objective, rel=1e-8)

@@ -230,6 +230,7 @@ def solve_cutting_plane(
     mix: float = 0.01,
     max_age: int = 10,
     keep_age: int = 10,
+    cutoff: float | None = None,
 ) -> tuple[QPResult, CuttingPlaneState]:
     """Solve the fixed-set QP by the optimised cutting-plane method.
 
@@ -260,6 +261,10 @@ def solve_cutting_plane(
     keep_age : int
         Master solves a cut or candidate row may go without a multiplier before it leaves the
         master's working set (it comes back when violated).
+    cutoff : float or None
+        Stop as soon as the lower bound reaches ``cutoff``: the optimum cannot be below it
+        (status ``"Cutoff ..."``; the returned point is feasible, its objective >= cutoff). A
+        caller that only wants solutions better than ``cutoff`` saves the remaining iterations.
 
     Returns
     -------
@@ -335,7 +340,7 @@ def solve_cutting_plane(
     work_keep = work
     z_age = np.zeros(p, dtype=np.int64)
     cw = np.arange(state.n_cuts)
-    converged = False
+    converged = cut_off = False
     it = 0
     while it < max_iter:
         it += 1
@@ -382,6 +387,9 @@ def solve_cutting_plane(
         if upper - lower <= tol * max(upper, 1e-300):
             converged = True
             break
+        if cutoff is not None and lower >= cutoff:
+            cut_off = True
+            break
 
         # Exact line search from the best point towards the master's point.
         w_m, b_m = v_m[:d], float(v_m[d])
@@ -415,7 +423,7 @@ def solve_cutting_plane(
     state.n_iter = it
     state.n_iter_total += it
     state.history = history
-    if not converged:
+    if not (converged or cut_off):
         raise SolverError(
             f"the cutting-plane QP solver did not reach the relative gap tol={tol:g} in "
             f"max_iter={max_iter} iterations (gap {(upper - lower) / max(upper, 1e-300):.2e}); "
@@ -436,7 +444,11 @@ def solve_cutting_plane(
         b=float(b),
         objective=hinge_objective(w, float(b), X, y_pm, C),
         beta=beta,
-        status=f"Solved (cutting plane: {it} iterations, relative gap {gap:.1e})",
+        status=(
+            f"Cutoff (cutting plane: {it} iterations, lower bound {lower:.6g} >= {cutoff:.6g})"
+            if cut_off
+            else f"Solved (cutting plane: {it} iterations, relative gap {gap:.1e})"
+        ),
     )
     return result, state
 

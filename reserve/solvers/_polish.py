@@ -38,6 +38,11 @@ from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, so
 
 __all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset"]
 
+#: From this many labelled rows the polish's QPs use the cutting plane: its cuts carry over
+#: from solve to solve and a lower bound can reject a trial early (spambase, n = 2,300:
+#: one fit 121 s on Clarabel, 39 s on the cutting plane before early rejection).
+_POLISH_CP_MIN_ROWS = 1000
+
 #: Below this many candidates the QP carries every outsider's constraint.
 _FULL_CONSTRAINTS = 400
 #: Candidates in the screen's working set: ``max(_SCREEN_PER_K * k, _SCREEN_MIN)``.
@@ -169,6 +174,7 @@ def solve_subset(
     *,
     rows0: np.ndarray | None = None,
     screen: CandidateScreen | None = None,
+    cutoff: float | None = None,
 ) -> tuple[QPResult, np.ndarray, int]:
     """Solve the fixed-set QP for the candidates marked ``in_S``.
 
@@ -189,6 +195,11 @@ def solve_subset(
     screen : CandidateScreen or None
         Checks a solution for violated outsiders on its working set when its bound allows
         (the same rows are found as by checking every candidate).
+    cutoff : float or None
+        The caller only wants a solution below ``cutoff``. The cutting-plane solver stops as
+        soon as its lower bound proves the optimum is not (a QP over fewer constraints is a
+        relaxation, so its bound holds for the full set too); the point returned is feasible
+        with an objective ``>= cutoff``.
 
     Returns
     -------
@@ -210,9 +221,17 @@ def solve_subset(
     x_max = None if screen is None else screen.x_max
     n_solves = 0
     while True:
-        res = solve_fixed_set(X_lab, y_pm, C, X_cand[rows], warm_start=warm_start)
+        res = solve_fixed_set(
+            X_lab,
+            y_pm,
+            C,
+            X_cand[rows],
+            warm_start=warm_start,
+            cutoff=cutoff,
+            cutting_plane_min_rows=_POLISH_CP_MIN_ROWS,
+        )
         n_solves += 1
-        if rows.size == n_out:
+        if rows.size == n_out or res.status.startswith("Cutoff"):
             break
         if screen is not None:
             cand, s_cand = screen.outsider_scores(res.w, res.b, in_S)
@@ -344,11 +363,14 @@ def polish(
             rows0 = None
             if best_out is not None:
                 rows0 = _top_rows(hint, np.sort(np.r_[best_out[best_out != j], i]), n0)
+            # A trial is accepted only below `target`; a lower bound at or above it rejects
+            # the trial exactly as its full solve would, so the search path is unchanged.
+            target = res.objective - tol * max(1.0, abs(res.objective))
             new, new_beta, used = solve_subset(
-                X_lab, y_pm, X_cand, trial, C, hint, warm, rows0=rows0, screen=scr
+                X_lab, y_pm, X_cand, trial, C, hint, warm, rows0=rows0, screen=scr, cutoff=target
             )
             n_qp += used
-            if new.objective < res.objective - tol * max(1.0, abs(res.objective)):
+            if new.objective < target:
                 res, beta, in_S = new, new_beta, trial
                 history.append(res.objective)
                 n_swaps += 1

@@ -85,6 +85,8 @@ def solve_fixed_set(
     method: str = "auto",
     warm_start: CuttingPlaneState | None = None,
     tol: float = 1e-6,
+    cutoff: float | None = None,
+    cutting_plane_min_rows: int = CUTTING_PLANE_MIN_ROWS,
 ) -> QPResult:
     """Solve the hinge SVM with the extra constraints ``w . z_j + b <= 0`` for rows of ``Z``.
 
@@ -109,6 +111,11 @@ def solve_fixed_set(
         cutting plane only.
     tol : float
         Relative gap of the cutting plane.
+    cutoff : float or None
+        Cutting plane only: stop once the optimum is proved to be >= ``cutoff`` (status
+        ``"Cutoff ..."``, a feasible point returned). Clarabel ignores it.
+    cutting_plane_min_rows : int
+        The ``"auto"`` threshold: from this many labelled rows, the cutting plane.
 
     Returns
     -------
@@ -126,9 +133,9 @@ def solve_fixed_set(
         raise InvalidInputError(
             f'method must be "auto", "clarabel" or "cutting_plane"; received {method!r}.'
         )
-    if method == "cutting_plane" or (method == "auto" and X.shape[0] >= CUTTING_PLANE_MIN_ROWS):
+    if method == "cutting_plane" or (method == "auto" and X.shape[0] >= cutting_plane_min_rows):
         try:
-            return solve_cutting_plane(X, y_pm, C, Z, tol=tol, state=warm_start)[0]
+            return solve_cutting_plane(X, y_pm, C, Z, tol=tol, state=warm_start, cutoff=cutoff)[0]
         except SolverError:
             if method == "cutting_plane":
                 raise
