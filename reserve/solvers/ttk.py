@@ -14,6 +14,7 @@ from reserve.solvers._fd import feasible_direction
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers.svm import shifted_intercept
 
 __all__ = ["TTK", "shifted_svm_start"]
 
@@ -38,9 +39,7 @@ def shifted_svm_start(
     b_svm : the SVM's own intercept
     """
     svm = solve_fixed_set(X_lab, y_pm, C)
-    u = X_cand @ svm.w
-    s_k1 = float(-np.partition(-u, k)[k])  # (k+1)-th largest
-    return svm.w, min(svm.b, -s_k1), svm.b
+    return svm.w, shifted_intercept(svm.b, X_cand @ svm.w, k), svm.b
 
 
 class TTK(TopKClassifierMixin):
