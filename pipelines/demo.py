@@ -1,4 +1,4 @@
-"""`make demo` until `reserve select` exists: TTK on a bundled benchmark, the paper's protocol.
+"""TTK on a bundled benchmark with the paper's protocol (``make demo`` runs ``reserve select``).
 
 Hides half of the sonar data as candidates, asks TTK for the top 5% of them, and prints the
 chosen rows, their scores and hidden labels, and the objective against the shifted-SVM start.
