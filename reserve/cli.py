@@ -191,6 +191,20 @@ def ingest_command(**kw: object) -> None:
     help=f"HTML map (default {SELECT_DEFAULTS.map_dir}/<cells>_<method>_k<budget>.html).",
 )
 @click.option("--time-limit", help="Seconds per exact (ttk-mip) fit.")
+@click.option(
+    "--locked-in",
+    help="Cells always selected, counted in the budget: a boolean column or a polygon file.",
+)
+@click.option(
+    "--locked-out",
+    help="Cells never selected (besides the locked_out column): a column or a polygon file.",
+)
+@click.option(
+    "--bootstrap",
+    metavar="N",
+    help="Refit on N resamples of the training cells; adds selection_frequency (default 0).",
+)
+@click.option("--n-jobs", help="Worker processes for the bootstrap refits (default 1).")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 @click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
 def select_command(config: str | None, **kw: object) -> None:
@@ -228,19 +242,29 @@ def _print_selection(result: object) -> None:
     r = result
     s = r.summary  # type: ignore[attr-defined]
     feats = r.main_features()  # type: ignore[attr-defined]
-    cols = ["rank", "cell_id", "score", *feats]
+    sel = r.selected  # type: ignore[attr-defined]
+    # optional columns, only when the run used them: locks and bootstrap frequencies
+    flags = [c for c in ("locked_in", "selection_frequency") if c in sel.columns]
+    cols = ["rank", "cell_id", *flags, "score", *feats]
+    heads = {"locked_in": "locked", "selection_frequency": "freq"}
     table = Table(title=f"{s['n_selected']} selected cells ({s['method']})", box=None)
     for col in cols:
-        table.add_column(col, justify="right", no_wrap=True)
-    sel = r.selected  # type: ignore[attr-defined]
+        table.add_column(heads.get(col, col), justify="right", no_wrap=True)
+
+    def cell(col: str, v: object) -> str:
+        if col == "locked_in":
+            return "in" if v else ""
+        return f"{v:.3f}" if col != "selection_frequency" else f"{v:.2f}"
+
     for row in sel[cols].itertuples(index=False):
-        table.add_row(str(row[0]), str(row[1]), *(f"{v:.3f}" for v in row[2:]))
+        values = zip(cols[2:], row[2:], strict=True)
+        table.add_row(str(row[0]), str(row[1]), *(cell(c, v) for c, v in values))
     units = r.planning_units  # type: ignore[attr-defined]
     cand = units[units["rank"] > 0]  # every candidate cell that was ranked
     table.add_section()
     for name, frame in (("selected", sel), ("candidates", cand)):
         means = frame[["score", *feats]].mean(axis=0).to_numpy()
-        table.add_row("mean", name, *(f"{v:.3f}" for v in means))
+        table.add_row("mean", name, *([""] * len(flags)), *(f"{v:.3f}" for v in means))
     # wide enough for the full column names (a table is read, not wrapped)
     width = max(100, sum(max(len(c), 9) + 2 for c in cols))
     console = Console(file=sys.stdout, width=width, highlight=False)
@@ -261,6 +285,17 @@ def _print_selection(result: object) -> None:
         f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
         f"{s['n_candidates']} candidates, {s['n_cells']} in all"
     )
+    if s.get("n_locked_in") or s.get("n_locked_out"):
+        console.print(
+            f"locked: {s['n_locked_in']} in (selected, counted in the budget), "
+            f"{s['n_locked_out']} out (never selected); the solver chose "
+            f"{s['effective_budget']} of the {s['budget']} cells"
+        )
+    if s.get("bootstrap"):
+        console.print(
+            f"bootstrap: {s['bootstrap']} refits on resampled training cells; freq = share "
+            "of refits selecting the cell (ranking layer: every candidate)"
+        )
     for label, path in (("GeoPackage", r.gpkg_path), ("map", r.map_path)):  # type: ignore[attr-defined]
         if path is not None:
             console.print(f"{label}: {path}")

@@ -164,6 +164,10 @@ class SelectDefaults:
     map_max_cells : int
         Most candidate and training cells drawn on the map as polygons; beyond it the
         lowest-scoring candidates are thinned (selected cells are always drawn).
+    bootstrap : int
+        Refits on resampled training cells for ``selection_frequency``; 0 for none.
+    n_jobs : int
+        Worker processes for the bootstrap refits (results do not depend on it).
     """
 
     method: str = "ttk"
@@ -177,6 +181,8 @@ class SelectDefaults:
     map_dir: str = "maps"
     time_limit: float = 60.0
     map_max_cells: int = 25_000
+    bootstrap: int = 0
+    n_jobs: int = 1
 
 
 SELECT_DEFAULTS = SelectDefaults()

@@ -5,11 +5,18 @@ equal-area CRS; only the map is drawn in EPSG:4326):
 
 ``planning_units`` (polygons, every input cell)
     the input columns (``cell_id``, ``role``, ``label``, ``n_checklists``, ...,
-    ``locked_out``), then ``score`` (``X @ w + b`` on standardised features; NaN where a
-    feature is missing), ``rank`` (1 = best among candidate cells; 0 for non-candidates),
-    ``selected`` (bool), then the feature columns.
-``selected`` (polygons, the ``k`` selected cells, best first)
-    ``rank``, ``cell_id``, ``score``, ``role``, ``label``, the feature columns.
+    ``locked_out``: the input column or ``--locked-out``), then ``locked_in`` (bool),
+    ``score`` (``X @ w + b`` on standardised features; NaN where a feature is missing),
+    ``rank`` (1 = best among the selected and candidate cells; 0 for the others),
+    ``selected`` (bool), ``selection_frequency`` (only with ``--bootstrap``: share of refits
+    that select the cell, 0 for non-candidates), then the feature columns.
+``selected`` (polygons, the ``k`` selected cells, locked-in first, then best first)
+    ``rank``, ``cell_id``, ``score``, ``selection_frequency`` (with ``--bootstrap``),
+    ``locked_in`` (when any cell is locked in), ``role``, ``label``, the feature columns.
+``ranking`` (a table without geometry, every ranked cell in rank order)
+    ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in``, ``selection_frequency``
+    (with ``--bootstrap``): the selected cells, then every other candidate by score, so the
+    runners-up are visible (the best ``k + 1`` cells are not always the best ``k`` plus one).
 ``run_summary`` (a table without geometry, one row)
     budget, ``n_selected``, method, ``c`` and how it was chosen, solver status, objective,
     bound and gap (NaN when unknown), iterations, runtimes, seed, cell counts, input paths and
@@ -42,7 +49,7 @@ __all__ = ["FIXED_TIMESTAMP", "LAYERS", "atomic_target", "identified_crs",
            "remove_stale_temporaries", "write_geopackage"]  # fmt: skip
 
 #: Layer names of ``reserve.gpkg``.
-LAYERS = ("planning_units", "selected", "run_summary")
+LAYERS = ("planning_units", "selected", "run_summary", "ranking")
 
 #: Value of GDAL's ``OGR_CURRENT_DATE`` while writing (``gpkg_contents.last_change``).
 FIXED_TIMESTAMP = "2000-01-01T00:00:00.000Z"
@@ -146,8 +153,9 @@ def write_geopackage(
     path: str | os.PathLike[str],
     *,
     overwrite: bool = False,
+    ranking: pd.DataFrame | None = None,
 ) -> Path:
-    """Write ``planning_units``, ``selected`` and ``run_summary`` to one GeoPackage.
+    """Write ``planning_units``, ``selected``, ``run_summary`` (and ``ranking``) to a GeoPackage.
 
     Parameters
     ----------
@@ -159,6 +167,8 @@ def write_geopackage(
         Target ``.gpkg``.
     overwrite : bool
         Replace an existing file.
+    ranking : pandas.DataFrame, optional
+        The ranked cells, written as the table ``ranking`` (no geometry).
 
     Returns
     -------
@@ -200,6 +210,9 @@ def write_geopackage(
         pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw)
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
+        if ranking is not None:
+            frame = pd.DataFrame(ranking).reset_index(drop=True)
+            pyogrio.write_dataframe(frame, tmp, layer="ranking", append=True, **kw)
         os.replace(tmp, path)
     except OSError as exc:
         raise DataFileError(

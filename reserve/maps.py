@@ -13,7 +13,8 @@ What is drawn, each in its own entry of the layer control:
 * **public land** and the **region outline** when given (simplified to about 100 m).
 
 Clicking a cell opens a popup with its id, rank, score, label and the values of the main
-habitat features (:meth:`reserve.select.SelectionResult.main_features`). A summary box
+habitat features (:meth:`reserve.select.SelectionResult.main_features`), plus "locked in"
+for locked-in cells and the ``selection_frequency`` of bootstrapped runs. A summary box
 gives the budget, method, C and objective.
 
 The initial view frames the selected cells with context: their bounding box, widened to at
@@ -82,7 +83,7 @@ def _round(values: np.ndarray, digits: int = 3) -> list[Any]:
 
 def _layer(frame: gpd.GeoDataFrame, features: Sequence[str]) -> dict[str, Any]:
     xy, n = _rings(frame.geometry.to_numpy())
-    return {
+    out = {
         "xy": xy,
         "n": n,
         "id": frame["cell_id"].astype(np.int64).tolist(),
@@ -91,6 +92,12 @@ def _layer(frame: gpd.GeoDataFrame, features: Sequence[str]) -> dict[str, Any]:
         "label": frame["label"].astype(np.int64).tolist(),
         "f": [_round(frame[c].to_numpy(), 3) for c in features],
     }
+    # only when the run used them, so a plain run's page is unchanged
+    if "selection_frequency" in frame.columns:
+        out["freq"] = _round(frame["selection_frequency"].to_numpy(), 3)
+    if "locked_in" in frame.columns and frame["locked_in"].astype(bool).any():
+        out["locked"] = frame["locked_in"].astype(bool).astype(np.int64).tolist()
+    return out
 
 
 def initial_view(
@@ -419,6 +426,8 @@ _JS = r"""
     var h = "<b>" + what + "</b><br>cell id " + d.id[i] +
       (d.rank[i] > 0 ? "<br>rank " + d.rank[i] : "") + "<br>score " + fmt(d.score[i]) +
       "<br>label " + d.label[i] + " (" + lab + ")";
+    if (d.locked && d.locked[i]) h += "<br>locked in (already owned or committed)";
+    if (d.freq) h += "<br>selection frequency " + fmt(d.freq[i]);
     for (var j = 0; j < D.features.length; j++) h += "<br>" + D.features[j] + " " + fmt(d.f[j][i]);
     return h;
   }

@@ -9,14 +9,34 @@
    together, the transductive setting of the paper). A constant column is centred and left
    unscaled (it is 0 everywhere and cannot influence the scores);
 3. build ``X`` and ``y``: ``train`` cells labelled 1 (detected) or 0 (not detected),
-   ``candidate`` cells -1; ``other`` cells and locked-out cells are left out of the fit;
+   ``candidate`` cells -1; ``other`` cells, locked-out cells and locked-in cells are left
+   out of the fit;
 4. choose ``C`` (given, or by the paper's cross-validation on the training cells,
    :func:`reserve.model_selection.select_C`);
-5. fit the estimator of ``method`` with ``k = budget``;
-6. assemble the results: every cell's score (``X @ w + b`` in standardised units, NaN where a
+5. fit the estimator of ``method`` with ``k = budget - (number of locked-in cells)``;
+6. optionally (``bootstrap=N``) refit N times on resampled training cells and record, for
+   every candidate, the share of refits that select it (``selection_frequency``);
+7. assemble the results: every cell's score (``X @ w + b`` in standardised units, NaN where a
    feature is missing), the rank of every candidate (1 = best), the ``k`` selected cells,
    and a one-row run summary; then, when ``out`` is given, write ``<out>/reserve.gpkg``
    (:mod:`reserve.export`) and the HTML map (:mod:`reserve.maps`), both atomically.
+
+Locked cells
+------------
+``locked_out`` (the ``planning_units`` column of that name, always honoured, plus an optional
+``locked_out=`` boolean column name or polygon file) removes cells from the fit: they are
+never selected. ``locked_in=`` (a boolean column name or a polygon file) marks cells already
+owned or committed: they are always selected and count against the budget, and they leave
+the candidate set, so the solver chooses ``budget - n_locked_in`` more cells among the other
+candidates (a locked-in cell is neither fitted as unlabelled nor ranked against the others;
+it is ranked first in the selection). A polygon file locks the cells more than
+``INGEST_DEFAULTS.locked_threshold`` (half) of whose area it covers, as ``reserve ingest``
+does. Refused, before anything is written: a cell both locked in and locked out; locked-in
+cells that are not ``candidate`` cells (public training or ``other`` cells cannot be
+bought); more locked-in cells than the budget (exactly the budget is allowed: nothing is
+left to choose, the estimator is still fitted with ``k = 1`` to score and rank the other
+candidates, and none of them is selected); a polygon file without a CRS or that locks no
+cell of the region.
 """
 
 from __future__ import annotations
@@ -70,6 +90,8 @@ _NON_FEATURES = (
     "score",
     "rank",
     "selected",
+    "locked_in",
+    "selection_frequency",
 )
 
 #: Names a ``--config`` TOML file may use: the flags of ``reserve select``.
@@ -83,6 +105,10 @@ CONFIG_KEYS = (
     "map",
     "overwrite",
     "time_limit",
+    "locked_in",
+    "locked_out",
+    "bootstrap",
+    "n_jobs",
 )
 
 GPKG_NAME = "reserve.gpkg"
@@ -95,10 +121,13 @@ class SelectionResult:
     Attributes
     ----------
     planning_units : geopandas.GeoDataFrame
-        Every cell of the input with ``score``, ``rank`` (candidates only, 1 = best; 0 for
-        other cells) and ``selected``, in the input CRS.
+        Every cell of the input with ``locked_out`` (the column and ``locked_out=``),
+        ``locked_in``, ``score``, ``rank`` (selected and candidate cells, 1 = best; 0 for
+        other cells), ``selected`` and, when bootstrapped, ``selection_frequency``, in the
+        input CRS.
     selected : geopandas.GeoDataFrame
-        The ``k`` selected cells, best first (``rank`` 1..k).
+        The ``k`` selected cells, locked-in first, then best first (``rank`` 1..k); with
+        ``locked_in`` when any cell is locked in, ``selection_frequency`` when bootstrapped.
     summary : dict
         The run summary (the ``run_summary`` layer's one row).
     estimator : estimator
@@ -116,6 +145,10 @@ class SelectionResult:
         ``coef_[j] * z[i, j]`` (``z``: standardised features, mean 0 on the fitted cells):
         how much feature ``j`` lifts the selected cells' scores above those of an average
         fitted cell. Their sum is the selected cells' mean score minus the intercept.
+    ranking : pandas.DataFrame or None
+        Every ranked cell (the selected, locked-in first, then the other candidates by
+        score): ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in`` and, when
+        bootstrapped, ``selection_frequency`` (the ``ranking`` layer).
     """
 
     planning_units: gpd.GeoDataFrame
@@ -128,6 +161,7 @@ class SelectionResult:
     map_path: Path | None = None
     config: dict[str, Any] = field(default_factory=dict)
     contributions: np.ndarray | None = None
+    ranking: pd.DataFrame | None = None
 
     def main_features(self, n: int = 3) -> list[str]:
         """The ``n`` features that explain most of the selected cells' scores.
@@ -258,6 +292,10 @@ def resolve_config(
         "map": None,
         "overwrite": False,
         "time_limit": SELECT_DEFAULTS.time_limit,
+        "locked_in": None,
+        "locked_out": None,
+        "bootstrap": SELECT_DEFAULTS.bootstrap,
+        "n_jobs": SELECT_DEFAULTS.n_jobs,
     }
     if config is not None:
         merged.update(load_config(config))
@@ -266,6 +304,8 @@ def resolve_config(
         raise InvalidInputError("budget is required; pass --budget K (e.g. --budget 30)")
     merged["budget"] = _as_int(merged["budget"], "budget", low=1)
     merged["seed"] = _as_int(merged["seed"], "seed", low=0)
+    merged["bootstrap"] = _as_int(merged["bootstrap"], "bootstrap", low=0)
+    merged["n_jobs"] = _as_int(merged["n_jobs"], "n_jobs", low=1)
     merged["C"] = _as_C(merged["C"])
     merged["method"] = _check_method(merged["method"])
     if not isinstance(merged["overwrite"], bool):
@@ -278,7 +318,7 @@ def resolve_config(
         raise InvalidInputError(
             f"time_limit must be a number of seconds; received {merged['time_limit']!r}"
         ) from None
-    for key in ("cells", "out", "map"):
+    for key in ("cells", "out", "map", "locked_in", "locked_out"):
         if merged[key] is not None and not isinstance(merged[key], str | os.PathLike):
             raise InvalidInputError(f"{key} must be a path; received {merged[key]!r}")
         if merged[key] is not None:
@@ -372,9 +412,16 @@ def _feature_columns(units: pd.DataFrame) -> list[str]:
 
 
 def _design(
-    units: gpd.GeoDataFrame, source: str
+    units: gpd.GeoDataFrame,
+    source: str,
+    locked_out: np.ndarray | None = None,
+    locked_in: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """Standardised features of all cells, and the rows / labels the estimator sees."""
+    """Standardised features of all cells, and the rows / labels the estimator sees.
+
+    ``locked_out`` (default: the ``locked_out`` column) and ``locked_in`` cells are left out
+    of the fit, and so out of the standardisation.
+    """
     features = _feature_columns(units)
     if not features:
         raise DataFileError(
@@ -383,7 +430,13 @@ def _design(
         )
     role = units["role"].astype(str).to_numpy()
     label = pd.to_numeric(units["label"], errors="coerce").to_numpy()
-    locked = units["locked_out"].fillna(False).astype(bool).to_numpy()
+    locked = (
+        units["locked_out"].fillna(False).astype(bool).to_numpy()
+        if locked_out is None
+        else np.asarray(locked_out, dtype=bool)
+    )
+    if locked_in is not None:
+        locked = locked | np.asarray(locked_in, dtype=bool)
     train = (role == "train") & ~locked
     cand = (role == "candidate") & ~locked
     if not train.any():
@@ -406,7 +459,8 @@ def _design(
         )
     if not cand.any():
         raise DataFileError(
-            f"cells={source!r} has no candidate cells (role 'candidate'); nothing to select"
+            f"cells={source!r} has no candidate cells (role 'candidate') that are not locked; "
+            "nothing to select"
         )
     raw = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
     fit_rows = train | cand
@@ -455,6 +509,110 @@ def _default_cells() -> tuple[Path, Path | None, Path | None]:
     except (AttributeError, OSError):  # outlines are decoration; selection does not need them
         pass
     return cells, public, outline
+
+
+# --------------------------------------------------------------------------- locks, bootstrap
+
+
+def _locked_mask(
+    units: gpd.GeoDataFrame, spec: str | os.PathLike[str] | None, name: str
+) -> np.ndarray:
+    """Cells marked by ``spec``: a boolean column of ``units`` or a polygon file.
+
+    A polygon file (read and reprojected by :func:`reserve.ownership.read_polygons`) marks
+    the cells more than ``INGEST_DEFAULTS.locked_threshold`` of whose area it covers.
+    """
+    n = len(units)
+    if spec is None:
+        return np.zeros(n, dtype=bool)
+    text = str(spec)
+    if text in units.columns and text != units.geometry.name:
+        col = units[text]
+        if pd.api.types.is_bool_dtype(col):
+            return col.fillna(False).to_numpy(dtype=bool)
+        values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+        ok = np.isnan(values) | np.isin(values, (0.0, 1.0))
+        if not ok.all() or not pd.api.types.is_numeric_dtype(col):
+            raise InvalidInputError(
+                f"{name}={text!r} is a column that is not boolean (true/false or 0/1); pass a "
+                "boolean column of planning_units or a polygon file"
+            )
+        return np.nan_to_num(values, nan=0.0) == 1.0
+    if not Path(text).exists():
+        raise InvalidInputError(
+            f"{name}={text!r} is neither a column of planning_units nor an existing file; pass "
+            "a boolean column name or a polygon file (GeoPackage, shapefile, GeoJSON)"
+        )
+    from reserve.config import INGEST_DEFAULTS
+    from reserve.ownership import cover_fraction, read_polygons
+
+    polygons = read_polygons(text, units.crs, name=name)
+    frac = cover_fraction(units.geometry.to_numpy(), polygons)
+    mask = frac > INGEST_DEFAULTS.locked_threshold
+    if not mask.any():
+        where = "touches no cell" if not (frac > 0).any() else "covers no cell by more than half"
+        raise DataFileError(
+            f"{name} polygon file {text!r} {where} of the region (planning units in "
+            f"{units.crs.name}); check its CRS and that it lies inside the region"
+        )
+    return mask
+
+
+def _refit_selected(
+    method: str,
+    k: int,
+    C: float,
+    seed: int,
+    time_limit: float,
+    X: np.ndarray,
+    y: np.ndarray,
+    sample: np.ndarray,
+) -> np.ndarray:
+    """Rows of ``X`` selected by one refit on the rows ``sample`` (a bootstrap replicate)."""
+    est = _estimator(method, k, C, seed, time_limit).fit(X[sample], y[sample])
+    return np.sort(sample[est.selected_])
+
+
+def _bootstrap_frequency(
+    method: str,
+    k: int,
+    C: float,
+    seed: int,
+    time_limit: float,
+    X: np.ndarray,
+    y: np.ndarray,
+    n_boot: int,
+    n_jobs: int,
+) -> np.ndarray:
+    """Share of ``n_boot`` refits on resampled training rows that select each row of ``X``.
+
+    Each replicate draws the training rows (``y >= 0``) with replacement, detections and
+    non-detections separately (so every replicate keeps both classes and their counts), and
+    keeps every candidate row (``y == -1``) once. The draws come from
+    ``numpy.random.SeedSequence(seed).spawn(n_boot)`` in the calling process, so the result
+    is the same for any ``n_jobs``.
+    """
+    from joblib import Parallel, delayed
+
+    pos = np.flatnonzero(y == 1)
+    neg = np.flatnonzero(y == 0)
+    cand = np.flatnonzero(y == -1)
+    samples = []
+    for child in np.random.SeedSequence(seed).spawn(n_boot):
+        rng = np.random.default_rng(child)
+        samples.append(
+            np.concatenate(
+                [rng.choice(pos, pos.size, replace=True), rng.choice(neg, neg.size, replace=True),
+                 cand]
+            )
+        )  # fmt: skip
+    picks = Parallel(n_jobs=n_jobs)(
+        delayed(_refit_selected)(method, k, C, seed, time_limit, X, y, sample) for sample in samples
+    )
+    counts = np.zeros(len(y), dtype=np.int64)
+    for chosen in picks:
+        counts[chosen] += 1
+    return counts / n_boot
 
 
 # --------------------------------------------------------------------------- outputs
@@ -530,6 +688,10 @@ def select_reserve(
     map: str | os.PathLike[str] | bool | None = None,
     overwrite: bool = False,
     time_limit: float = SELECT_DEFAULTS.time_limit,
+    locked_in: str | os.PathLike[str] | None = None,
+    locked_out: str | os.PathLike[str] | None = None,
+    bootstrap: int = SELECT_DEFAULTS.bootstrap,
+    n_jobs: int = SELECT_DEFAULTS.n_jobs,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -562,6 +724,18 @@ def select_reserve(
         any work.
     time_limit : float
         Seconds per exact (``ttk-mip``) fit.
+    locked_in : str or path-like, optional
+        Cells always selected (already owned or committed), counted in the budget: the name
+        of a boolean column of ``planning_units`` or a polygon file (cells more than half
+        covered). They must be candidate cells. See "Locked cells" in the module docstring.
+    locked_out : str or path-like, optional
+        Cells never selected, in addition to the ``locked_out`` column: a boolean column
+        name or a polygon file.
+    bootstrap : int
+        Number of refits on resampled training cells (0: none); adds
+        ``selection_frequency`` (share of refits selecting the cell) to the outputs.
+    n_jobs : int
+        Worker processes for the bootstrap refits; the frequencies do not depend on it.
     public, outline : path-like, optional
         Public-land and region polygons drawn on the map (default region: its own files).
     progress : callable, optional
@@ -576,9 +750,9 @@ def select_reserve(
     Raises
     ------
     InvalidInputError
-        Bad budget, method or C (a usage error).
+        Bad budget, method, C, bootstrap or n_jobs; conflicting locks (a usage error).
     DataFileError
-        Unusable cells file; unwritable output folder.
+        Unusable cells or lock polygon file; unwritable output folder.
     OutputExistsError
         An output exists and ``overwrite`` is False.
     """
@@ -587,6 +761,8 @@ def select_reserve(
     method = _check_method(method)
     C = _as_C(C)
     seed = _as_int(seed, "seed", low=0)
+    bootstrap = _as_int(bootstrap, "bootstrap", low=0)
+    n_jobs = _as_int(n_jobs, "n_jobs", low=1)
     if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
         raise InvalidInputError(
             f"budget must be a positive integer (number of cells); received {budget!r}"
@@ -618,21 +794,51 @@ def select_reserve(
 
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
-    Z, rows, y, features, train, cand = _design(units, str(cells_path))
-    n_cand = int(cand.sum())
-    if budget >= n_cand:
-        # every solver ranks candidates against each other: at least one must stay unselected
+    role = units["role"].astype(str).to_numpy()
+    lock_out = units["locked_out"].fillna(False).astype(bool).to_numpy()
+    lock_out = lock_out | _locked_mask(units, locked_out, "locked_out")
+    lock_in = _locked_mask(units, locked_in, "locked_in")
+    both = lock_in & lock_out
+    if both.any():
+        ids = units["cell_id"].to_numpy()[both][:5].tolist()
         raise InvalidInputError(
-            f"budget={budget} must be smaller than the {n_cand} candidate cells; pass --budget "
-            f"<= {n_cand - 1}"
+            f"locked_in and locked_out share {int(both.sum())} cells (cell_id {ids}); a cell "
+            "cannot be both: remove it from one of them"
         )
+    not_cand = lock_in & (role != "candidate")
+    if not_cand.any():
+        ids = units["cell_id"].to_numpy()[not_cand][:5].tolist()
+        raise InvalidInputError(
+            f"locked_in={str(locked_in)!r} marks {int(not_cand.sum())} cells that are not "
+            f"candidates (public or 'other' cells, cell_id {ids}); lock in private candidate "
+            "cells only"
+        )
+    n_in = int(lock_in.sum())
+    if n_in > budget:
+        raise InvalidInputError(
+            f"locked_in={str(locked_in)!r} marks {n_in} cells, more than budget={budget}; "
+            f"pass --budget >= {n_in} or lock in fewer cells"
+        )
+    k_free = budget - n_in
+    Z, rows, y, features, train, cand = _design(units, str(cells_path), lock_out, lock_in)
+    n_cand = int(cand.sum())
+    if k_free >= n_cand:
+        # every solver ranks candidates against each other: at least one must stay unselected
+        extra = f" ({n_in} of them locked in)" if n_in else ""
+        raise InvalidInputError(
+            f"budget={budget} must be smaller than the {n_cand + n_in} candidate cells{extra}; "
+            f"pass --budget <= {n_cand + n_in - 1}"
+        )
+    if n_in or lock_out.any():
+        say(f"{n_in} cells locked in, {int(lock_out.sum())} locked out; choosing {k_free} more")
+    k_fit = max(k_free, 1)  # k_free == 0: fit only to score and rank the other candidates
 
     cv = None
     if C == "cv":
         from reserve.model_selection import select_C
 
         say(f"choosing C by cross-validation over {list(SELECT_DEFAULTS.Cs)}")
-        est0 = _estimator(method, budget, 1.0, seed, time_limit)
+        est0 = _estimator(method, k_fit, 1.0, seed, time_limit)
         cv = select_C(
             est0,
             Z[rows],
@@ -647,21 +853,35 @@ def select_reserve(
     else:
         C_value, C_source = float(C), "given"
 
-    say(f"fitting {method} (k={budget}, C={C_value:g}) on {int(train.sum())} training and "
+    say(f"fitting {method} (k={k_fit}, C={C_value:g}) on {int(train.sum())} training and "
         f"{n_cand} candidate cells")  # fmt: skip
     t_fit = time.perf_counter()
-    est = _estimator(method, budget, C_value, seed, time_limit).fit(Z[rows], y)
+    est = _estimator(method, k_fit, C_value, seed, time_limit).fit(Z[rows], y)
     fit_seconds = time.perf_counter() - t_fit
+
+    frequency = None
+    if bootstrap:
+        frequency = np.zeros(len(units))
+        frequency[lock_in] = 1.0
+        if k_free:
+            say(f"bootstrap: {bootstrap} refits on resampled training cells ({n_jobs} jobs)")
+            frequency[rows] = _bootstrap_frequency(
+                method, k_free, C_value, seed, time_limit, Z[rows], y, bootstrap, n_jobs
+            )
 
     # assemble: scores of every cell with finite features, ranks of candidates
     finite = np.isfinite(Z).all(axis=1)
     score = np.full(len(units), np.nan)
     score[finite] = Z[finite] @ est.coef_ + float(est.intercept_)
     cand_rows = rows[est.candidates_]
-    sel_rows = rows[est.selected_]
-    # rank candidates: the selected first in the estimator's order, then by score
+    sel_rows = rows[est.selected_] if k_free else np.zeros(0, dtype=np.int64)
+    # rank: locked-in cells first (by score), the estimator's selection in its order, then
+    # the other candidates by score
+    in_rows = np.flatnonzero(lock_in)
+    in_rows = in_rows[np.lexsort((in_rows, -np.nan_to_num(score[in_rows], nan=-np.inf)))]
     rest = np.setdiff1d(cand_rows, sel_rows)
     rest = rest[np.lexsort((rest, -score[rest]))]
+    sel_rows = np.concatenate([in_rows, sel_rows]).astype(np.int64)
     order = np.concatenate([sel_rows, rest])
     rank = np.zeros(len(units), dtype=np.int64)
     rank[order] = np.arange(1, order.size + 1)
@@ -669,17 +889,30 @@ def select_reserve(
     selected[sel_rows] = True
 
     fixed = [c for c in units.columns if c not in features and c != units.geometry.name]
-    fixed = [c for c in fixed if c not in ("score", "rank", "selected")]
+    fixed = [c for c in fixed if c not in ("score", "rank", "selected", "locked_in",
+                                           "selection_frequency")]  # fmt: skip
     table = units[fixed].copy()
+    table["locked_out"] = lock_out
+    table["locked_in"] = lock_in
     table["score"] = score
     table["rank"] = rank
     table["selected"] = selected
+    if frequency is not None:
+        table["selection_frequency"] = frequency
     result_units = gpd.GeoDataFrame(
         pd.concat([table, units[features]], axis=1), geometry=units.geometry, crs=units.crs
     )
     sel = result_units.iloc[sel_rows].copy()
-    sel = sel[["rank", "cell_id", "score", "role", "label", *features, sel.geometry.name]]
-    sel = sel.reset_index(drop=True)
+    # the extra columns only when used, so a plain run's selected layer is as before
+    extra = (["selection_frequency"] if frequency is not None else []) + (
+        ["locked_in"] if n_in else []
+    )
+    cols = ["rank", "cell_id", "score", *extra, "role", "label", *features, sel.geometry.name]
+    sel = sel[cols].reset_index(drop=True)
+    ranking = pd.DataFrame(result_units.iloc[order][
+        ["rank", "cell_id", "score", "selected", "locked_in",
+         *(["selection_frequency"] if frequency is not None else [])]
+    ]).reset_index(drop=True)  # fmt: skip
 
     if effective is None:
         effective = {
@@ -687,6 +920,9 @@ def select_reserve(
             "C": C, "seed": seed, "out": None if out is None else str(out),
             "map": None if map_path is None else str(map_path), "overwrite": overwrite,
             "time_limit": time_limit,
+            "locked_in": None if locked_in is None else str(locked_in),
+            "locked_out": None if locked_out is None else str(locked_out),
+            "bootstrap": bootstrap, "n_jobs": n_jobs,
         }  # fmt: skip
     effective = {**effective, "C_searched": list(SELECT_DEFAULTS.Cs) if C == "cv" else None}
     summary: dict[str, Any] = {
@@ -710,6 +946,10 @@ def select_reserve(
         "n_train": int(train.sum()),
         "n_train_positive": int((train & (pd.to_numeric(units["label"]) == 1)).sum()),
         "n_candidates": n_cand,
+        "n_locked_in": n_in,
+        "n_locked_out": int(lock_out.sum()),
+        "effective_budget": k_free,
+        "bootstrap": bootstrap,
         "n_cells": len(units),
         "n_features": len(features),
         "main_features": "",
@@ -731,6 +971,7 @@ def select_reserve(
         cv=cv,
         config=effective,
         contributions=Z[sel_rows].mean(axis=0) * np.asarray(est.coef_, dtype=np.float64),
+        ranking=ranking,
     )
     summary["main_features"] = ", ".join(result.main_features())
 
@@ -739,7 +980,9 @@ def select_reserve(
 
         summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
         say(f"writing {gpkg_path}")
-        write_geopackage(result_units, sel, summary, gpkg_path, overwrite=overwrite)
+        write_geopackage(
+            result_units, sel, summary, gpkg_path, overwrite=overwrite, ranking=ranking
+        )
         result.gpkg_path = gpkg_path
     if map_path is not None:
         from reserve.maps import write_map

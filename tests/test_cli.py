@@ -192,3 +192,44 @@ def test_sigkill_mid_write_keeps_previous_outputs(cells, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["reserve.gpkg"]
     summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary")
     assert summary["budget"].tolist() == [7]
+
+
+def test_select_with_locks_and_bootstrap(tmp_path):
+    units = make_units()
+    cand = np.flatnonzero((units["role"] == "candidate").to_numpy())
+    units["mine"] = np.isin(np.arange(len(units)), cand[:2])
+    units["excl"] = np.isin(np.arange(len(units)), cand[2:6])
+    cells = write_units(tmp_path / "cells.gpkg", units)
+    out, html = tmp_path / "out", tmp_path / "m.html"
+    res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map", str(html),
+              "--locked-in", "mine", "--locked-out", "excl",
+              "--bootstrap", "3", "--n-jobs", "2")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
+    assert header.split()[2:5] == ["locked", "freq", "score"]
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+in\s+1\.00\s", res.stdout, flags=re.M)
+    assert sorted(int(r[1]) for r in rows) == sorted(units["cell_id"].iloc[cand[:2]])
+    assert (
+        "locked: 2 in" in res.stdout and "4 out" in res.stdout and "chose 3 of the 5" in res.stdout
+    )
+    assert "bootstrap: 3 refits" in res.stdout
+    summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary")
+    assert summary[["n_locked_in", "n_locked_out", "effective_budget", "bootstrap"]].iloc[
+        0
+    ].tolist() == [2, 4, 3, 3]
+    ranking = pyogrio.read_dataframe(out / "reserve.gpkg", layer="ranking")
+    assert "selection_frequency" in ranking.columns
+    page = html.read_text()
+    assert "selection frequency" in page and '"freq"' in page and '"locked"' in page
+
+
+def test_conflicting_locks_one_line_nothing_written(tmp_path):
+    units = make_units()
+    units["mine"] = (units["role"] == "candidate").to_numpy()
+    cells = write_units(tmp_path / "cells.gpkg", units)
+    res = run("--budget", "5", "--cells", str(cells), "--out", str(tmp_path / "out"),
+              "--locked-in", "mine", "--locked-out", "mine")  # fmt: skip
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert lines[-1].startswith("reserve: error: locked_in and locked_out share")
+    assert not (tmp_path / "out" / "reserve.gpkg").exists()

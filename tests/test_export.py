@@ -29,7 +29,12 @@ def written(tmp_path):
 def test_layers_geometry_and_crs_through_gdal_and_geopandas(written):
     path = written.gpkg_path
     layers = dict(pyogrio.list_layers(path).tolist())
-    assert layers == {"planning_units": "Polygon", "selected": "Polygon", "run_summary": None}
+    assert layers == {
+        "planning_units": "Polygon",
+        "selected": "Polygon",
+        "run_summary": None,
+        "ranking": None,
+    }
     for name in ("planning_units", "selected"):
         info = pyogrio.read_info(path, layer=name)
         assert info["crs"] == "EPSG:5070" and info["driver"] == "GPKG"
@@ -134,7 +139,19 @@ def test_stale_temporaries_of_dead_runs_are_removed(tmp_path):
 
 
 def test_layer_names_constant():
-    assert LAYERS == ("planning_units", "selected", "run_summary")
+    assert LAYERS == ("planning_units", "selected", "run_summary", "ranking")
+
+
+def test_ranking_layer_lists_every_candidate_in_rank_order(written):
+    ranking = pyogrio.read_dataframe(written.gpkg_path, layer="ranking")
+    pu = written.planning_units
+    assert list(ranking.columns) == ["rank", "cell_id", "score", "selected", "locked_in"]
+    assert ranking["rank"].tolist() == list(range(1, int((pu["rank"] > 0).sum()) + 1))
+    assert set(ranking["cell_id"]) == set(pu.loc[pu["role"] == "candidate", "cell_id"])
+    assert ranking["selected"].tolist() == [True] * 5 + [False] * (len(ranking) - 5)
+    # the runners-up follow by score
+    rest = ranking["score"].to_numpy()[5:]
+    assert (rest[:-1] >= rest[1:]).all()
 
 
 LAEA = "+proj=laea +lat_0=32.69 +lon_0=-83.25 +x_0=0 +y_0=0 +datum=WGS84 +units=m +no_defs"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import geopandas as gpd
@@ -10,6 +11,8 @@ import pandas as pd
 import pyogrio
 import pytest
 import shapely
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reserve.config import SELECT_METHODS
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
@@ -308,3 +311,141 @@ def test_missing_config_and_budget(tmp_path):
         load_config(tmp_path / "none.toml")
     with pytest.raises(InvalidInputError, match="budget is required"):
         resolve_config({})
+
+
+# --------------------------------------------------------------------------- locked cells
+
+
+def lock_units(n_in: int, n_out: int, seed: int = 0) -> gpd.GeoDataFrame:
+    """make_units with boolean columns 'mine' (n_in candidates) and 'excl' (n_out others)."""
+    units = make_units()
+    cand = np.flatnonzero((units["role"] == "candidate").to_numpy())
+    pick = np.random.default_rng(seed).permutation(cand)
+    units["mine"] = np.isin(np.arange(len(units)), pick[:n_in])
+    units["excl"] = np.isin(np.arange(len(units)), pick[n_in : n_in + n_out])
+    return units
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n_in=st.integers(0, 4),
+    n_out=st.integers(0, 20),
+    extra=st.integers(0, 5),
+    seed=st.integers(0, 10_000),
+)
+def test_locked_cells_are_always_respected(n_in, n_out, extra, seed):
+    budget = max(n_in + extra, 1)
+    units = lock_units(n_in, n_out, seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_units(Path(tmp) / "cells.gpkg", units)
+        res = select_reserve(budget, path, locked_in="mine", locked_out="excl")
+    pu = res.planning_units
+    mine, excl = units["mine"].to_numpy(), units["excl"].to_numpy()
+    chosen = pu["selected"].to_numpy()
+    assert chosen.sum() == budget and len(res.selected) == budget
+    assert chosen[mine].all() and not chosen[excl].any()
+    assert (pu["locked_in"].to_numpy() == mine).all() and pu["locked_out"].to_numpy()[excl].all()
+    # locked-in cells come first in the selection
+    assert res.selected["rank"].tolist() == list(range(1, budget + 1))
+    assert set(res.selected["cell_id"][:n_in]) == set(units["cell_id"][mine])
+    s = res.summary
+    assert (s["n_locked_in"], s["n_locked_out"], s["effective_budget"]) == (
+        n_in,
+        n_out,
+        budget - n_in,
+    )
+
+
+def test_locked_in_cells_leave_the_fit(tmp_path):
+    # the fit without the locked-in cells (marked 'other') picks the same remaining cells
+    units = lock_units(2, 0)
+    path = write_units(tmp_path / "a.gpkg", units)
+    res = select_reserve(6, path, locked_in="mine")
+    other = units.copy()
+    other.loc[other["mine"], "role"] = "other"
+    ref = select_reserve(4, write_units(tmp_path / "b.gpkg", other))
+    assert list(res.selected["cell_id"][2:]) == list(ref.selected["cell_id"])
+    assert res.selected["locked_in"].tolist() == [True, True, False, False, False, False]
+
+
+def test_locks_from_polygon_files(tmp_path, cells):
+    units = read_planning_units(cells)
+    cand = units[units["role"] == "candidate"]
+    # more than half of two candidate cells, and a sliver of a third (not locked)
+    polys = [cand.geometry.iloc[0].buffer(-100), cand.geometry.iloc[1].buffer(-100),
+             cand.geometry.iloc[2].buffer(-1400)]  # fmt: skip
+    gpd.GeoDataFrame(geometry=polys[:2], crs=5070).to_crs(4326).to_file(tmp_path / "in.gpkg")
+    gpd.GeoDataFrame(geometry=[polys[2]], crs=5070).to_file(tmp_path / "out.geojson")
+    res = select_reserve(5, cells, locked_in=tmp_path / "in.gpkg", out=tmp_path / "o", map=False)
+    got = res.planning_units.loc[res.planning_units["locked_in"], "cell_id"]
+    assert sorted(got) == sorted(cand["cell_id"].iloc[:2])
+    assert set(got) <= set(res.selected["cell_id"])
+    layer = pyogrio.read_dataframe(res.gpkg_path, layer="selected")
+    assert layer["locked_in"].tolist() == [True, True, False, False, False]
+    # the sliver (a 200 m square inside a 3 km cell) is too little to lock any cell
+    with pytest.raises(DataFileError, match="covers no cell by more than half"):
+        select_reserve(5, cells, locked_out=tmp_path / "out.geojson")
+
+
+def test_budget_equal_to_locked_in_selects_only_them(tmp_path):
+    path = write_units(tmp_path / "cells.gpkg", lock_units(3, 0))
+    res = select_reserve(3, path, locked_in="mine", bootstrap=2)
+    assert res.selected["locked_in"].all() and len(res.selected) == 3
+    assert res.summary["effective_budget"] == 0
+    freq = res.planning_units["selection_frequency"].to_numpy()
+    assert set(freq[res.planning_units["locked_in"]]) == {1.0}
+    assert freq[~res.planning_units["locked_in"]].sum() == 0
+
+
+def _bad_lock_cases(tmp_path: Path) -> list[tuple[dict, type, str]]:
+    far = tmp_path / "far.gpkg"
+    gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 1, 1)], crs=4326).to_file(far)
+    nocrs = tmp_path / "nocrs.shp"
+    gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 1, 1)]).to_file(nocrs)
+    return [
+        ({"locked_in": "mine", "locked_out": "mine"}, InvalidInputError, "cannot be both"),
+        ({"locked_in": "train_flag"}, InvalidInputError, "not candidates"),
+        ({"locked_in": "mine", "budget": 2}, InvalidInputError, "more than budget=2"),
+        ({"locked_in": "role"}, InvalidInputError, "not boolean"),
+        ({"locked_in": "nope"}, InvalidInputError, "neither a column"),
+        ({"locked_out": far}, DataFileError, "touches no cell"),
+        ({"locked_in": nocrs}, DataFileError, "has no CRS"),
+    ]
+
+
+def test_bad_locks_are_refused_and_nothing_is_written(tmp_path):
+    units = lock_units(3, 0)
+    units["train_flag"] = (units["role"] == "train").to_numpy()
+    path = write_units(tmp_path / "cells.gpkg", units)
+    for kw, error, message in _bad_lock_cases(tmp_path):
+        kw = {"budget": 5, **kw}
+        with pytest.raises(error, match=message) as info:
+            select_reserve(kw.pop("budget"), path, out=tmp_path / "out", **kw)
+        assert "\n" not in str(info.value)
+        assert not (tmp_path / "out" / "reserve.gpkg").exists()
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def test_bootstrap_frequencies_are_deterministic_and_independent_of_n_jobs(cells):
+    a = select_reserve(5, cells, bootstrap=6, seed=3)
+    b = select_reserve(5, cells, bootstrap=6, seed=3)
+    c = select_reserve(5, cells, bootstrap=6, seed=3, n_jobs=2)
+    fa = a.planning_units["selection_frequency"].to_numpy()
+    np.testing.assert_array_equal(fa, b.planning_units["selection_frequency"].to_numpy())
+    np.testing.assert_array_equal(fa, c.planning_units["selection_frequency"].to_numpy())
+    # each refit selects exactly k candidates: frequencies are multiples of 1/6 summing to k
+    cand = (a.planning_units["role"] == "candidate").to_numpy()
+    assert fa[~cand].sum() == 0 and fa.sum() == pytest.approx(5)
+    np.testing.assert_allclose(fa * 6, np.round(fa * 6))
+    assert a.ranking["selection_frequency"].sum() == pytest.approx(5)
+    assert "selection_frequency" in a.selected.columns
+    assert "selection_frequency" not in select_reserve(5, cells).selected.columns
+
+
+def test_bootstrap_resamples_differ_by_seed(cells):
+    # an oracle for the resampling itself: the seed changes the replicates
+    fa = select_reserve(5, cells, bootstrap=6, seed=1).planning_units["selection_frequency"]
+    fb = select_reserve(5, cells, bootstrap=6, seed=2).planning_units["selection_frequency"]
+    assert not np.array_equal(fa.to_numpy(), fb.to_numpy())
