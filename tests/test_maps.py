@@ -247,3 +247,19 @@ def test_map_renders_in_headless_chromium(tmp_path):
     assert errors == []
     script_errors = [e for e in logs if e["level"] == "SEVERE" and e.get("source") != "network"]
     assert script_errors == [], script_errors
+
+
+def test_popups_carry_locks_and_selection_frequency_only_when_present():
+    units = scored_units(10, 4)
+    plain = _data(build_map(units))
+    assert "freq" not in plain["selected"] and "locked" not in plain["selected"]
+    units["locked_in"] = False
+    first = units.index[units["rank"] == 1][0]
+    units.loc[first, "locked_in"] = True
+    units["selection_frequency"] = np.where(units["selected"], 0.75, 0.0)
+    units.loc[units["rank"] == 5, "selection_frequency"] = 0.25
+    data = _data(build_map(units))
+    assert data["selected"]["locked"] == [1, 0, 0, 0]
+    assert data["selected"]["freq"] == [0.75] * 4
+    ranks = data["candidates"]["rank"]
+    assert data["candidates"]["freq"][ranks.index(5)] == 0.25
