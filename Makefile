@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/reserve select --budget 30
+	$(VENV)/bin/reserve select --budget 30 --overwrite
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
