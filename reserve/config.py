@@ -7,6 +7,7 @@ from dataclasses import dataclass
 __all__ = [
     "DEFAULT_REGION",
     "INGEST_DEFAULTS",
+    "PLANNING_UNIT_COLUMNS",
     "SELECT_DEFAULTS",
     "SELECT_METHODS",
     "TTK_DEFAULTS",
@@ -15,6 +16,20 @@ __all__ = [
     "SelectDefaults",
     "TTKDefaults",
 ]
+
+#: Fixed leading columns of the ``planning_units`` layer written by ``reserve ingest`` (the
+#: habitat features and the geometry follow). ``reserve select`` reads it as the schema.
+PLANNING_UNIT_COLUMNS = (
+    "cell_id",
+    "role",
+    "label",
+    "n_checklists",
+    "n_detections",
+    "effort_hours",
+    "effort_km",
+    "public_fraction",
+    "locked_out",
+)
 
 
 @dataclass(frozen=True)

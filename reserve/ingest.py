@@ -56,7 +56,7 @@ import pandas as pd
 import pyproj
 import shapely
 
-from reserve.config import INGEST_DEFAULTS
+from reserve.config import INGEST_DEFAULTS, PLANNING_UNIT_COLUMNS
 from reserve.ebird import (
     DaskObservations,
     FilterLog,
@@ -71,19 +71,6 @@ from reserve.habitat import RasterLayer, habitat_features
 from reserve.ownership import assign_roles, cover_fraction, read_polygons
 
 __all__ = ["PLANNING_UNIT_COLUMNS", "IngestResult", "ingest", "parse_region"]
-
-#: Fixed leading columns of the ``planning_units`` layer (features and geometry follow).
-PLANNING_UNIT_COLUMNS = (
-    "cell_id",
-    "role",
-    "label",
-    "n_checklists",
-    "n_detections",
-    "effort_hours",
-    "effort_km",
-    "public_fraction",
-    "locked_out",
-)
 
 _WGS84 = pyproj.CRS.from_epsg(4326)
 

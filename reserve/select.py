@@ -55,7 +55,7 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from reserve.config import SELECT_DEFAULTS, SELECT_METHODS
+from reserve.config import PLANNING_UNIT_COLUMNS, SELECT_DEFAULTS, SELECT_METHODS
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 
 __all__ = [
@@ -77,15 +77,7 @@ REQUIRED_COLUMNS = ("cell_id", "role", "label", "locked_out")
 
 #: Columns of ``planning_units`` that are never features.
 _NON_FEATURES = (
-    "cell_id",
-    "role",
-    "label",
-    "n_checklists",
-    "n_detections",
-    "effort_hours",
-    "effort_km",
-    "public_fraction",
-    "locked_out",
+    *PLANNING_UNIT_COLUMNS,
     # added by reserve select, so a reserve.gpkg read back is not mistaken for features
     "score",
     "rank",
