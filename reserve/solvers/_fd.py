@@ -40,7 +40,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["FDResult", "feasible_direction", "line_search", "project_direction"]
+__all__ = [
+    "FDResult",
+    "augmented_norms",
+    "feasible_direction",
+    "line_search",
+    "project_direction",
+    "working_set",
+]
 
 
 @dataclass
@@ -210,13 +217,45 @@ def _hinge_obj(w: np.ndarray, margins: np.ndarray, C: float) -> float:
     return float(0.5 * (w @ w) + C * np.maximum(margins, 0.0).sum())
 
 
+def augmented_norms(X_cand: np.ndarray) -> np.ndarray:
+    """``||(z_j, 1)||`` per candidate row: the Cauchy-Schwarz factor of the score ``w.z_j + b``."""
+    return np.sqrt(np.einsum("ij,ij->i", X_cand, X_cand) + 1.0)
+
+
+def working_set(scores: np.ndarray, norm: np.ndarray, size: int) -> tuple[np.ndarray, float]:
+    """The ``size`` rows with the largest ``score / norm`` and the radius that vouches for the rest.
+
+    With ``v = (w, b)``, a row outside the set has ``score / ||z~|| <= -tau`` at the reference
+    point, so it stays ``<= 0`` while ``||v - v_ref|| < tau``. A ``tau <= 0`` vouches for nothing
+    (callers decide what to do then); ``size >= len(scores)`` gives every row and ``inf``.
+
+    Returns
+    -------
+    idx : ndarray of int, increasing
+    tau : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> idx, tau = working_set(np.array([1.0, -3.0, -0.5, -1.0]), np.ones(4), 2)
+    >>> idx.tolist(), tau
+    ([0, 2], 0.5)
+    """
+    m = scores.shape[0]
+    if size >= m:
+        return np.arange(m), np.inf
+    ratio = scores / norm
+    part = np.argpartition(-ratio, size - 1)[:size]
+    return np.sort(part), float(-ratio[part].min())
+
+
 class _CandidateScores:
     """Candidate scores kept on a working set; the rest vouched for by Cauchy-Schwarz."""
 
     def __init__(self, X_cand: np.ndarray, ws_size: int) -> None:
         self.X = X_cand
         self.m = X_cand.shape[0]
-        self.norm = np.sqrt(np.einsum("ij,ij->i", X_cand, X_cand) + 1.0)
+        self.norm = augmented_norms(X_cand)
         self.r_max = float(np.sqrt(np.max(self.norm**2 - 1.0)))
         self.ws_size = min(self.m, ws_size)
         self.n_refresh = 0
@@ -225,14 +264,9 @@ class _CandidateScores:
         """Recompute every score and rebuild the working set around ``(w, b)``."""
         scores = self.X @ w + b
         self.n_refresh += 1
-        self.tau = np.inf
-        idx = np.arange(self.m)
-        if self.ws_size < self.m:
-            ratio = scores / self.norm
-            part = np.argpartition(-ratio, self.ws_size - 1)[: self.ws_size]
-            tau = float(-ratio[part].min())
-            if tau > 0.0:  # else too many rows at the boundary: keep them all
-                idx, self.tau = np.sort(part), tau
+        idx, self.tau = working_set(scores, self.norm, self.ws_size)
+        if not self.tau > 0.0:  # too many rows at the boundary: keep them all
+            idx, self.tau = np.arange(self.m), np.inf
         self.idx = idx
         self.Z = np.ascontiguousarray(self.X[idx]) if idx.size < self.m else self.X
         self.s = scores[idx]

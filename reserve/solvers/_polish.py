@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reserve.solvers._base import top_k
+from reserve.solvers._fd import augmented_norms, working_set
 from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
 
 __all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset"]
@@ -82,17 +83,21 @@ class CandidateScreen:
     --------
     >>> import numpy as np
     >>> Z = np.array([[1.0], [0.0], [-1.0], [-3.0]])
-    >>> scr = CandidateScreen(Z, 2)
+    >>> scr = CandidateScreen(Z, 3)
     >>> scr.refresh(np.array([1.0]), 0.0)
-    >>> scr.idx.tolist(), scr.vouches(np.array([1.1]), 0.0)
-    ([0, 1], True)
+    >>> scr.idx.tolist(), round(scr.tau, 3), scr.vouches(np.array([1.1]), 0.0)
+    ([0, 1, 2], 0.707, True)
+    >>> scr = CandidateScreen(Z, 2)  # a row at score 0 is left out: tau = 0 vouches for nothing
+    >>> scr.refresh(np.array([1.0]), 0.0)
+    >>> scr.vouches(np.array([1.0]), 0.0)
+    False
     """
 
     def __init__(self, X_cand: np.ndarray, size: int) -> None:
         self.X = X_cand
         self.m = X_cand.shape[0]
         self.size = int(min(max(size, 1), self.m))
-        self.norm = np.sqrt(np.einsum("ij,ij->i", X_cand, X_cand) + 1.0)
+        self.norm = augmented_norms(X_cand)
         # max |X_cand| without the copy np.abs would make.
         self.x_max = max(float(X_cand.max()), -float(X_cand.min())) if self.m else 0.0
         self.n_refresh = 0
@@ -104,14 +109,8 @@ class CandidateScreen:
         self.scores = self.X @ w + b
         self.v_ref = np.r_[w, b]
         self.n_refresh += 1
-        if self.size >= self.m:
-            self.idx, self.tau = np.arange(self.m), np.inf
-        else:
-            ratio = self.scores / self.norm
-            part = np.argpartition(-ratio, self.size - 1)[: self.size]
-            self.idx = np.sort(part)
-            # Rows outside have ratio <= -tau; a non-positive tau vouches for nothing.
-            self.tau = float(-ratio[part].min())
+        # A non-positive tau vouches for nothing: vouches() then says so.
+        self.idx, self.tau = working_set(self.scores, self.norm, self.size)
         self.Z = np.ascontiguousarray(self.X[self.idx])
 
     def vouches(self, w: np.ndarray, b: float) -> bool:
