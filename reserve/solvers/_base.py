@@ -109,7 +109,8 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
 
     def _select(self, X: np.ndarray, candidates: np.ndarray, k: int) -> None:
         """Set ``candidate_scores_``, ``selected_`` (row indices, best first) and ``classes_``."""
-        scores = X[candidates] @ self.coef_ + self.intercept_
+        # (X @ w)[rows], not X[rows] @ w: the latter copies the candidate block first.
+        scores = (X @ self.coef_)[candidates] + self.intercept_
         self.candidates_ = candidates
         self.candidate_scores_ = scores
         self.selected_ = candidates[top_k(scores, k)]
