@@ -64,7 +64,13 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
 @click.option(
     "--sed", required=True, type=click.Path(), help="Sampling Event Data (.txt/.gz/.zip)."
 )
-@click.option("--species", required=True, help="Common or scientific name, e.g. 'Wood Thrush'.")
+@click.option(
+    "--species",
+    required=True,
+    multiple=True,
+    help="Common or scientific name, e.g. 'Wood Thrush'; repeat for several species "
+    "(label = the first; label__<slug> for each).",
+)
 @click.option("--output", required=True, type=click.Path(), help="GeoPackage to write (.gpkg).")
 @click.option("--region", help="Bbox min_lon,min_lat,max_lon,max_lat or a polygon file.")
 @click.option("--region-layer", help="Layer of a multi-layer region file.")
@@ -142,7 +148,7 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output.")
 def ingest_command(**kw: object) -> None:
-    """Grid eBird checklists of one species into labelled planning units with features."""
+    """Grid eBird checklists of one species (or several) into labelled planning units."""
     from reserve.ingest import ingest
 
     kw["categorical"] = _named_paths(kw["categorical"], "--categorical")  # type: ignore[arg-type]
@@ -154,7 +160,9 @@ def ingest_command(**kw: object) -> None:
     kw["years"] = _int_list(kw["years"], "--years")  # type: ignore[arg-type]
     protocols = str(kw["protocols"])
     kw["protocols"] = None if protocols.lower() == "all" else protocols.split(",")
-    result = ingest(kw.pop("ebd"), kw.pop("sed"), kw.pop("species"), kw.pop("output"), **kw)
+    names = tuple(kw.pop("species"))  # type: ignore[call-overload]
+    species = names[0] if len(names) == 1 else names  # one --species: the one-species columns
+    result = ingest(kw.pop("ebd"), kw.pop("sed"), species, kw.pop("output"), **kw)
     counts = result.counts()
     click.echo(
         f"wrote {result.path} (crs {result.grid.crs.name}, cells {result.grid.cell_size:g} m)"
@@ -164,6 +172,18 @@ def ingest_command(**kw: object) -> None:
         f"(positive {counts['train_positive']}), candidate {counts['candidate']}, "
         f"other {counts['other']}"
     )
+    if len(names) > 1:
+        from reserve.config import SPECIES_LABEL_PREFIX, species_slug
+
+        pu = result.planning_units
+        train = pu["role"] == "train"
+        for name in names:
+            column = SPECIES_LABEL_PREFIX + species_slug(name)
+            click.echo(
+                f"{column} = {name} (train positive {int((train & (pu[column] == 1)).sum())}, "
+                f"surveyed positive {int((pu[column] == 1).sum())})"
+            )
+        click.echo(f"label = {names[0]}")
 
 
 @main.command("select")

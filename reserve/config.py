@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -10,11 +11,14 @@ __all__ = [
     "PLANNING_UNIT_COLUMNS",
     "SELECT_DEFAULTS",
     "SELECT_METHODS",
+    "SPECIES_DETECTIONS_PREFIX",
+    "SPECIES_LABEL_PREFIX",
     "TTK_DEFAULTS",
     "DefaultRegion",
     "IngestDefaults",
     "SelectDefaults",
     "TTKDefaults",
+    "species_slug",
 ]
 
 #: Fixed leading columns of the ``planning_units`` layer written by ``reserve ingest`` (the
@@ -120,9 +124,15 @@ class DefaultRegion:
     Attributes
     ----------
     species : str
-        Common name of the virtual species in the simulated EBD (see :mod:`reserve.simulate`).
+        Common name of the first virtual species in the simulated EBD (see
+        :mod:`reserve.simulate`); its labels are the ``label`` column of the default ingest.
     scientific_name : str
         Its (invented) scientific name.
+    species_all : tuple of str
+        Every virtual species of the simulation, the first being ``species``; the default
+        ingest labels all of them (``label__<slug>`` columns, see :func:`species_slug`).
+    scientific_names_all : tuple of str
+        Their (invented) scientific names, in the same order.
     months : tuple of int
         Months of the checklists kept by the ingest (the breeding season).
     cell_size : float
@@ -135,6 +145,8 @@ class DefaultRegion:
 
     species: str = "Virtual Thrush"
     scientific_name: str = "Hylocichla simulata"
+    species_all: tuple[str, ...] = ("Virtual Thrush", "Virtual Quail")
+    scientific_names_all: tuple[str, ...] = ("Hylocichla simulata", "Colinus simulatus")
     months: tuple[int, ...] = (5, 6)
     cell_size: float = 3000.0
     seed: int = 0
@@ -201,3 +213,23 @@ class SelectDefaults:
 
 
 SELECT_DEFAULTS = SelectDefaults()
+
+
+#: Prefixes of the per-species columns of ``planning_units`` written by an ingest of several
+#: species: ``label__<slug>`` (1 / 0 / -1, as ``label``) and ``n_detections__<slug>`` for every
+#: species, the first included; ``<slug>`` is :func:`species_slug` of the name as given.
+SPECIES_LABEL_PREFIX = "label__"
+SPECIES_DETECTIONS_PREFIX = "n_detections__"
+
+
+def species_slug(name: str) -> str:
+    """A species name as a column suffix: lower case, runs of non-alphanumerics become ``_``.
+
+    Examples
+    --------
+    >>> species_slug("Wood Thrush"), species_slug("Bicknell's Thrush")
+    ('wood_thrush', 'bicknell_s_thrush')
+    >>> SPECIES_LABEL_PREFIX + species_slug("  Hylocichla  mustelina ")
+    'label__hylocichla_mustelina'
+    """
+    return re.sub(r"[^0-9a-z]+", "_", str(name).lower()).strip("_")

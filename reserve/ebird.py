@@ -8,6 +8,10 @@ This module turns eBird text files into two tables and knows nothing of grids or
 * **detections**: the EBD rows of one target species, rolled up to species level.
 
 :func:`zero_fill` joins them: a checklist with no EBD row for the species is a non-detection.
+Several species can be read in one pass (``species=["Wood Thrush", "Veery"]``): the EBD is
+streamed once, the rows of every species are tagged with the name asked for, and each species
+is zero-filled against the same checklists (columns ``detected__<slug>``,
+``observation_count__<slug>``, see :func:`reserve.config.species_slug`).
 :func:`load_observations` runs the whole sequence in the order of the eBird best-practice guide
 (Strimas-Mackey et al.) and records, in a :class:`FilterLog`, how many rows every step kept and
 dropped.
@@ -50,10 +54,12 @@ import numpy as np
 import pandas as pd
 import shapely
 
-from reserve.config import INGEST_DEFAULTS
+from reserve.config import INGEST_DEFAULTS, species_slug
 from reserve.errors import DataFileError, InvalidInputError, MissingDependencyError
 
 __all__ = [
+    "COUNT_PREFIX",
+    "DETECTED_PREFIX",
     "EBD_REQUIRED",
     "SED_REQUIRED",
     "DaskObservations",
@@ -76,6 +82,7 @@ __all__ = [
     "read_detections",
     "read_header",
     "rollup_species",
+    "species_list",
     "split_by",
     "zero_fill",
 ]
@@ -116,6 +123,11 @@ EBD_REQUIRED = (
 NON_SPECIES_CATEGORIES = ("spuh", "slash", "hybrid")
 
 _SPECIES_CATEGORIES = ("species", "issf", "form", "intergrade", "domestic")
+
+#: Per-species columns of zero-filled checklists when several species are read:
+#: ``detected__<slug>`` and ``observation_count__<slug>``.
+DETECTED_PREFIX = "detected__"
+COUNT_PREFIX = "observation_count__"
 _PAREN = re.compile(r"\s*\(.*\)\s*$")
 
 
@@ -812,7 +824,11 @@ def link_detections(detections: pd.DataFrame, members: pd.DataFrame) -> pd.DataF
     return out[ids.notna().to_numpy()]
 
 
-def zero_fill(checklists: pd.DataFrame, detections: pd.DataFrame) -> pd.DataFrame:
+def zero_fill(
+    checklists: pd.DataFrame,
+    detections: pd.DataFrame,
+    species: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """Mark every checklist as a detection or a non-detection of the target species.
 
     Precondition: ``checklists`` unique on ``checklist_id``; ``detections`` are the rolled-up
@@ -820,6 +836,11 @@ def zero_fill(checklists: pd.DataFrame, detections: pd.DataFrame) -> pd.DataFram
     with no row for the species is a non-detection (count 0); an ``X`` count is a detection with
     an unknown (NaN) count. Shared checklists with rows from several members take the largest
     count (members count the same birds).
+
+    With ``species`` (names, as in :func:`species_list`), ``detections`` hold the rows of
+    several species tagged by a ``species`` column, and each is zero-filled against the same
+    checklists: ``detected__<slug>`` and ``observation_count__<slug>`` for every species;
+    ``detected`` and ``observation_count`` repeat the first species'.
 
     Examples
     --------
@@ -829,22 +850,39 @@ def zero_fill(checklists: pd.DataFrame, detections: pd.DataFrame) -> pd.DataFram
     >>> z = zero_fill(c, d)
     >>> z.detected.tolist(), z.observation_count.tolist()
     ([True, False, True], [2.0, 0.0, nan])
+    >>> d["species"] = ["Veery", "Wood Thrush"]
+    >>> z = zero_fill(c, d, species=["Wood Thrush", "Veery"])
+    >>> z.detected__wood_thrush.tolist(), z.detected__veery.tolist()
+    ([False, False, True], [True, False, False])
     """
     if checklists["checklist_id"].duplicated().any():
         raise InvalidInputError(
             "zero_fill: checklists has duplicated checklist_id values; run deduplicate_groups "
             "(or with_checklist_id) first"
         )
+    ids = checklists["checklist_id"]
+    out = checklists.copy()
+    if species is None:
+        out["detected"], out["observation_count"] = _fill(ids, detections)
+        return out
+    tags = detections["species"].to_numpy()
+    for j, name in enumerate(species):
+        detected, count = _fill(ids, detections[tags == name])
+        if j == 0:
+            out["detected"], out["observation_count"] = detected, count
+        slug = species_slug(name)
+        out[DETECTED_PREFIX + slug], out[COUNT_PREFIX + slug] = detected, count
+    return out
+
+
+def _fill(ids: pd.Series, detections: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``detected`` and ``observation_count`` of every checklist id (see :func:`zero_fill`)."""
     det = detections[detections["detected"].to_numpy(dtype=bool)]
     grouped = det.groupby("checklist_id", sort=False)["observation_count"]
     count = grouped.max()  # NaN only when every member's count is an X
-    ids = checklists["checklist_id"]
     detected = ids.isin(count.index).to_numpy()
     filled = ids.map(count).to_numpy(dtype=float)
-    out = checklists.copy()
-    out["detected"] = detected
-    out["observation_count"] = np.where(detected, filled, 0.0)
-    return out
+    return detected, np.where(detected, filled, 0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -892,9 +930,9 @@ def _sed_chunk(
 
 
 def _ebd_chunk(
-    text: pd.DataFrame, log: FilterLog, target: str, names: dict[str, str]
+    text: pd.DataFrame, log: FilterLog, targets: tuple[str, ...], names: dict[str, str]
 ) -> pd.DataFrame:
-    """Parse the EBD rows of one chunk that may belong to ``target`` (a lower-case name)."""
+    """Parse the EBD rows of one chunk that may belong to ``targets`` (lower-case names)."""
     log.record("ebd", "read", kept=len(text), dropped=0)
     sci = text["scientific_name"]
     common = text["common_name"]
@@ -907,8 +945,8 @@ def _ebd_chunk(
         names.setdefault(common_key[u].lower(), common_key[u])
     for u in u_sci:
         names.setdefault(sci_key[u].lower(), sci_key[u])
-    hit_sci = [u for u in u_sci if sci_key[u].lower() == target]
-    hit_common = [u for u in u_common if common_key[u].lower() == target]
+    hit_sci = [u for u in u_sci if sci_key[u].lower() in targets]
+    hit_common = [u for u in u_common if common_key[u].lower() in targets]
     mask = sci.isin(hit_sci).to_numpy() | common.isin(hit_common).to_numpy()
     log.record("ebd", "species", kept=int(mask.sum()), dropped=int((~mask).sum()))
     rows = text[mask]
@@ -1138,12 +1176,99 @@ def _sed_block(chunk: pd.DataFrame, log: FilterLog, options: dict[str, Any]) -> 
 
 
 def _ebd_block(chunk: pd.DataFrame, log: FilterLog, options: dict[str, Any]) -> pd.DataFrame:
-    return _ebd_chunk(chunk, log, options["target"], options["names"])
+    return _ebd_chunk(chunk, log, options["targets"], options["names"])
+
+
+def species_list(species: str | Sequence[str]) -> tuple[str, ...]:
+    """The species names of ``species`` (one name or several), checked.
+
+    Every name must be a non-empty string. Several names must give distinct column suffixes
+    (:func:`reserve.config.species_slug`), so the same species cannot be asked for twice.
+
+    Examples
+    --------
+    >>> species_list("Wood Thrush"), species_list(["Wood Thrush", "Veery"])
+    (('Wood Thrush',), ('Wood Thrush', 'Veery'))
+    """
+    if isinstance(species, str):
+        if not species.strip():
+            raise InvalidInputError(
+                f"species={species!r}; pass a common or scientific name, e.g. 'Wood Thrush'"
+            )
+        return (species,)
+    try:
+        names = tuple(species)
+    except TypeError:
+        names = ()
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise InvalidInputError(
+            f"species={species!r}; pass a common or scientific name, or a list of them, e.g. "
+            "['Wood Thrush', 'Veery']"
+        )
+    seen: dict[str, str] = {}
+    for name in names:
+        slug = species_slug(name)
+        if not slug:
+            raise InvalidInputError(
+                f"species name {name!r} has no letter or digit; pass a common or scientific name"
+            )
+        if slug in seen:
+            what = "is given twice" if seen[slug] == name else f"and {name!r} are the same name"
+            raise InvalidInputError(
+                f"species {seen[slug]!r} {what} (both would be column suffix {slug!r}); "
+                "pass each species once"
+            )
+        seen[slug] = name
+    return names
+
+
+def _target(name: str) -> str:
+    """The lower-case, single-spaced form of a species name matched against the EBD."""
+    return " ".join(name.split()).lower()
+
+
+def _no_row_error(species: str, names: dict[str, str], path: Path) -> InvalidInputError:
+    target = _target(species)
+    close = difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
+    hint = f" Close names in the file: {', '.join(names[c] for c in close)}." if close else ""
+    return InvalidInputError(
+        f"species={species!r} matches no row of EBD file {str(path)!r} "
+        f"({len(names)} distinct names seen).{hint} Fix: pass a common or scientific name "
+        "as spelled in the file."
+    )
+
+
+def _tag_species(rows: pd.DataFrame, species: tuple[str, ...], log: FilterLog) -> pd.DataFrame:
+    """Tag rolled-up EBD rows with the name asked for (column ``species``); record the counts.
+
+    Refuses two names of the same species (a common and a scientific name, say): a row that
+    matches both.
+    """
+    sci = rows["scientific_name"].str.lower().to_numpy()
+    common = rows["common_name"].str.lower().to_numpy()
+    hits = np.zeros((len(rows), len(species)), dtype=bool)
+    for j, name in enumerate(species):
+        hits[:, j] = (sci == _target(name)) | (common == _target(name))
+    both = np.flatnonzero(hits.sum(axis=1) > 1)
+    if both.size:
+        i, j = np.flatnonzero(hits[both[0]])[:2]
+        raise InvalidInputError(
+            f"species {species[i]!r} and {species[j]!r} are the same species "
+            f"({rows['common_name'].iloc[both[0]]}, {rows['scientific_name'].iloc[both[0]]}); "
+            "pass each species once"
+        )
+    which = hits.argmax(axis=1)
+    keep = hits.any(axis=1)
+    for j, name in enumerate(species):
+        n = int((keep & (which == j)).sum())
+        log.record("ebd", f"species:{species_slug(name)}", kept=n, dropped=0, detail=name)
+    tags = np.asarray(species, dtype=object)[which[keep]]
+    return rows[keep].assign(species=tags)
 
 
 def read_detections(
     ebd: str | os.PathLike[str],
-    species: str,
+    species: str | Sequence[str],
     *,
     chunksize: int = INGEST_DEFAULTS.chunksize,
     progress: bool = False,
@@ -1157,9 +1282,10 @@ def read_detections(
     ----------
     ebd : path-like
         EBD text (plain, ``.gz`` or ``.zip``).
-    species : str
+    species : str or sequence of str
         Common or scientific name, any case (``"Wood Thrush"``, ``"hylocichla mustelina"``).
-        Subspecies and forms of it are included; spuhs, slashes and hybrids are not.
+        Subspecies and forms of it are included; spuhs, slashes and hybrids are not. A
+        sequence reads several species in one pass (see :func:`species_list`).
     chunksize, progress, log, engine, scheduler
         As in :func:`read_checklists`.
 
@@ -1167,23 +1293,22 @@ def read_detections(
     -------
     DataFrame
         ``sampling_event_identifier``, ``category``, ``common_name``, ``scientific_name``,
-        ``observation_count`` (NaN for ``X``) and ``detected``, one row per checklist.
+        ``observation_count`` (NaN for ``X``) and ``detected``, one row per checklist (and
+        species). With a sequence, also ``species``: the name, as given, each row is of.
 
     Raises
     ------
     InvalidInputError
-        When no row of the file is of ``species``; the message lists close names.
+        When no row of the file is of a species (the message names it and lists close
+        names), or two names are of the same species.
     """
-    if not isinstance(species, str) or not species.strip():
-        raise InvalidInputError(
-            f"species={species!r}; pass a common or scientific name, e.g. 'Wood Thrush'"
-        )
-    target = " ".join(species.split()).lower()
+    names_given = species_list(species)
+    targets = tuple(_target(s) for s in names_given)
     log = FilterLog() if log is None else log
     names: dict[str, str] = {}
     path = Path(ebd)
     if engine == "dask":
-        options = {"target": target, "names": names}
+        options = {"targets": targets, "names": names}
         parts, chunk_log, names = _dask_map_blocks(
             path,
             "EBD",
@@ -1204,20 +1329,21 @@ def read_detections(
             "EBD",
             chunksize,
             progress,
-            lambda chunk: _ebd_chunk(chunk, log, target, names),
+            lambda chunk: _ebd_chunk(chunk, log, targets, names),
         )
     else:
         raise InvalidInputError(f"engine={engine!r} is not one of 'local', 'dask'")
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=_EBD_COLUMNS)
     if rows.empty:
-        close = difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
-        hint = f" Close names in the file: {', '.join(names[c] for c in close)}." if close else ""
-        raise InvalidInputError(
-            f"species={species!r} matches no row of EBD file {str(path)!r} "
-            f"({len(names)} distinct names seen).{hint} Fix: pass a common or scientific name "
-            "as spelled in the file."
-        )
-    return log.apply("ebd", "rollup", rollup_species, rows, detail="drop spuh/slash/hybrid")
+        raise _no_row_error(names_given[0], names, path)
+    rows = log.apply("ebd", "rollup", rollup_species, rows, detail="drop spuh/slash/hybrid")
+    if isinstance(species, str):
+        return rows
+    rows = _tag_species(rows, names_given, log)
+    for name in names_given:
+        if log.kept("ebd", f"species:{species_slug(name)}") == 0:
+            raise _no_row_error(name, names, path)
+    return rows
 
 
 def _empty_message(sed: str | os.PathLike[str], log: FilterLog) -> str:
@@ -1241,7 +1367,7 @@ def _empty_message(sed: str | os.PathLike[str], log: FilterLog) -> str:
 def load_observations(
     ebd: str | os.PathLike[str],
     sed: str | os.PathLike[str],
-    species: str,
+    species: str | Sequence[str],
     *,
     deduplicate: bool = True,
     log: FilterLog | None = None,
@@ -1257,7 +1383,8 @@ def load_observations(
     Parameters
     ----------
     ebd, sed : path-like
-    species : str
+    species : str or sequence of str
+        One name, or several read in the same pass (:func:`species_list`).
     deduplicate : bool
         Keep one checklist per ``GROUP IDENTIFIER``.
     log : FilterLog, optional
@@ -1271,9 +1398,12 @@ def load_observations(
     DataFrame
         One row per checklist: ``checklist_id``, ``sampling_event_identifier``, ``latitude``,
         ``longitude``, ``observation_date``, effort columns, ``detected``,
-        ``observation_count``.
+        ``observation_count``. With a sequence of species, ``detected`` and
+        ``observation_count`` are the first species', and every species has
+        ``detected__<slug>`` and ``observation_count__<slug>`` (:func:`zero_fill`).
     """
     log = FilterLog() if log is None else log
+    names_given = species_list(species)
     if options.get("engine") == "dask":
         filters = {k: v for k, v in options.items() if k not in ("engine", "scheduler", "progress")}
         with dask_client(options.get("scheduler"), reuse=True) as client:
@@ -1304,7 +1434,7 @@ def load_observations(
         detections,
         members=members[["sampling_event_identifier", "checklist_id"]],
     )
-    filled = zero_fill(checklists, detections)
+    filled = zero_fill(checklists, detections, None if isinstance(species, str) else names_given)
     _log_zero_fill(log, filled, species)
     return filled
 
@@ -1558,14 +1688,14 @@ def _ebd_shuffle_task(
     path: str,
     chunksize: int,
     byte_range: tuple[int, int] | None,
-    target: str,
+    targets: tuple[str, ...],
     n_buckets: int,
 ) -> tuple[list[pd.DataFrame], FilterLog, dict[str, str]]:
-    """Read one EBD byte range, keep the target's rows, split them by sampling event."""
+    """Read one EBD byte range, keep the targets' rows, split them by sampling event."""
     log = FilterLog()
     names: dict[str, str] = {}
     parts = [
-        _ebd_chunk(chunk, log, target, names)
+        _ebd_chunk(chunk, log, targets, names)
         for chunk in iter_table(
             path, _EBD_COLUMNS, required=EBD_REQUIRED, kind="EBD", chunksize=chunksize,
             byte_range=byte_range,
@@ -1577,12 +1707,18 @@ def _ebd_shuffle_task(
 
 
 def _link_task(
-    detections: Sequence[pd.DataFrame], members: Sequence[pd.DataFrame], n_buckets: int
+    detections: Sequence[pd.DataFrame],
+    members: Sequence[pd.DataFrame],
+    n_buckets: int,
+    species: tuple[str, ...] | None = None,
 ) -> tuple[list[pd.DataFrame], FilterLog, FilterLog]:
-    """Roll up and link the EBD rows of one event bucket; split them by checklist id."""
+    """Roll up, tag (several ``species``) and link the EBD rows of one event bucket; split them
+    by checklist id."""
     rollup_log, link_log = FilterLog(), FilterLog()
     rows = _concat(detections)
     rows = rollup_log.apply("ebd", "rollup", rollup_species, rows, detail="drop spuh/slash/hybrid")
+    if species is not None:
+        rows = _tag_species(rows, species, rollup_log)
     linked = link_log.apply(
         "ebd", "in_kept_checklists", link_detections, rows, members=_concat(members)
     )
@@ -1594,7 +1730,7 @@ def _zero_fill_task(
     checklists: Sequence[pd.DataFrame],
     detections: Sequence[pd.DataFrame],
     deduplicate: bool,
-    species: str,
+    species: str | tuple[str, ...],
 ) -> tuple[pd.DataFrame, FilterLog, FilterLog]:
     """De-duplicate and zero-fill one checklist-id bucket (it holds whole groups)."""
     dedup_log, fill_log = FilterLog(), FilterLog()
@@ -1603,20 +1739,32 @@ def _zero_fill_task(
         frame = dedup_log.apply(
             "sed", "group_dedup", deduplicate_groups, frame, detail="GROUP IDENTIFIER"
         )
-    filled = zero_fill(frame, _concat(detections))
+    filled = zero_fill(frame, _concat(detections), None if isinstance(species, str) else species)
     _log_zero_fill(fill_log, filled, species)
     return filled, dedup_log, fill_log
 
 
-def _log_zero_fill(log: FilterLog, filled: pd.DataFrame, species: str) -> None:
-    log.record("checklists", "zero_fill", kept=len(filled), dropped=0, detail=species)
+def _log_zero_fill(log: FilterLog, filled: pd.DataFrame, species: str | Sequence[str]) -> None:
+    several = not isinstance(species, str)
+    detail = "; ".join(species) if several else species
+    log.record("checklists", "zero_fill", kept=len(filled), dropped=0, detail=detail)
     log.record(
         "checklists",
         "detections",
         kept=int(filled["detected"].sum()),
         dropped=int((~filled["detected"]).sum()),
-        detail="kept = detections, dropped = non-detections",
+        detail="kept = detections, dropped = non-detections"
+        + (f" (of {species[0]})" if several else ""),
     )
+    for name in species if several else ():
+        detected = filled[DETECTED_PREFIX + species_slug(name)].to_numpy(dtype=bool)
+        log.record(
+            "checklists",
+            f"detections:{species_slug(name)}",
+            kept=int(detected.sum()),
+            dropped=int((~detected).sum()),
+            detail=f"{name}: kept = detections, dropped = non-detections",
+        )
 
 
 def _empty_text(columns: Sequence[str]) -> pd.DataFrame:
@@ -1644,7 +1792,7 @@ def _pick(result: Any, *keys: int) -> Any:
 def dask_observations(
     ebd: str | os.PathLike[str],
     sed: str | os.PathLike[str],
-    species: str,
+    species: str | Sequence[str],
     *,
     client: Any,
     deduplicate: bool = True,
@@ -1673,11 +1821,9 @@ def dask_observations(
         ``_row``).
     """
     log = FilterLog() if log is None else log
-    if not isinstance(species, str) or not species.strip():
-        raise InvalidInputError(
-            f"species={species!r}; pass a common or scientific name, e.g. 'Wood Thrush'"
-        )
-    target = " ".join(species.split()).lower()
+    names_given = species_list(species)
+    several = None if isinstance(species, str) else names_given
+    targets = tuple(_target(s) for s in names_given)
     options = _sed_options_from(**filters)
     sed_path, ebd_path = Path(sed), Path(ebd)
     sed_ranges = _byte_ranges(sed_path, "SED", SED_REQUIRED)
@@ -1695,7 +1841,7 @@ def dask_observations(
     if sum(n_kept for _, n_kept in sed_counts) == 0:
         raise InvalidInputError(_empty_message(sed, log))
     ebd_tasks = [
-        client.submit(_ebd_shuffle_task, str(ebd_path), chunksize, r, target, n, pure=False)
+        client.submit(_ebd_shuffle_task, str(ebd_path), chunksize, r, targets, n, pure=False)
         for r in ebd_ranges
     ]
     ebd_log = FilterLog()
@@ -1707,19 +1853,14 @@ def dask_observations(
         for k, v in block_names.items():
             names.setdefault(k, v)
     if ebd_log.kept("ebd", "malformed") == 0:
-        close = difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
-        hint = f" Close names in the file: {', '.join(names[c] for c in close)}." if close else ""
-        raise InvalidInputError(
-            f"species={species!r} matches no row of EBD file {str(ebd_path)!r} "
-            f"({len(names)} distinct names seen).{hint} Fix: pass a common or scientific name "
-            "as spelled in the file."
-        )
+        raise _no_row_error(names_given[0], names, ebd_path)
     links = [
         client.submit(
             _link_task,
             [client.submit(_pick, t, 0, j) for t in ebd_tasks],
             [client.submit(_pick, t, 1, j) for t in sed_tasks],
             n,
+            several,
         )
         for j in range(n)
     ]
@@ -1729,13 +1870,20 @@ def dask_observations(
             [client.submit(_pick, t, 0, j) for t in sed_tasks],
             [client.submit(_pick, t, 0, j) for t in links],
             deduplicate,
-            species,
+            species if several is None else several,
         )
         for j in range(n)
     ]
     rollup_logs, link_logs = zip(
         *client.gather([client.submit(_pick, t, slice(1, 3)) for t in links]), strict=True
     )
+    if several is not None:
+        tagged = FilterLog()
+        for block_log in rollup_logs:
+            tagged.merge(block_log)
+        for name in several:
+            if tagged.kept("ebd", f"species:{species_slug(name)}") == 0:
+                raise _no_row_error(name, names, ebd_path)
     dedup_logs, fill_logs = zip(
         *client.gather([client.submit(_pick, t, slice(1, 3)) for t in fills]), strict=True
     )

@@ -26,6 +26,10 @@ column                     type        meaning
 ``effort_km``              float64     total distance travelled (stationary counts 0)
 ``public_fraction``        float64     fraction of the cell inside the public polygons
 ``locked_out``             bool        locked-out fraction > ``locked_threshold``
+``label__<slug>``          int64       several species only: ``label`` of each species, the
+                                       first included (``<slug>``: ``species_slug(name)``,
+                                       e.g. ``wood_thrush``)
+``n_detections__<slug>``   int64       several species only: ``n_detections`` of each species
 ``<raster>_<class>``       float64     fraction of the cell's valid area in each class
 ``<raster>_mean``, ``_sd`` float64     area-weighted mean and sd of a continuous raster
 ``geometry``               polygon     the square cell, in the grid's equal-area CRS (stored)
@@ -33,10 +37,22 @@ column                     type        meaning
 
 Feature columns are NaN for a cell the raster covers only partly (a warning says how many).
 
+With several species (``species=["Wood Thrush", "Veery"]``, ``--species`` repeated) the files
+are read and filtered once and every species is zero-filled against the same kept checklists;
+``label`` and ``n_detections`` are the first species' (so a one-species reader is unchanged)
+and each species, the first included, adds a ``label__<slug>`` / ``n_detections__<slug>`` pair
+after ``locked_out`` (prefixes :data:`reserve.config.SPECIES_LABEL_PREFIX` and
+:data:`reserve.config.SPECIES_DETECTIONS_PREFIX`). A species with no detection in the kept
+checklists is written (labels 0 and -1 only) with a warning naming it.
+
 ``ingest_summary`` (a table without geometry): columns ``item``, ``kept``, ``dropped``,
 ``value``. One row per filter (``sed:complete``, ``ebd:species``, ...: the rows it kept and
 dropped), then the cell counts (``cells:train``, ...), the run settings (``crs``,
-``cell_size``, ``species``, inputs) and the versions of the libraries used.
+``cell_size``, ``species``, inputs) and the versions of the libraries used. With several
+species: ``ebd:species:<slug>`` (rolled-up EBD rows of each species),
+``checklists:detections:<slug>`` (kept = detections, dropped = non-detections),
+``cells:positive:<slug>``, ``species`` (the names joined by ``"; "``) and one ``species:<slug>``
+row per species whose value is its name.
 """
 
 from __future__ import annotations
@@ -56,13 +72,21 @@ import pandas as pd
 import pyproj
 import shapely
 
-from reserve.config import INGEST_DEFAULTS, PLANNING_UNIT_COLUMNS
+from reserve.config import (
+    INGEST_DEFAULTS,
+    PLANNING_UNIT_COLUMNS,
+    SPECIES_DETECTIONS_PREFIX,
+    SPECIES_LABEL_PREFIX,
+    species_slug,
+)
 from reserve.ebird import (
+    DETECTED_PREFIX,
     DaskObservations,
     FilterLog,
     dask_client,
     dask_observations,
     load_observations,
+    species_list,
     split_by,
 )
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
@@ -221,7 +245,7 @@ def _versions() -> dict[str, str]:
 def ingest(
     ebd: str | os.PathLike[str],
     sed: str | os.PathLike[str],
-    species: str,
+    species: str | Sequence[str],
     output: str | os.PathLike[str],
     *,
     region: str | os.PathLike[str] | Sequence[float] | shapely.Geometry | None = None,
@@ -252,14 +276,17 @@ def ingest(
     progress: bool = False,
     overwrite: bool = False,
 ) -> IngestResult:
-    """Ingest eBird data for one species into a GeoPackage of planning units.
+    """Ingest eBird data for one species, or several, into a GeoPackage of planning units.
 
     Parameters
     ----------
     ebd, sed : path-like
         eBird Basic Dataset and Sampling Event Data (plain, ``.gz`` or ``.zip``).
-    species : str
-        Common or scientific name.
+    species : str or sequence of str
+        Common or scientific name. A sequence (even of one name) labels every species in the
+        same pass: ``label`` / ``n_detections`` are the first species', and each species adds
+        ``label__<slug>`` / ``n_detections__<slug>`` (see the module docstring). Two names of
+        the same species, or with the same slug, are refused.
     output : path-like
         ``.gpkg`` to write (atomically: a temporary file beside it, then a rename).
     region : bbox, polygon file or geometry, optional
@@ -301,6 +328,8 @@ def ingest(
     IngestResult
     """
     path = _check_output(output, overwrite)
+    names = species_list(species)
+    slugs = () if isinstance(species, str) else tuple(species_slug(n) for n in names)
     if not (0.0 <= locked_threshold <= 1.0):
         raise InvalidInputError(f"locked_threshold={locked_threshold!r} must lie in [0, 1]")
     if not (0.0 <= public_threshold <= 1.0):
@@ -340,7 +369,9 @@ def ingest(
             held = dask_observations(
                 ebd, sed, species, client=client, deduplicate=deduplicate, log=log, **filters
             )
-            grid, region_xy, agg = _grid_on_cluster(held, region, region_ll, grid_crs, cell_size)
+            grid, region_xy, agg = _grid_on_cluster(
+                held, region, region_ll, grid_crs, cell_size, slugs
+            )
         obs = None
     else:
         obs = load_observations(
@@ -360,12 +391,7 @@ def ingest(
         x, y = _to_grid(grid_crs).transform(lon, lat)
         grid = _covering_grid(region_xy, _bounds(x, y), cell_size, grid_crs)
         obs = obs.assign(cell_id=grid.cell_of(x, y))
-        agg = aggregate_checklists(
-            obs["cell_id"].to_numpy(),
-            obs["detected"].to_numpy(),
-            obs["duration_minutes"].to_numpy(),
-            obs["effort_distance_km"].to_numpy(),
-        )
+        agg = _aggregate(obs, slugs)
     cells = np.union1d(grid.cells_in(region_xy), agg.index.to_numpy())
     agg = agg.reindex(cells)
     surveyed = agg["n_checklists"].notna().to_numpy()
@@ -404,13 +430,46 @@ def ingest(
             "locked_out": locked.astype(bool),
         }
     )
+    for name, slug in zip(names[: len(slugs)], slugs, strict=True):
+        n_det = agg[SPECIES_DETECTIONS_PREFIX + slug].fillna(0).to_numpy().astype(np.int64)
+        table[SPECIES_LABEL_PREFIX + slug] = np.where(surveyed, n_det > 0, -1).astype(np.int64)
+        table[SPECIES_DETECTIONS_PREFIX + slug] = n_det
+        if n_det.sum() == 0:
+            warnings.warn(
+                f"species {name!r} (of {list(names)}) has no detection in the "
+                f"{int(table['n_checklists'].sum())} kept checklists: its column "
+                f"{SPECIES_LABEL_PREFIX + slug} holds only 0 and -1. Check the name, the dates "
+                "and the region",
+                UserWarning,
+                stacklevel=2,
+            )
     feats = features.reindex(cells).reset_index(drop=True).astype(np.float64)
     table = pd.concat([table, feats], axis=1)
     units = gpd.GeoDataFrame(table, geometry=polygons, crs=grid.crs)
 
-    summary = _summary(log, units, grid, species, ebd, sed, region, layers, public, locked_out)
+    summary = _summary(log, units, grid, names, slugs, ebd, sed, region, layers, public, locked_out)
     _write(units, summary, path)
     return IngestResult(path, units, summary, obs, grid)
+
+
+def _aggregate(table: pd.DataFrame, slugs: Sequence[str]) -> pd.DataFrame:
+    """Per-cell totals of checklists with a ``cell_id`` (:func:`aggregate_checklists`), plus
+    ``n_detections__<slug>`` of every species in ``slugs`` (columns ``detected__<slug>``)."""
+    cell_id = table["cell_id"].to_numpy()
+    agg = aggregate_checklists(
+        cell_id,
+        table["detected"].to_numpy(),
+        table["duration_minutes"].to_numpy(),
+        table["effort_distance_km"].to_numpy(),
+    )
+    if slugs:
+        keep = np.asarray(cell_id, dtype=np.int64) >= 0
+        _, inverse = np.unique(cell_id[keep], return_inverse=True)
+        for slug in slugs:
+            det = table[DETECTED_PREFIX + slug].to_numpy(dtype=bool)[keep]
+            counts = np.bincount(inverse, weights=det, minlength=len(agg))
+            agg[SPECIES_DETECTIONS_PREFIX + slug] = counts.astype(np.int64)
+    return agg
 
 
 def _bounds(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
@@ -479,7 +538,9 @@ def _xy_bounds_task(part: pd.DataFrame, grid_crs: pyproj.CRS) -> tuple[float, fl
     return _bounds(np.asarray(x), np.asarray(y))
 
 
-def _cells_task(part: pd.DataFrame, grid: Grid, order: str, n_buckets: int) -> list[pd.DataFrame]:
+def _cells_task(
+    part: pd.DataFrame, grid: Grid, order: str, n_buckets: int, slugs: Sequence[str] = ()
+) -> list[pd.DataFrame]:
     """Assign one partition's checklists to cells; split the few columns needed by cell."""
     x, y = _to_grid(grid.crs).transform(part["longitude"].to_numpy(), part["latitude"].to_numpy())
     cell = grid.cell_of(x, y)
@@ -490,24 +551,20 @@ def _cells_task(part: pd.DataFrame, grid: Grid, order: str, n_buckets: int) -> l
             "detected": part["detected"].to_numpy(),
             "duration_minutes": part["duration_minutes"].to_numpy(),
             "effort_distance_km": part["effort_distance_km"].to_numpy(),
+            **{DETECTED_PREFIX + s: part[DETECTED_PREFIX + s].to_numpy() for s in slugs},
         }
     )
     return split_by(table, cell % n_buckets, n_buckets)
 
 
-def _aggregate_task(pieces: Sequence[pd.DataFrame]) -> pd.DataFrame:
+def _aggregate_task(pieces: Sequence[pd.DataFrame], slugs: Sequence[str] = ()) -> pd.DataFrame:
     """Aggregate the checklists of a set of whole cells, in the local engine's row order.
 
     The rows are sorted by ``key`` first, so every cell's effort totals are summed in the same
     order as on the whole table, and the floating-point sums are identical.
     """
     table = pd.concat(list(pieces), ignore_index=True).sort_values("key", kind="stable")
-    return aggregate_checklists(
-        table["cell_id"].to_numpy(),
-        table["detected"].to_numpy(),
-        table["duration_minutes"].to_numpy(),
-        table["effort_distance_km"].to_numpy(),
-    )
+    return _aggregate(table, slugs)
 
 
 def _piece(result: Sequence[Any], index: int) -> Any:
@@ -520,6 +577,7 @@ def _grid_on_cluster(
     region_ll: shapely.Geometry | None,
     grid_crs: pyproj.CRS | None,
     cell_size: float,
+    slugs: Sequence[str] = (),
 ) -> tuple[Grid, shapely.Geometry, pd.DataFrame]:
     """Grid the checklists held on a Dask cluster; return the grid, region and cell aggregates.
 
@@ -534,9 +592,9 @@ def _grid_on_cluster(
     xy = _merge_bounds(client.gather([client.submit(_xy_bounds_task, p, grid_crs) for p in parts]))
     grid = _covering_grid(region_xy, xy, cell_size, grid_crs)
     n = len(parts)
-    split = [client.submit(_cells_task, p, grid, held.order, n) for p in parts]
+    split = [client.submit(_cells_task, p, grid, held.order, n, slugs) for p in parts]
     aggregates = [
-        client.submit(_aggregate_task, [client.submit(_piece, s, j) for s in split])
+        client.submit(_aggregate_task, [client.submit(_piece, s, j) for s in split], slugs)
         for j in range(n)
     ]
     agg = pd.concat(client.gather(aggregates)).sort_index()
@@ -547,7 +605,8 @@ def _summary(
     log: FilterLog,
     units: gpd.GeoDataFrame,
     grid: Grid,
-    species: str,
+    names: Sequence[str],
+    slugs: Sequence[str],
     ebd: Any,
     sed: Any,
     region: Any,
@@ -562,8 +621,12 @@ def _summary(
         rows.append((f"cells:{role}", int((units["role"] == role).sum()), 0, ""))
     rows.append(("cells:positive", int((units["label"] == 1).sum()), 0, "label = 1"))
     rows.append(("cells:surveyed", int((units["label"] >= 0).sum()), 0, "label >= 0"))
+    for slug in slugs:
+        column = SPECIES_LABEL_PREFIX + slug
+        rows.append((f"cells:positive:{slug}", int((units[column] == 1).sum()), 0, f"{column} = 1"))
     settings = {
-        "species": species,
+        "species": "; ".join(names),
+        **{f"species:{slug}": name for slug, name in zip(slugs, names[: len(slugs)], strict=True)},
         "ebd": str(ebd),
         "sed": str(sed),
         "region": str(region) if not isinstance(region, shapely.Geometry) else region.wkt[:200],

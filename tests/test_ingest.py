@@ -328,6 +328,129 @@ def test_cli_errors_are_one_line_with_exit_codes(inputs):
 
 
 # ------------------------------------------------------------------------------------------
+# several species in one ingest
+
+THREE = ["Wood Thrush", "Catharus fuscescens", "Hermit Thrush"]  # the Veery by its sci name
+
+
+@pytest.fixture
+def several(inputs):
+    """The lattice of ``inputs`` with three species on different checklists.
+
+    Wood Thrush on every 3rd checklist (as in ``inputs``), the Veery on every 2nd (a subspecies
+    row on some, an X on others, a zero count on one: a non-detection), the Hermit Thrush only
+    on the Incidental checklist S900, which the filters drop.
+    """
+    sed_rows, _ = inputs["rows"]
+    ebd_rows = []
+    for row in sed_rows[:-1]:
+        k = int(row["id"][1:])
+        where = {"lon": row["lon"], "lat": row["lat"]}
+        if k % 3 == 0:
+            ebd_rows.append(observation(row["id"], count="X", **where))
+        if k % 2 == 0:
+            common, count = ("Veery (fuliginosa)", "2") if k % 4 == 0 else ("Veery", "X")
+            count = "0" if k == 10 else count
+            ebd_rows.append(observation(row["id"], common, "Catharus fuscescens", count, **where))
+    ebd_rows.append(observation("S900", "Hermit Thrush", "Catharus guttatus"))
+    ebd = write(inputs["dir"] / "ebd3.txt", NEW_EBD, ebd_rows)
+    return dict(inputs, ebd=ebd)
+
+
+def _one(inputs, species, name, **kw):
+    args = dict(region=inputs["region"], public=inputs["public"], cell_size=2000.0)
+    args.update(categorical={"landcover": inputs["lc"]}, legend={"landcover": inputs["legend"]})
+    args.update(kw)
+    return ingest(inputs["ebd"], inputs["sed"], species, inputs["dir"] / f"{name}.gpkg", **args)
+
+
+def test_several_species_equal_one_ingest_per_species(several):
+    with pytest.warns(UserWarning, match=r"species 'Hermit Thrush' .*has no detection"):
+        multi = _one(several, THREE, "multi")
+    slugs = ["wood_thrush", "catharus_fuscescens", "hermit_thrush"]
+    pu = multi.planning_units
+    read = pyogrio.read_dataframe(multi.path, layer="planning_units")
+    pairs = [c for s in slugs for c in (f"label__{s}", f"n_detections__{s}")]
+    assert list(read.columns[: len(PLANNING_UNIT_COLUMNS) + 6]) == [*PLANNING_UNIT_COLUMNS, *pairs]
+    for name, slug in zip(THREE, slugs, strict=True):
+        single = _one(several, name, slug).planning_units
+        assert not single.columns.str.contains("__").any()  # one species: the old columns only
+        assert read[f"label__{slug}"].tolist() == single["label"].tolist()
+        assert read[f"n_detections__{slug}"].tolist() == single["n_detections"].tolist()
+        if name == THREE[0]:  # the first species keeps label / n_detections; the rest is equal
+            pd.testing.assert_frame_equal(
+                pd.DataFrame(pu.drop(columns=pairs)), pd.DataFrame(single), check_exact=True
+            )
+    # An independent count of the Veery: detected on the even checklists but S10 (count 0).
+    veery = read["n_detections__catharus_fuscescens"].sum()
+    assert veery == sum(k % 2 == 0 and k != 10 for k in range(1, 21)) == 9
+    assert (
+        set(read["label__hermit_thrush"]) <= {0, -1} and (read["label__hermit_thrush"] == 0).any()
+    )
+    assert (read["label"] == read["label__wood_thrush"]).all()
+    summary = multi.summary.set_index("item")
+    assert summary.loc["species", "value"] == "; ".join(THREE)
+    assert summary.loc["species:catharus_fuscescens", "value"] == "Catharus fuscescens"
+    assert summary.loc["checklists:detections:catharus_fuscescens", "kept"] == 9
+    assert summary.loc["checklists:detections:hermit_thrush", "kept"] == 0
+    assert summary.loc["ebd:species:hermit_thrush", "kept"] == 1  # in the file, not kept
+    positive = int((read["label__catharus_fuscescens"] == 1).sum())
+    assert summary.loc["cells:positive:catharus_fuscescens", "kept"] == positive > 0
+
+
+def test_several_species_read_the_files_once(several, monkeypatch):
+    from reserve import ebird
+
+    opened = []
+    original = ebird.iter_table
+
+    def spy(path, *args, **kwargs):
+        opened.append(Path(path).name)
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(ebird, "iter_table", spy)
+    _one(several, THREE[:2], "two")
+    assert sorted(opened) == ["ebd3.txt", "sed.txt"]
+
+
+@pytest.mark.parametrize(
+    ("species", "match"),
+    [
+        (["Wood Thrush", "wood  thrush"], r"'Wood Thrush' and 'wood  thrush' are the same name"),
+        (["Veery", "Wood Thrush", "Veery"], r"'Veery' is given twice"),
+        (["Wood Thrush", "Hylocichla mustelina"], r"are the same species"),
+        (["Wood Thrush", "Dodo"], r"species='Dodo' matches no row"),
+        ([], r"pass a common or scientific name, or a list"),
+        (["Wood Thrush", "?"], r"no letter or digit"),
+    ],
+)
+def test_several_species_refused_in_one_line(several, species, match):
+    with pytest.raises(InvalidInputError, match=match) as info:
+        _one(several, species, "bad")
+    assert "\n" not in str(info.value) and "pass" in str(info.value)
+    _no_output(several["dir"], "bad.gpkg")
+
+
+def test_cli_several_species(several):
+    out = several["dir"] / "cli3.gpkg"
+    args = _cli_args(several, out)
+    i = args.index("--species")
+    args[i : i + 2] = ["--species", "Wood Thrush", "--species", "Catharus fuscescens"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "label__wood_thrush = Wood Thrush (train positive" in result.output
+    assert "label__catharus_fuscescens = Catharus fuscescens" in result.output
+    cli = pyogrio.read_dataframe(out, layer="planning_units")
+    direct = _one(several, THREE[:2], "direct", continuous={"elevation": several["dem"]})
+    for col in ("label", "label__wood_thrush", "label__catharus_fuscescens"):
+        assert cli[col].tolist() == direct.planning_units[col].tolist()
+    args[i : i + 4] = ["--species", "Veery", "--species", "veery"]
+    result = CliRunner().invoke(main, [*args, "--overwrite"])
+    assert result.exit_code == 2 and result.output.strip().count("\n") == 0
+    assert "same name" in result.output
+
+
+# ------------------------------------------------------------------------------------------
 # real data (read from ../shared, never copied)
 
 
@@ -443,3 +566,16 @@ def test_dask_grids_on_the_workers_with_groups_split_across_tasks(tmp_path, monk
     per_cell = [f for f in frames if "n_checklists" in f.columns]
     assert sum(len(f) for f in per_cell) == surveyed
     assert sum(int(f["n_checklists"].sum()) for f in per_cell) == len(kept)
+
+
+def test_dask_engine_gives_the_local_units_for_several_species(several, monkeypatch, scheduler):
+    from reserve import ebird
+
+    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 2000)
+    with pytest.warns(UserWarning, match="Hermit Thrush"):
+        local = _one(several, THREE, "local3")
+    with pytest.warns(UserWarning, match="Hermit Thrush"):
+        dask = _one(several, THREE, "dask3", engine="dask", scheduler=scheduler)
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units), check_exact=True
+    )
