@@ -8,6 +8,13 @@ objective ``0.5 ||w||^2 + C sum hinge`` and the summed test hinge loss.
 
 Methods too slow on larger data are reported as ``NA`` (AATP and TTK-MIP above 1000 rows,
 as in the paper), never dropped silently.
+
+Table 3 also holds real surrogates for the paper's unpublished eBird instances NY16, NY18 and
+NY88: :data:`reserve.surrogates.SURROGATES` (BCR 27 checklists, national-forest cells
+labelled, the other surveyed cells as candidates). Their "splits" are disjoint folds of the
+candidate cells with the labelled cells fixed (:func:`reserve.surrogates.surrogate_splits`).
+They read eBird data from a local folder at run time; :func:`reproduce_paper` skips them with a
+note when it is absent, and writes a run made of surrogates only to ``paper_table3_bcr27.*``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import csv
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,15 +33,18 @@ from joblib import Parallel, delayed
 from scipy import stats
 
 from reserve.datasets import BENCHMARKS, load_benchmark, transductive_split
-from reserve.errors import InvalidInputError, ReserveError
+from reserve.errors import DataFileError, InvalidInputError, ReserveError
 from reserve.metrics import hinge_loss_sum, selection_precision
 from reserve.model_selection import PAPER_CS, select_C
 from reserve.solvers._qp import hinge_objective
+from reserve.surrogates import SURROGATES, default_bcr27_dir, load_surrogate, surrogate_splits
 
 __all__ = [
+    "DATASETS",
     "METHODS",
     "PAPER_TABLE2",
     "PAPER_TABLE3",
+    "PAPER_TABLE3_NY",
     "RunRecord",
     "format_table2",
     "format_table3",
@@ -85,6 +96,29 @@ PAPER_TABLE3: dict[str, dict[str, tuple[float, float] | None]] = {
         "TopPush": (0.83, 0.07), "AATP": None, "TTK-MIP": None, "TTK-FD": (0.87, 0.06),
     },
 }  # fmt: skip
+
+#: The paper's Table 3 rows for its unpublished eBird instances (New York, June 2012), shown
+#: beside the BCR 27 surrogates as context only: another region, species and feature set.
+PAPER_TABLE3_NY: dict[str, dict[str, tuple[float, float]]] = {
+    "NY16": {
+        "SVM": (0.64, 0.08), "TSVM": (0.64, 0.09), "SVMPerf": (0.65, 0.12),
+        "TopPush": (0.62, 0.10), "AATP": (0.62, 0.08), "TTK-MIP": (0.68, 0.07),
+        "TTK-FD": (0.70, 0.09),
+    },
+    "NY18": {
+        "SVM": (0.44, 0.11), "TSVM": (0.45, 0.10), "SVMPerf": (0.36, 0.07),
+        "TopPush": (0.43, 0.13), "AATP": (0.46, 0.12), "TTK-MIP": (0.46, 0.08),
+        "TTK-FD": (0.47, 0.12),
+    },
+    "NY88": {
+        "SVM": (0.40, 0.08), "TSVM": (0.33, 0.12), "SVMPerf": (0.37, 0.15),
+        "TopPush": (0.34, 0.08), "AATP": (0.31, 0.09), "TTK-MIP": (0.40, 0.09),
+        "TTK-FD": (0.42, 0.07),
+    },
+}  # fmt: skip
+
+#: Every dataset name Table 3 accepts: the bundled benchmarks, then the eBird surrogates.
+DATASETS: tuple[str, ...] = (*BENCHMARKS, *SURROGATES)
 
 #: The paper's Table 2: (train objective mean, sd), (test loss mean, sd) at C = 1.
 PAPER_TABLE2: dict[str, dict[str, tuple[tuple[float, float], tuple[float, float]]]] = {
@@ -234,10 +268,22 @@ def _prepare(
         )
     out = []
     for name in datasets:
-        X, y = load_dataset(name, data_dir)
+        if name in SURROGATES:
+            # one fixed labelled set; the splits are disjoint folds of the candidates
+            inst = load_surrogate(name)
+            problems = surrogate_splits(inst, n_splits, k_fraction=k_fraction, random_state=seed)
+        else:
+            X, y = load_dataset(name, data_dir)
         for s in range(n_splits):
             split_seed = seed * 1000 + s
-            Xa, yf, yh, k = transductive_split(X, y, random_state=split_seed, k_fraction=k_fraction)
+            if name in SURROGATES:
+                Xa, yf, yh, k = problems[s]
+                n_rows = Xa.shape[0]
+            else:
+                Xa, yf, yh, k = transductive_split(
+                    X, y, random_state=split_seed, k_fraction=k_fraction
+                )
+                n_rows = X.shape[0]
             train = yf[yf != -1]
             if np.unique(train).size < 2 or np.unique(yh).size < 1:
                 raise InvalidInputError(
@@ -249,7 +295,7 @@ def _prepare(
                     f"dataset {name!r}: k = {k} is not smaller than the test half "
                     f"({yh.size} rows); lower --k-fraction."
                 )
-            out.append(_Split(name, s, Xa, yf, yh, k, X.shape[0], split_seed))
+            out.append(_Split(name, s, Xa, yf, yh, k, n_rows, split_seed))
     return out
 
 
@@ -319,7 +365,7 @@ def _run(
     progress: Callable[[RunRecord, int], None] | None,
     cfg: dict,
 ) -> list[RunRecord]:
-    datasets = _check_names(datasets, BENCHMARKS, "dataset")
+    datasets = _check_names(datasets, DATASETS, "dataset")
     methods = _check_names(methods, METHODS, "method")
     splits = _prepare(datasets, n_splits, cfg["k_fraction"], seed, data_dir)
     tasks = [(sp, m) for sp in splits for m in methods]
@@ -358,9 +404,12 @@ def run_table3(
     Parameters
     ----------
     datasets, methods : sequence of str
-        Subsets of :data:`reserve.datasets.BENCHMARKS` and :data:`METHODS`.
+        Subsets of :data:`DATASETS` and :data:`METHODS`. A surrogate
+        (:data:`reserve.surrogates.SURROGATES`) needs its eBird folder
+        (:func:`reserve.surrogates.default_bcr27_dir`).
     n_splits : int
-        Random 50/50 splits per dataset (10 in the paper).
+        Random 50/50 splits per dataset (10 in the paper); for a surrogate, disjoint folds of
+        its candidate cells.
     k_fraction : float
         Budget as a share of the test half (5 %).
     Cs, n_repeats : grid and repeats of the 2-fold CV choosing C.
@@ -382,6 +431,8 @@ def run_table3(
     InvalidInputError
         Unknown names, a missing label in a data file, a single class in a training half, or
         ``k`` not smaller than the test half; raised before any fit starts.
+    DataFileError
+        A surrogate was asked for and its eBird folder is absent.
     """
     cfg = dict(k_fraction=float(k_fraction), Cs=tuple(Cs), n_repeats=n_repeats,
                time_limit=float(time_limit), fit_time_limit=float(fit_time_limit))  # fmt: skip
@@ -440,9 +491,15 @@ def _cell_status(runs: list[RunRecord] | None) -> str:
     return f"failed ({n_fail}/{len(runs)})"
 
 
-def format_table3(records: Sequence[RunRecord], reference: str = "TTK-FD") -> str:
+def format_table3(
+    records: Sequence[RunRecord], reference: str = "TTK-FD", notes: Sequence[str] = ()
+) -> str:
     """Markdown: ours (mean +- sd, bold = not significantly worse than any other) beside the
-    paper's figure, then wins/ties/losses of ``reference`` and total wall time per method."""
+    paper's figure, then wins/ties/losses of ``reference`` and total wall time per method.
+
+    When a BCR 27 surrogate is among the datasets, the paper's NY16/NY18/NY88 rows follow as
+    context (paper figures only). ``notes`` are appended as lines after the table.
+    """
     groups = _by(records)
     datasets = list(dict.fromkeys(r.dataset for r in records))
     methods = [m for m in METHODS if any(r.method == m for r in records)]
@@ -458,6 +515,8 @@ def format_table3(records: Sequence[RunRecord], reference: str = "TTK-FD") -> st
             v = vals[m]
             paper = PAPER_TABLE3.get(ds, {}).get(m)
             ptxt = "NA" if paper is None else f"{paper[0]:.2f}±{paper[1]:.2f}"
+            if ds not in PAPER_TABLE3:
+                ptxt = "-"  # not in the paper
             if v is None:
                 cells.append(f"{_cell_status(groups.get((ds, m)))} / {ptxt}")
                 continue
@@ -475,6 +534,14 @@ def format_table3(records: Sequence[RunRecord], reference: str = "TTK-FD") -> st
                 if m == reference or o is None:
                     continue
                 wtl[m][0 if _worse(o, ref) else 2 if _worse(ref, o) else 1] += 1
+    surrogate = any(ds in SURROGATES for ds in datasets)
+    if surrogate:
+        for ny, row in PAPER_TABLE3_NY.items():
+            lines.append(
+                f"| {ny} (paper, New York; context only) | "
+                + " | ".join(f"- / {row[m][0]:.2f}±{row[m][1]:.2f}" for m in methods)
+                + " |"
+            )
     if reference in methods:
         lines.append(
             f"| {reference} w/t/l | "
@@ -491,6 +558,20 @@ def format_table3(records: Sequence[RunRecord], reference: str = "TTK-FD") -> st
         "TTK-MIP: MIP time limit, best solution found). NA: not run above 1000 rows, as in "
         "the paper. Wall time: CV plus final fits, summed over splits."
     )
+    if surrogate:
+        lines.append("")
+        lines.append(
+            "bcr27_* rows: real surrogates for the paper's unpublished NY16/NY18/NY88, built "
+            "from eBird checklists of BCR 27 (US Southeast Coastal Plain, May-June 2017-18; "
+            "3 km cells, 16 MODIS land-cover fractions): national-forest cells are the "
+            "labelled set, the other surveyed cells the candidates, scored by their held-out "
+            "labels. Splits are disjoint folds of the candidates (labelled set fixed), so the "
+            "sd is over candidate pools. The NY rows are the paper's figures for another "
+            "region, year, species and feature set: context, not a comparison."
+        )
+    if notes:
+        lines.append("")
+        lines.extend(f"- {n}" for n in notes)
     return "\n".join(lines) + "\n"
 
 
@@ -557,6 +638,23 @@ def write_text(text: str, path: str | os.PathLike[str]) -> Path:
 DEFAULT_TABLE3_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "TTK-MIP")
 
 
+def _available(names: list[str]) -> tuple[list[str], list[str]]:
+    """Drop the surrogates when their eBird folder is absent; say so (warning and note)."""
+    wanted = [n for n in names if n in SURROGATES]
+    if not wanted or default_bcr27_dir() is not None:
+        return names, []
+    note = (
+        f"Skipped {', '.join(wanted)}: the BCR 27 eBird folder (../shared/real/ebird-bcr27) "
+        "is absent; set RESERVE_BCR27_DIR to its path to run them (eBird data is never "
+        "shipped with reserve)."
+    )
+    kept = [n for n in names if n not in SURROGATES]
+    if not kept:
+        raise DataFileError(note.replace("Skipped", "Cannot run", 1))
+    warnings.warn(note, UserWarning, stacklevel=3)
+    return kept, [note]
+
+
 def reproduce_paper(
     tables: Sequence[str] = ("3", "2"),
     *,
@@ -573,22 +671,31 @@ def reproduce_paper(
     progress: Callable[[RunRecord, int], None] | None = None,
 ) -> dict[str, str]:
     """Run the requested tables, write ``paper_table<N>.md`` and ``paper_table<N>_runs.csv``
-    (names distinct from the other benchmark scripts' results); return the
-    markdown per table. Nothing is written unless every requested table finished.
+    (names distinct from the other benchmark scripts' results); return the markdown per
+    output name. Nothing is written unless every requested table finished.
 
-    ``datasets`` and ``methods`` default to the paper's choices for each table.
+    ``datasets`` and ``methods`` default to the paper's choices for each table; Table 3's
+    default also holds the BCR 27 surrogates when their eBird folder is present. A surrogate
+    whose folder is absent is skipped with a warning and a note in the markdown. A Table 3 of
+    surrogates only is written as ``paper_table3_bcr27.md`` / ``_runs.csv`` (output name
+    ``"3_bcr27"``), so it never replaces the full ``paper_table3.md``.
     """
     tables = _check_names(tables, ("2", "3"), "table")
     out: dict[str, tuple[str, list[RunRecord]]] = {}
     for t in tables:
         if t == "3":
+            names = _check_names(datasets or DATASETS, DATASETS, "dataset")
+            names, notes = _available(names)
             recs = run_table3(
-                datasets or BENCHMARKS, methods or DEFAULT_TABLE3_METHODS, n_splits=n_splits,
+                names, methods or DEFAULT_TABLE3_METHODS, n_splits=n_splits,
                 k_fraction=k_fraction, seed=seed, time_limit=time_limit,
                 fit_time_limit=fit_time_limit, data_dir=data_dir,
                 n_jobs=n_jobs, progress=progress,
             )  # fmt: skip
-            out[t] = (format_table3(recs), recs)
+            notes = [load_surrogate(n).describe(n_splits, k_fraction)
+                     for n in names if n in SURROGATES] + notes  # fmt: skip
+            key = "3_bcr27" if all(n in SURROGATES for n in names) else "3"
+            out[key] = (format_table3(recs, notes=notes), recs)
         else:
             recs = run_table2(
                 datasets or ("diabetes", "ionosphere", "sonar"),

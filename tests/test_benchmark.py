@@ -116,3 +116,41 @@ def test_bad_input_with_progress_bar_is_still_one_line(tmp_path):
     assert res.output.strip().splitlines() == [
         next(line for line in res.output.splitlines() if "unknown dataset 'nope'" in line)
     ]
+
+
+def test_bcr27_skipped_with_a_note_when_the_folder_is_absent(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESERVE_BCR27_DIR", str(tmp_path / "absent"))
+    data = _tiny(tmp_path)
+    out = tmp_path / "out"
+    args = ["--table", "3", "--datasets", "sonar,bcr27_woothr", "--methods", "SVM", "--splits",
+            "2", "--jobs", "1", "--data-dir", str(data), "--out", str(out)]  # fmt: skip
+    with pytest.warns(UserWarning, match="Skipped bcr27_woothr"):
+        res = _invoke(args)
+    assert res.exit_code == 0, res.output
+    md = (out / "paper_table3.md").read_text()
+    assert "Skipped bcr27_woothr" in md and "| sonar |" in md and "| bcr27" not in md
+    assert "Skipped bcr27_woothr" in res.output  # printed, not only written
+    only = _invoke(["--table", "3", "--datasets", "bcr27_woothr", "--out", str(tmp_path / "o2")])
+    assert only.exit_code != 0 and "absent" in only.output
+    assert len(only.output.strip().splitlines()) == 1 and not (tmp_path / "o2").exists()
+
+
+def test_bcr27_fake_folder_runs_into_its_own_files(tmp_path, monkeypatch):
+    from tests.test_surrogates import make_fake_bcr27
+
+    monkeypatch.setenv("RESERVE_BCR27_DIR", str(make_fake_bcr27(tmp_path / "bcr27")))
+    out = tmp_path / "out"
+    args = ["--table", "3", "--datasets", "bcr27_woothr", "--methods", "SVM,TopPush",
+            "--splits", "2", "--jobs", "1", "--out", str(out)]  # fmt: skip
+    res = _invoke(args)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "paper_table3_bcr27.md", "paper_table3_bcr27_runs.csv"
+    ]  # fmt: skip
+    md = (out / "paper_table3_bcr27.md").read_text()
+    assert "| bcr27_woothr |" in md and "NY16 (paper, New York; context only)" in md
+    assert "disjoint candidate folds" in md
+    with (out / "paper_table3_bcr27_runs.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
+    assert all(int(r["k"]) >= 1 for r in rows)
