@@ -7,9 +7,11 @@ Two parts, both deterministic (the same seed gives the same bytes):
    Georgia and the four Chattahoochee-Oconee National Forest ranger districts. They are read from
    the shared bundle (``--source``), which is needed only to rebuild them; ``--simulate-only``
    keeps the shipped landscape and redraws the simulation.
-2. **The simulation** (:func:`reserve.simulate.simulate_region`): a virtual species and virtual
-   birders written as gzipped EBD + SED in eBird's current column layout, and the species' true
-   occupancy per cell in its own file (``truth.csv.gz``, for evaluation only).
+2. **The simulation** (:func:`reserve.simulate.simulate_region`): two virtual species (the
+   Virtual Thrush, and the Virtual Quail drawn after it from its own random stream) and virtual
+   birders written as gzipped EBD + SED in eBird's current column layout, and each species'
+   true occupancy per cell in its own file (``truth.csv.gz``, ``truth_virtual_quail.csv.gz``;
+   for evaluation only).
 
 Run: ``python -m pipelines.default_region --seed 0 [--out DIR] [--source DIR]``
 """
@@ -198,6 +200,7 @@ def build(
         sed=out / FILES["sed"],
         truth=out / FILES["truth"],
         meta=out / FILES["meta"],
+        second_truth=out / FILES["truth_virtual_quail"],
         seed=seed,
         species=species,
         birders=birders,

@@ -9,8 +9,8 @@ simulated EBD + SED written by ``python -m pipelines.default_region`` (:mod:`res
 :func:`default_planning_units` ingests them once with :func:`reserve.ingest.ingest` (the
 settings are in :data:`reserve.config.DEFAULT_REGION`) and caches the GeoPackage in a user
 cache folder, keyed by a hash of the input files' bytes, the settings and the package version.
-The species' true occupancy (:func:`default_truth_path`) is for evaluation only; nothing here
-reads it.
+The species' true occupancy (:func:`default_truth_path`, one file per species) is for
+evaluation only; nothing here reads it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import importlib.resources
 import os
 from pathlib import Path
 
-from reserve.config import DEFAULT_REGION
-from reserve.errors import DataFileError
+from reserve.config import DEFAULT_REGION, species_slug
+from reserve.errors import DataFileError, InvalidInputError
 
 __all__ = [
     "FILES",
@@ -45,6 +45,7 @@ FILES = {
     "ebd": "ebd_us-ga_simulated.txt.gz",
     "sed": "sed_us-ga_simulated.txt.gz",
     "truth": "truth.csv.gz",
+    "truth_virtual_quail": "truth_virtual_quail.csv.gz",
     "meta": "simulation.json",
 }
 
@@ -73,9 +74,26 @@ def _path(key: str) -> Path:
     return path
 
 
-def default_truth_path() -> Path:
-    """The simulated species' true occupancy per cell (``truth.csv.gz``); for evaluation only."""
-    return _path("truth")
+def default_truth_path(species: str | None = None) -> Path:
+    """A simulated species' true occupancy per cell; for evaluation only.
+
+    Parameters
+    ----------
+    species : str, optional
+        Common or scientific name of one of ``DEFAULT_REGION.species_all`` (any case);
+        default the first, whose truth is ``truth.csv.gz``. The others' are
+        ``truth_<slug>.csv.gz``.
+    """
+    if species is None:
+        return _path("truth")
+    names = zip(DEFAULT_REGION.species_all, DEFAULT_REGION.scientific_names_all, strict=True)
+    for i, (common, scientific) in enumerate(names):
+        if species_slug(species) in (species_slug(common), species_slug(scientific)):
+            return _path("truth" if i == 0 else f"truth_{species_slug(common)}")
+    raise InvalidInputError(
+        f"species={species!r} is not a species of the default region; pass one of "
+        f"{', '.join(map(repr, DEFAULT_REGION.species_all))} (or None for the first)"
+    )
 
 
 def default_public_land_path() -> Path:

@@ -32,7 +32,9 @@ __all__ = ["evaluate_selection", "read_selection", "read_truth"]
 _TRUTH_COLUMNS = ("cell_id", "psi", "occupied")
 
 
-def read_truth(truth_path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+def read_truth(
+    truth_path: str | os.PathLike[str] | None = None, species: str | None = None
+) -> pd.DataFrame:
     """The truth table indexed by ``cell_id``: ``psi`` (probability) and ``occupied`` (bool).
 
     Parameters
@@ -40,11 +42,19 @@ def read_truth(truth_path: str | os.PathLike[str] | None = None) -> pd.DataFrame
     truth_path : path-like, optional
         A CSV (plain or gzipped) with ``cell_id``, ``psi``, ``occupied``; default the embedded
         region's :func:`reserve.default_region.default_truth_path`.
+    species : str, optional
+        With no ``truth_path``: which of the embedded region's virtual species
+        (``DEFAULT_REGION.species_all``, common or scientific name); default the first.
     """
+    if truth_path is not None and species is not None:
+        raise InvalidInputError(
+            f"pass truth_path or species, not both (got {str(truth_path)!r} and {species!r}); "
+            "species picks one of the embedded region's truth files"
+        )
     if truth_path is None:
         from reserve.default_region import default_truth_path
 
-        truth_path = default_truth_path()
+        truth_path = default_truth_path(species)
     path = Path(truth_path)
     if not path.is_file():
         raise DataFileError(f"truth_path={str(path)!r} does not exist; check the path")

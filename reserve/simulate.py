@@ -19,6 +19,11 @@ is. This module simulates both sides on a real grid of planning units:
   the same group identifier), some counts are ``X``. The target species is detected only on a
   checklist in an occupied cell, with a probability that rises with effort and stays below one.
   A few common species fill the EBD so the files look like a real download.
+* **A second species** (:data:`VIRTUAL_QUAIL`, the same :class:`SpeciesModel` with other
+  coefficients): an open-country bird of low elevations (grassland and cropland, no forest),
+  detected on the same checklists by :func:`simulate_detections`. It draws from its own
+  random stream, after everything else, and its EBD rows are appended at the end of the file,
+  so the first species' files are the same bytes with or without it.
 
 :func:`write_ebd` and :func:`write_sed` write gzipped text in eBird's current column layout
 (52 EBD columns, 33 SED columns and a trailing tab), byte-identical for the same input (gzip
@@ -64,12 +69,14 @@ __all__ = [
     "EBD_HEADER",
     "LANDCOVER_CLASSES",
     "SED_HEADER",
+    "VIRTUAL_QUAIL",
     "BirderModel",
     "SpeciesModel",
     "calibrate_intercept",
     "occupancy_logit",
     "region_grid",
     "simulate_checklists",
+    "simulate_detections",
     "simulate_occupancy",
     "simulate_region",
     "smooth_field",
@@ -135,6 +142,7 @@ _FOREST = (1, 2, 4, 5)
 _CROP = (12, 14)
 _URBAN = 13
 _WOODY = 8
+_OPEN = (7, 9, 10)  # open shrublands, savannas, grasslands
 
 
 def _lc(cls: int) -> str:
@@ -151,7 +159,11 @@ class SpeciesModel:
     ----------
     forest, woody, urban, crop : float
         Logit coefficients of the forest (UMD 1, 2, 4, 5), woody-savanna (8), urban (13) and
-        cropland (12, 14) fractions; urban and crop are subtracted.
+        cropland (12, 14) fractions; urban and crop are subtracted (a negative ``crop`` favours
+        cropland).
+    grassland : float
+        Logit coefficient of the open-country fraction (open shrublands 7, savannas 9,
+        grasslands 10), added; 0 for the forest bird.
     elevation_optimum, elevation_width : float
         Centre and scale (metres) of the elevation response.
     curvature : float
@@ -178,6 +190,26 @@ class SpeciesModel:
     field_sd: float = 0.5
     field_length_m: float = 12_000.0
     prevalence: float = DEFAULT_REGION.prevalence
+    grassland: float = 0.0
+
+
+#: The second virtual species of the default region (``DEFAULT_REGION.species_all[1]``): an
+#: open-country bird of low elevations, in grassland, savanna and cropland, avoiding forest
+#: and towns; optimum 100 m, a wider random effect, no forest x elevation interaction.
+VIRTUAL_QUAIL = SpeciesModel(
+    forest=-2.0,
+    woody=-0.5,
+    urban=3.0,
+    crop=-2.5,
+    grassland=3.0,
+    elevation_optimum=100.0,
+    elevation_width=300.0,
+    curvature=0.6,
+    interaction=0.0,
+    field_sd=0.6,
+    field_length_m=20_000.0,
+    prevalence=0.2,
+)
 
 
 @dataclass(frozen=True)
@@ -375,7 +407,7 @@ def occupancy_logit(
     elev = np.where(np.isfinite(elev), elev, np.nanmedian(elev))
     z = (elev - model.elevation_optimum) / model.elevation_width
     forest = _fractions(features, _FOREST)
-    return (
+    eta = (
         model.forest * forest
         + model.woody * _fractions(features, _WOODY)
         - model.urban * _fractions(features, _URBAN)
@@ -384,6 +416,9 @@ def occupancy_logit(
         + model.interaction * forest * np.exp(-(z**2))
         + model.field_sd * np.asarray(field_values, dtype=float)
     )
+    if model.grassland:  # only when used, so the forest bird's logit is the same floats
+        eta = eta + model.grassland * _fractions(features, _OPEN)
+    return eta
 
 
 def calibrate_intercept(eta: np.ndarray, prevalence: float) -> float:
@@ -462,6 +497,25 @@ def _points_in_cells(
 def _choice(rng: np.random.Generator, n: int, weights: np.ndarray) -> np.ndarray:
     p = np.asarray(weights, dtype=float)
     return rng.choice(len(p), size=n, p=p / p.sum())
+
+
+def _detection_probability(
+    m: BirderModel,
+    duration: np.ndarray,
+    distance: np.ndarray,
+    observers: np.ndarray,
+    complete: np.ndarray,
+) -> np.ndarray:
+    """Chance that a checklist in an occupied cell detects a species (see :class:`BirderModel`)."""
+    hours = np.where(np.isfinite(duration), duration / 60.0, 0.5)
+    km = np.nan_to_num(distance)
+    logit = (
+        m.detection_intercept
+        + m.detection_hours * np.log(hours)
+        + m.detection_km * np.log1p(km)
+        + m.detection_observers * np.log(observers)
+    )
+    return 1.0 / (1.0 + np.exp(-logit)) * np.where(complete, 1.0, m.incomplete_report)
 
 
 def simulate_checklists(
@@ -561,15 +615,7 @@ def simulate_checklists(
     # Detection of the target species: only in occupied cells, rising with effort.
     cell_idx = loc_cell[loc]
     occ = occupied[cell_idx]
-    hours = np.where(np.isfinite(duration), duration / 60.0, 0.5)
-    km = np.nan_to_num(distance)
-    logit = (
-        m.detection_intercept
-        + m.detection_hours * np.log(hours)
-        + m.detection_km * np.log1p(km)
-        + m.detection_observers * np.log(observers)
-    )
-    p_det = 1.0 / (1.0 + np.exp(-logit)) * np.where(complete, 1.0, m.incomplete_report)
+    p_det = _detection_probability(m, duration, distance, observers, complete)
     detected = occ & (rng.random(n) < p_det)
 
     # Observation rows per checklist: the target species, then the background species.
@@ -647,6 +693,77 @@ def simulate_checklists(
         }
     )
     return sed, ebd
+
+
+def simulate_detections(
+    sed: pd.DataFrame,
+    cells: np.ndarray,
+    occupied: np.ndarray,
+    rng: np.random.Generator,
+    model: BirderModel | None = None,
+    *,
+    species: tuple[str, str],
+    taxonomic_order: int,
+) -> pd.DataFrame:
+    """Detections of another species on checklists already drawn by :func:`simulate_checklists`.
+
+    The species is detected only on a checklist in a cell it occupies, with the same effort
+    response as the target species (:class:`BirderModel`); every member of a shared checklist
+    carries the row, with the same count.
+
+    Parameters
+    ----------
+    sed : DataFrame
+        The first output of :func:`simulate_checklists` (``checklist``, ``cell_id``, effort).
+    cells, occupied : arrays
+        Sorted cell ids of the region and this species' true occupancy of each.
+    rng : numpy Generator
+        Its own stream, so the checklists and the first species do not change.
+    model : BirderModel, optional
+        The model the checklists were drawn with.
+    species : (common name, scientific name)
+    taxonomic_order : int
+
+    Returns
+    -------
+    DataFrame
+        EBD rows as the second output of :func:`simulate_checklists` (with ``event``, the row
+        of ``sed``), in event order.
+    """
+    m = model or BirderModel()
+    cells = np.asarray(cells, dtype=np.int64)
+    chk = sed.drop_duplicates("checklist").sort_values("checklist", kind="stable")
+    pos = np.searchsorted(cells, chk["cell_id"].to_numpy())
+    if (pos >= len(cells)).any() or not np.array_equal(cells[np.minimum(pos, len(cells) - 1)],
+                                                       chk["cell_id"].to_numpy()):  # fmt: skip
+        raise InvalidInputError("sed has cell ids that are not in cells; pass the region's cells")
+    occ = np.asarray(occupied, dtype=bool)[pos]
+    p_det = _detection_probability(
+        m,
+        chk["duration_minutes"].to_numpy(dtype=float),
+        chk["effort_distance_km"].to_numpy(dtype=float),
+        chk["number_observers"].to_numpy(),
+        chk["all_species_reported"].to_numpy(dtype=bool),
+    )
+    detected = occ & (rng.random(len(chk)) < p_det)
+    count = (1 + rng.poisson(0.8, int(detected.sum()))).astype(int)
+    is_x = rng.random(count.size) < m.p_x
+    count_text = np.where(is_x, "X", count.astype(str))
+    which = np.cumsum(detected) - 1  # index among the detected checklists
+    checklist = sed["checklist"].to_numpy()
+    events = np.flatnonzero(detected[checklist])
+    n = events.size
+    return pd.DataFrame(
+        {
+            "sampling_event_identifier": sed["sampling_event_identifier"].to_numpy()[events],
+            "common_name": np.full(n, species[0], dtype=object),
+            "scientific_name": np.full(n, species[1], dtype=object),
+            "category": np.full(n, "species", dtype=object),
+            "taxonomic_order": np.full(n, taxonomic_order),
+            "observation_count": count_text[which[checklist[events]]],
+            "event": events,
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -815,8 +932,16 @@ def simulate_region(
     species: SpeciesModel | None = None,
     birders: BirderModel | None = None,
     cell_size: float = DEFAULT_REGION.cell_size,
+    second_truth: str | os.PathLike[str] | None = None,
+    second_species: SpeciesModel | None = None,
 ) -> dict[str, Any]:
     """Simulate the species and the birders on a landscape and write EBD, SED and truth.
+
+    With ``second_truth``, a second species (``DEFAULT_REGION.species_all[1]``) is simulated
+    after everything else from its own random stream (``SeedSequence(seed, spawn_key=(1,))``)
+    and detected on the same checklists; its EBD rows follow the others', so the SED, the
+    first species' truth and the EBD up to its last row of the first species' draw are the same
+    bytes as without it.
 
     Parameters
     ----------
@@ -835,6 +960,10 @@ def simulate_region(
         Models; the documented defaults otherwise.
     cell_size : float
         Side of the planning units (metres).
+    second_truth : path-like, optional
+        Truth of the second species (same columns as ``truth``); without it, no second species.
+    second_species : SpeciesModel, optional
+        Its model; default :data:`VIRTUAL_QUAIL`.
 
     Returns
     -------
@@ -868,6 +997,31 @@ def simulate_region(
     sed_table, ebd_table = simulate_checklists(
         grid, cells, attraction, occupied, region_xy, region_ll, rng, birders
     )
+    second: dict[str, Any] | None = None
+    if second_truth is not None:
+        model2 = second_species or VIRTUAL_QUAIL
+        names2 = (DEFAULT_REGION.species_all[1], DEFAULT_REGION.scientific_names_all[1])
+        rng2 = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+        field2 = smooth_field(grid, cells, model2.field_length_m, rng2)
+        psi2, occupied2, b2 = simulate_occupancy(features, field2, rng2, model2)
+        rows2 = simulate_detections(
+            sed_table, cells, occupied2, rng2, birders, species=names2, taxonomic_order=99_998
+        )
+        ebd_table = pd.concat([ebd_table, rows2], ignore_index=True)
+        second = {
+            "common_name": names2[0],
+            "scientific_name": names2[1],
+            "species_model": dataclasses.asdict(model2),
+            "intercept": round(float(b2), 6),
+            "truth": Path(second_truth).name,
+            "seed": f"SeedSequence({int(seed)}, spawn_key=(1,))",
+            "counts": {
+                "occupied_cells": int(occupied2.sum()),
+                "prevalence": round(float(occupied2.mean()), 6),
+                "mean_psi": round(float(psi2.mean()), 6),
+                "detections": len(rows2),
+            },
+        }
     write_sed(sed_table, sed)
     write_ebd(ebd_table, sed_table, ebd)
 
@@ -875,28 +1029,9 @@ def simulate_region(
     cx = grid.x0 + (cols + 0.5) * grid.cell_size
     cy = grid.y0 - (rows + 0.5) * grid.cell_size
     lon, lat = pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True).transform(cx, cy)
-    truth_frame = pd.DataFrame(
-        {
-            "cell_id": cells,
-            "psi": _fmt(psi, "%.6f"),
-            "occupied": occupied.astype(int),
-            "lon": _fmt(lon, "%.6f"),
-            "lat": _fmt(lat, "%.6f"),
-        }
-    )
-    text = io.StringIO()
-    truth_frame.to_csv(text, index=False, lineterminator="\n")
-    truth_path = Path(truth)
-    tmp = truth_path.with_name(f".{truth_path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(
-            filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
-        ) as gz:  # fmt: skip
-            gz.write(text.getvalue().encode())
-        os.replace(tmp, truth_path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    _write_truth(truth, cells, psi, occupied, lon, lat)
+    if second_truth is not None:
+        _write_truth(second_truth, cells, psi2, occupied2, lon, lat)
 
     chk = sed_table.drop_duplicates("checklist")
     summary: dict[str, Any] = {
@@ -935,6 +1070,41 @@ def simulate_region(
             ),
         },
     }
+    if second is not None:
+        summary["second_species"] = second
     if meta is not None:
         _write_text(Path(meta), json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return summary
+
+
+def _write_truth(
+    path: str | os.PathLike[str],
+    cells: np.ndarray,
+    psi: np.ndarray,
+    occupied: np.ndarray,
+    lon: np.ndarray,
+    lat: np.ndarray,
+) -> None:
+    """The truth table as gzipped CSV (mtime 0, byte-stable), written atomically."""
+    truth_frame = pd.DataFrame(
+        {
+            "cell_id": cells,
+            "psi": _fmt(psi, "%.6f"),
+            "occupied": occupied.astype(int),
+            "lon": _fmt(lon, "%.6f"),
+            "lat": _fmt(lat, "%.6f"),
+        }
+    )
+    text = io.StringIO()
+    truth_frame.to_csv(text, index=False, lineterminator="\n")
+    truth_path = Path(path)
+    tmp = truth_path.with_name(f".{truth_path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(
+            filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
+        ) as gz:  # fmt: skip
+            gz.write(text.getvalue().encode())
+        os.replace(tmp, truth_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

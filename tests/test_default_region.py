@@ -104,6 +104,31 @@ def test_cells_match_the_truth(cached):
     assert len(det) > 50 and truth.loc[det, "occupied"].all()
 
 
+#: SHA-256 of the one-species files as shipped before the second species was added: the SED,
+#: the thrush's truth and the EBD text without the quail's rows must stay these bytes.
+_FIRST_SPECIES_SHA256 = {
+    "sed": "d2346bf7f59ca18d6097b2788a25f5ecf3978d480509518d4d3141cce0100973",
+    "truth": "629565567b5c70bae157f298a3b6e6e8c102647baa992b54cb33b42e3f145316",
+    "ebd_text_without_quail": "791ae47e2fcb2e2175b1c18bbb8b040f33656d70b3eb1625a8098256337ceaf8",
+}
+
+
+def test_first_species_bytes_are_unchanged():
+    import gzip
+    import hashlib
+
+    folder = dr.default_data_dir()
+    for key in ("sed", "truth"):
+        digest = hashlib.sha256((folder / dr.FILES[key]).read_bytes()).hexdigest()
+        assert digest == _FIRST_SPECIES_SHA256[key], key
+    lines = gzip.decompress((folder / dr.FILES["ebd"]).read_bytes()).splitlines(keepends=True)
+    quail = [i for i, line in enumerate(lines) if b"\tVirtual Quail\t" in line]
+    assert quail and quail == list(range(quail[0], len(lines)))  # appended, after all others
+    text = b"".join(lines[: quail[0]])
+    digest = hashlib.sha256(text).hexdigest()
+    assert digest == _FIRST_SPECIES_SHA256["ebd_text_without_quail"]
+
+
 def test_selection_never_reads_the_truth(no_truth_dir, cached, monkeypatch):
     select = pytest.importorskip("reserve.select")
     monkeypatch.setenv("RESERVE_DEFAULT_REGION_DIR", str(no_truth_dir))
@@ -146,7 +171,7 @@ def test_pipeline_regenerates_the_shipped_files(tmp_path):
     for key in ("landcover", "legend", "elevation", "region", "public"):
         shutil.copy2(dr.default_data_dir() / dr.FILES[key], tmp_path / dr.FILES[key])
     build(0, tmp_path, source=None)
-    for key in ("ebd", "sed", "truth", "meta"):
+    for key in ("ebd", "sed", "truth", "truth_virtual_quail", "meta"):
         shipped = (dr.default_data_dir() / dr.FILES[key]).read_bytes()
         assert (tmp_path / dr.FILES[key]).read_bytes() == shipped, key
 

@@ -71,6 +71,20 @@ def test_default_truth_is_the_embedded_one():
     assert r["precision"] == 1.0 and r["truth_path"].endswith("truth.csv.gz")
 
 
+def test_truth_of_each_default_species():
+    first = read_truth()
+    pd.testing.assert_frame_equal(read_truth(species="Virtual Thrush"), first)
+    quail = read_truth(species="Virtual Quail")
+    pd.testing.assert_frame_equal(read_truth(species="colinus simulatus"), quail)
+    assert quail.index.equals(first.index) and not quail["occupied"].equals(first["occupied"])
+    assert 0.1 < quail["occupied"].mean() < 0.3
+    with pytest.raises(InvalidInputError, match="'Virtual Thrush', 'Virtual Quail'") as info:
+        read_truth(species="Dodo")
+    assert "\n" not in str(info.value)
+    with pytest.raises(InvalidInputError, match="not both"):
+        read_truth("truth.csv.gz", species="Virtual Quail")
+
+
 def test_read_selection_formats(tmp_path):
     gpkg = tmp_path / "reserve.gpkg"
     pyogrio.write_dataframe(pd.DataFrame({"cell_id": [12, 10], "rank": [1, 2]}), gpkg,

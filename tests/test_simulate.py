@@ -16,12 +16,14 @@ from reserve.errors import InvalidInputError
 from reserve.simulate import (
     EBD_HEADER,
     SED_HEADER,
+    VIRTUAL_QUAIL,
     BirderModel,
     SpeciesModel,
     calibrate_intercept,
     occupancy_logit,
     region_grid,
     simulate_checklists,
+    simulate_detections,
     simulate_occupancy,
     smooth_field,
     write_ebd,
@@ -206,3 +208,61 @@ def test_random_effect_is_smooth_and_standardised():
     a, b = full[:, :-1].ravel(), full[:, 1:].ravel()
     ok = np.isfinite(a) & np.isfinite(b)
     assert np.corrcoef(a[ok], b[ok])[0, 1] > 0.8  # neighbours agree: spatially smooth
+
+
+QUAIL = ("Virtual Quail", "Colinus simulatus")
+
+
+def test_second_species_is_detected_on_the_same_checklists(landscape, tmp_path):
+    _, cells, _, occupied, _ = landscape
+    sed, ebd = _simulate(landscape, n_checklists=6000)
+    occupied2 = ~occupied  # where the first species is absent
+    rows = simulate_detections(
+        sed, cells, occupied2, np.random.default_rng(5), species=QUAIL, taxonomic_order=7
+    )
+    assert len(rows) > 50 and list(rows.columns) == list(ebd.columns)
+    again = simulate_detections(
+        sed, cells, occupied2, np.random.default_rng(5), species=QUAIL, taxonomic_order=7
+    )
+    pd.testing.assert_frame_equal(rows, again)
+    # only in cells the second species occupies; every member of a group carries the row
+    cell = sed["cell_id"].to_numpy()[rows["event"].to_numpy()]
+    assert pd.Series(occupied2, index=cells).loc[cell].all()
+    hit = set(sed["checklist"].to_numpy()[rows["event"].to_numpy()])
+    members = sed[sed["checklist"].isin(hit)]
+    assert len(members) == len(rows)
+    per_chk = rows.assign(chk=sed["checklist"].to_numpy()[rows["event"].to_numpy()])
+    assert (per_chk.groupby("chk")["observation_count"].nunique() == 1).all()
+    # Both species in one EBD (the second's rows appended): the reader separates them.
+    both = pd.concat([ebd, rows], ignore_index=True)
+    ebd_path, sed_path = _write(tmp_path, sed, both)
+    obs = load_observations(
+        ebd_path, sed_path, [SPECIES, QUAIL[0]], complete=False, protocols=None,
+        max_hours=None, max_km=None, max_observers=None, max_speed_kmh=None,
+    )  # fmt: skip
+    first = load_observations(
+        ebd_path, sed_path, SPECIES, complete=False, protocols=None,
+        max_hours=None, max_km=None, max_observers=None, max_speed_kmh=None,
+    )  # fmt: skip
+    assert obs["detected"].tolist() == first["detected"].tolist()
+    assert obs["detected__virtual_quail"].sum() == len(hit)
+    assert not (obs["detected__virtual_quail"] & obs["detected__virtual_thrush"]).any()
+
+
+def test_quail_prefers_open_low_land():
+    elev = np.linspace(0, 1600, 81)
+    frame = pd.DataFrame(
+        {
+            "elevation_mean": np.concatenate([elev, elev, elev]),
+            "landcover_deciduous_broadleaf_forests": np.r_[np.ones(81), np.zeros(162)],
+            "landcover_croplands": np.r_[np.zeros(81), np.ones(81), np.zeros(81)],
+            "landcover_grasslands": np.r_[np.zeros(162), np.ones(81)],
+        }
+    )
+    quail = occupancy_logit(frame, np.zeros(len(frame)), VIRTUAL_QUAIL)
+    thrush = occupancy_logit(frame, np.zeros(len(frame)), SpeciesModel())
+    forest, crop, grass = quail[:81], quail[81:162], quail[162:]
+    assert (crop > forest).all() and (grass > forest).all()
+    assert (thrush[:81] > thrush[81:162]).all()  # the thrush the other way round
+    assert abs(elev[np.argmax(grass)] - VIRTUAL_QUAIL.elevation_optimum) <= 20
+    assert grass[0] > grass[-1] + 5  # a lowland bird
