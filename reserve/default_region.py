@@ -9,8 +9,10 @@ simulated EBD + SED written by ``python -m pipelines.default_region`` (:mod:`res
 :func:`default_planning_units` ingests them once with :func:`reserve.ingest.ingest` (the
 settings are in :data:`reserve.config.DEFAULT_REGION`) and caches the GeoPackage in a user
 cache folder, keyed by a hash of the input files' bytes, the settings and the package version.
-The species' true occupancy (:func:`default_truth_path`, one file per species) is for
-evaluation only; nothing here reads it.
+It labels both virtual species (``DEFAULT_REGION.species_all``): ``label`` is the first's
+(the Virtual Thrush), and ``label__virtual_thrush`` / ``label__virtual_quail`` are each
+species'. The species' true occupancy (:func:`default_truth_path`, one file per species) is
+for evaluation only; nothing here reads it.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def cache_key() -> str:
     digest = hashlib.sha256()
     settings = (
         reserve.__version__,
-        DEFAULT_REGION.species,
+        DEFAULT_REGION.species_all,
         DEFAULT_REGION.months,
         DEFAULT_REGION.cell_size,
     )
@@ -176,7 +178,7 @@ def default_planning_units(
     ingest(
         files["ebd"],
         files["sed"],
-        DEFAULT_REGION.species,
+        list(DEFAULT_REGION.species_all),
         path,
         region=files["region"],
         cell_size=DEFAULT_REGION.cell_size,

@@ -104,6 +104,23 @@ def test_cells_match_the_truth(cached):
     assert len(det) > 50 and truth.loc[det, "occupied"].all()
 
 
+def test_both_virtual_species_are_labelled(cached):
+    path, opened = cached
+    assert not [p for p in opened if "truth" in p]
+    units = pyogrio.read_dataframe(path, layer="planning_units", read_geometry=False)
+    assert (units["label"] == units["label__virtual_thrush"]).all()  # label is the thrush's
+    assert (units["n_detections"] == units["n_detections__virtual_thrush"]).all()
+    train = units["role"] == "train"
+    assert set(units.loc[train, "label__virtual_quail"]) == {0, 1}
+    assert set(units.loc[units["role"] == "candidate", "label__virtual_quail"]) == {-1, 0, 1}
+    surveyed = units["label"] >= 0
+    assert ((units["label__virtual_quail"] >= 0) == surveyed).all()
+    quail = read_truth(dr.default_truth_path("Virtual Quail"))
+    det = units.loc[units["n_detections__virtual_quail"] > 0, "cell_id"]
+    assert len(det) > 50 and quail.loc[det, "occupied"].all()
+    assert dr.default_truth_path("Virtual Quail").name == dr.FILES["truth_virtual_quail"]
+
+
 #: SHA-256 of the one-species files as shipped before the second species was added: the SED,
 #: the thrush's truth and the EBD text without the quail's rows must stay these bytes.
 _FIRST_SPECIES_SHA256 = {
