@@ -36,8 +36,12 @@ _LANDSCAPE = ("landcover", "legend", "elevation", "region", "public")
 _METHODS = ("ttk", "svm")
 
 
-def run_seed(seed: int, budgets: list[int], work: Path) -> list[dict]:
-    """Simulate, ingest and select for one seed; one record per budget."""
+def simulated_region(seed: int, work: Path) -> tuple[Path, Path, Path, float]:
+    """Redraw the species and birders with ``seed`` on the shipped landscape and ingest them.
+
+    Returns the planning-units GeoPackage, the simulation's folder, its truth file and the
+    ingest's seconds.
+    """
     folder = work / f"seed{seed}"
     folder.mkdir()
     for key in _LANDSCAPE:
@@ -54,6 +58,12 @@ def run_seed(seed: int, budgets: list[int], work: Path) -> list[dict]:
             del os.environ["RESERVE_DEFAULT_REGION_DIR"]
         else:
             os.environ["RESERVE_DEFAULT_REGION_DIR"] = old
+    return cells, folder, folder / FILES["truth"], t_ingest
+
+
+def run_seed(seed: int, budgets: list[int], work: Path) -> list[dict]:
+    """Simulate, ingest and select for one seed; one record per budget."""
+    cells, folder, _, t_ingest = simulated_region(seed, work)
     units = pyogrio.read_dataframe(cells, layer="planning_units", read_geometry=False)
     truth = read_truth(folder / FILES["truth"])
     train = (units["role"] == "train") & ~units["locked_out"]

@@ -187,7 +187,22 @@ def ingest_command(**kw: object) -> None:
 
 
 @main.command("select")
-@click.option("--budget", metavar="K", help="Number of cells to select (required).")
+@click.option(
+    "--budget",
+    metavar="K",
+    help="Number of cells to select (required); a total cost with --cost-column.",
+)
+@click.option(
+    "--cost-column",
+    metavar="COL",
+    help="planning_units column with each cell's cost: --budget becomes a total cost.",
+)
+@click.option(
+    "--species",
+    "species",
+    multiple=True,
+    help="Species of a multi-species ingest; repeat it to share the cells among several.",
+)
 @click.option(
     "--cells",
     type=click.Path(),
@@ -259,12 +274,17 @@ def _print_selection(result: object) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from reserve.config import species_slug
+
     r = result
     s = r.summary  # type: ignore[attr-defined]
     feats = r.main_features()  # type: ignore[attr-defined]
     sel = r.selected  # type: ignore[attr-defined]
     # optional columns, only when the run used them: locks and bootstrap frequencies
     flags = [c for c in ("locked_in", "selection_frequency") if c in sel.columns]
+    cost_col = s.get("cost_column") or ""
+    if cost_col:
+        flags.insert(0, cost_col)
     cols = ["rank", "cell_id", *flags, "score", *feats]
     heads = {"locked_in": "locked", "selection_frequency": "freq"}
     table = Table(title=f"{s['n_selected']} selected cells ({s['method']})", box=None)
@@ -274,6 +294,8 @@ def _print_selection(result: object) -> None:
     def cell(col: str, v: object) -> str:
         if col == "locked_in":
             return "in" if v else ""
+        if col == cost_col:
+            return f"{v:.6g}"
         return f"{v:.3f}" if col != "selection_frequency" else f"{v:.2f}"
 
     for row in sel[cols].itertuples(index=False):
@@ -294,8 +316,13 @@ def _print_selection(result: object) -> None:
         v = s.get(key)
         return "n/a" if v is None or v != v else format(v, spec)
 
+    budget = (
+        f"budget {s['budget']}"
+        if s.get("budget_unit", "cells") == "cells"
+        else f"budget {s['budget']:g} ({s['budget_unit']}; spent {s['total_cost']:.6g})"
+    )
     console.print(
-        f"budget {s['budget']}  method {s['method']}  C {s['c']:g} ({s['c_source']})  "
+        f"{budget}  method {s['method']}  C {s['c']:g} ({s['c_source']})  "
         f"status {s['solver_status']}  objective {num('objective')}  bound {num('bound')}  "
         f"gap {num('gap')}  iterations {s['n_iter']}  seed {s['seed']}  "
         f"runtime {s['runtime_seconds']:.2f} s",
@@ -310,6 +337,15 @@ def _print_selection(result: object) -> None:
             f"locked: {s['n_locked_in']} in (selected, counted in the budget), "
             f"{s['n_locked_out']} out (never selected); the solver chose "
             f"{s['effective_budget']} of the {s['budget']} cells"
+        )
+    if s.get("expected_presences") is not None and "," in str(s.get("species", "")):
+        per = ", ".join(
+            f"{name.strip()} {s['expected_precision__' + species_slug(name)]:.2f}"
+            for name in str(s["species"]).split(",")
+        )
+        console.print(
+            f"species: expected precision (Platt-calibrated on the training cells) {per}; "
+            f"expected presences {s['expected_presences']:.1f} in {s['n_selected']} cells"
         )
     if s.get("bootstrap"):
         console.print(

@@ -294,9 +294,16 @@ def build_map(
             return "n/a"
         return format(v, spec) if spec else str(v)
 
+    budget = fmt("budget")
+    if summary.get("budget_unit", "cells") != "cells":
+        budget = (
+            f"{fmt('budget', 'g')} {fmt('budget_unit')}: {fmt('n_selected')} cells "
+            f"costing {fmt('total_cost', '.6g')}"
+        )
     rows = [
-        ("budget", fmt("budget")),
+        ("budget", budget),
         ("method", fmt("method")),
+        *([("species", fmt("species"))] if summary.get("species") else []),
         ("C", f"{fmt('c', 'g')} ({fmt('c_source')})"),
         ("objective", fmt("objective", ".4g")),
         ("status", fmt("solver_status")),

@@ -13,7 +13,8 @@
    out of the fit;
 4. choose ``C`` (given, or by the paper's cross-validation on the training cells,
    :func:`reserve.model_selection.select_C`);
-5. fit the estimator of ``method`` with ``k = budget - (number of locked-in cells)``;
+5. fit the estimator of ``method`` with ``k = budget - (number of locked-in cells)`` (or,
+   with ``cost_column``, a money budget: see below);
 6. optionally (``bootstrap=N``) refit N times on resampled training cells and record, for
    every candidate, the share of refits that select it (``selection_frequency``);
 7. assemble the results: every cell's score (``X @ w + b`` in standardised units, NaN where a
@@ -37,6 +38,21 @@ bought); more locked-in cells than the budget (exactly the budget is allowed: no
 left to choose, the estimator is still fitted with ``k = 1`` to score and rank the other
 candidates, and none of them is selected); a polygon file without a CRS or that locks no
 cell of the region.
+
+Money budgets
+-------------
+With ``cost_column=`` (``--cost-column``) the budget is a total cost, not a number of cells:
+the named column of ``planning_units`` holds each cell's price (any currency; it is never a
+feature). TTK then solves its knapsack form, "the candidates scoring positive cost at most
+the budget" (``TTK(budget=...)``, exact in ``ttk-mip``), and the selection walks the
+candidates by decreasing score, taking each one that still fits and skipping those that do
+not (``reserve.solvers._base.budget_select``). The baselines score the candidates as usual
+(fitted with the number of cells the budget buys at the median candidate cost) and are
+selected by the same walk. Locked-in cells use up their cost of the budget first. Every
+candidate's cost must be a positive finite number (a missing, non-numeric, zero, negative
+or NaN cost is refused with the cells it concerns); a budget that buys every candidate, or
+no candidate at all (without locked-in cells), is refused. With every cost equal to ``c``,
+``budget = k * c`` gives exactly the cells of ``budget = k``.
 """
 
 from __future__ import annotations
@@ -55,7 +71,14 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from reserve.config import PLANNING_UNIT_COLUMNS, SELECT_DEFAULTS, SELECT_METHODS
+from reserve.config import (
+    PLANNING_UNIT_COLUMNS,
+    SELECT_DEFAULTS,
+    SELECT_METHODS,
+    SPECIES_DETECTIONS_PREFIX,
+    SPECIES_LABEL_PREFIX,
+    species_slug,
+)
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 
 __all__ = [
@@ -84,7 +107,13 @@ _NON_FEATURES = (
     "selected",
     "locked_in",
     "selection_frequency",
+    "cumulative_cost",
 )
+#: Prefixes of per-species columns that are never features (labels, counts, scores).
+_NON_FEATURE_PREFIXES = (SPECIES_LABEL_PREFIX, SPECIES_DETECTIONS_PREFIX, "score__")
+
+#: Methods that select for several species at once (``--species A --species B``).
+MULTI_SPECIES_METHODS = ("ttk", "ttk-mip", "svm")
 
 #: Names a ``--config`` TOML file may use: the flags of ``reserve select``.
 CONFIG_KEYS = (
@@ -101,6 +130,8 @@ CONFIG_KEYS = (
     "locked_out",
     "bootstrap",
     "n_jobs",
+    "cost_column",
+    "species",
 )
 
 GPKG_NAME = "reserve.gpkg"
@@ -199,6 +230,35 @@ def _as_int(value: Any, name: str, *, low: int | None = None) -> int:
     return value
 
 
+def _as_species(value: Any) -> list[str] | None:
+    """Species names: None, one name, or a list of names (``--species`` repeated)."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else list(value)
+    if not names:
+        return None
+    if not all(isinstance(n, str) and n.strip() for n in names):
+        raise InvalidInputError(
+            f"species must be species names; received {value!r}. Pass e.g. "
+            "--species 'Wood Thrush' --species 'Northern Bobwhite'"
+        )
+    return [n.strip() for n in names]
+
+
+def _as_money(value: Any) -> float:
+    """A money budget: a positive finite number."""
+    try:
+        v = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not np.isfinite(v) or v <= 0:
+        raise InvalidInputError(
+            f"budget must be a positive total cost when --cost-column is given; received "
+            f"{value!r}. Pass e.g. --budget 1500 (in the cost column's units)"
+        )
+    return v
+
+
 def _as_C(value: Any) -> float | str:
     if isinstance(value, str) and value.strip().lower() in ("cv", "auto"):
         return "cv"
@@ -288,13 +348,20 @@ def resolve_config(
         "locked_out": None,
         "bootstrap": SELECT_DEFAULTS.bootstrap,
         "n_jobs": SELECT_DEFAULTS.n_jobs,
+        "cost_column": None,
+        "species": None,
     }
     if config is not None:
         merged.update(load_config(config))
     merged.update({k: v for k, v in given.items() if v is not None})
     if merged["budget"] is None:
         raise InvalidInputError("budget is required; pass --budget K (e.g. --budget 30)")
-    merged["budget"] = _as_int(merged["budget"], "budget", low=1)
+    merged["species"] = _as_species(merged["species"])
+    if merged["cost_column"] is not None:
+        merged["cost_column"] = str(merged["cost_column"])
+        merged["budget"] = _as_money(merged["budget"])
+    else:
+        merged["budget"] = _as_int(merged["budget"], "budget", low=1)
     merged["seed"] = _as_int(merged["seed"], "seed", low=0)
     merged["bootstrap"] = _as_int(merged["bootstrap"], "bootstrap", low=0)
     merged["n_jobs"] = _as_int(merged["n_jobs"], "n_jobs", low=1)
@@ -391,11 +458,13 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     return units
 
 
-def _feature_columns(units: pd.DataFrame) -> list[str]:
+def _feature_columns(units: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
     cols = [
         c
         for c in units.columns
         if c not in _NON_FEATURES
+        and c not in exclude
+        and not str(c).startswith(_NON_FEATURE_PREFIXES)
         and c != units.geometry.name
         and pd.api.types.is_numeric_dtype(units[c])
         and not pd.api.types.is_bool_dtype(units[c])
@@ -408,13 +477,15 @@ def _design(
     source: str,
     locked_out: np.ndarray | None = None,
     locked_in: np.ndarray | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]:
     """Standardised features of all cells, and the rows / labels the estimator sees.
 
     ``locked_out`` (default: the ``locked_out`` column) and ``locked_in`` cells are left out
-    of the fit, and so out of the standardisation.
+    of the fit, and so out of the standardisation. Columns in ``exclude`` (the cost column)
+    are never features.
     """
-    features = _feature_columns(units)
+    features = _feature_columns(units, exclude)
     if not features:
         raise DataFileError(
             f"cells={source!r}: planning_units has no numeric feature column; ingest with "
@@ -474,15 +545,151 @@ def _design(
     return Z, rows, y, features, train, cand
 
 
-def _estimator(method: str, k: int, C: float, seed: int, time_limit: float) -> Any:
+def _estimator(
+    method: str,
+    k: int,
+    C: float,
+    seed: int,
+    time_limit: float,
+    budget: float | None = None,
+    n_species: int = 1,
+) -> Any:
+    """The estimator of ``method``; ``budget`` (a money budget) only for the TTK methods.
+
+    With ``n_species > 1``: :class:`reserve.solvers.multi.MultiTTK` (``ttk``, ``ttk-mip``)
+    or :class:`reserve.solvers.multi.MultiSVM` (``svm``: the sum of per-species SVM scores).
+    """
     from reserve.solvers import AATP, SVM, TSVM, TTK, SVMPerf, TopPush
 
+    if n_species > 1:
+        from reserve.solvers.multi import MultiSVM, MultiTTK
+
+        if method == "svm":
+            return MultiSVM(k=k, C=C)
+        solver = "fd" if method == "ttk" else "mip"
+        return MultiTTK(k=k, C=C, solver=solver, time_limit=time_limit, random_state=seed)
+
+    # budget= only when given, so a cell-budget run builds the same estimator as always
+    money = {} if budget is None else {"budget": budget}
     if method == "ttk":
-        return TTK(k=k, C=C, solver="fd", random_state=seed)
+        return TTK(k=k, C=C, solver="fd", random_state=seed, **money)
     if method == "ttk-mip":
-        return TTK(k=k, C=C, solver="mip", time_limit=time_limit, random_state=seed)
+        return TTK(k=k, C=C, solver="mip", time_limit=time_limit, random_state=seed, **money)
     cls = {"svm": SVM, "tsvm": TSVM, "svmperf": SVMPerf, "toppush": TopPush, "aatp": AATP}
     return cls[method](k=k, C=C)
+
+
+def _fit_select(
+    method: str,
+    k: int,
+    C: float,
+    seed: int,
+    time_limit: float,
+    X: np.ndarray,
+    y: np.ndarray,
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
+) -> tuple[Any, np.ndarray]:
+    """Fit ``method`` and return it with the selected rows of ``X`` (best first).
+
+    Without ``cost``: the estimator's own ``k`` cells. With ``cost`` (one value per row of
+    ``X``; only the candidates' are used) and a money ``budget``: TTK solves its knapsack form
+    and selects within the budget; a baseline is fitted with ``k`` cells and its candidate
+    scores are walked by :func:`reserve.solvers._base.budget_select`.
+    """
+    if cost is None:
+        n_species = y.shape[1] if y.ndim == 2 else 1
+        est = _estimator(method, k, C, seed, time_limit, n_species=n_species).fit(X, y)
+        return est, np.asarray(est.selected_, dtype=np.int64)
+    if method in ("ttk", "ttk-mip"):
+        est = _estimator(method, k, C, seed, time_limit, budget=budget).fit(X, y, cost=cost)
+        return est, np.asarray(est.selected_, dtype=np.int64)
+    from reserve.solvers._base import budget_select
+
+    est = _estimator(method, k, C, seed, time_limit).fit(X, y)
+    cand = np.asarray(est.candidates_)
+    pick = budget_select(np.asarray(est.candidate_scores_), cost[cand], float(budget))
+    return est, cand[pick]
+
+
+def _species_labels(units: pd.DataFrame, species: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Per-species labels (n, S) from the ``label__<slug>`` columns of a multi-species ingest."""
+    slugs = [species_slug(name) for name in species]
+    dup = sorted({n for n, sl in zip(species, slugs, strict=True) if slugs.count(sl) > 1})
+    if dup:
+        raise InvalidInputError(
+            f"species {dup} name the same species column twice; pass each species once"
+        )
+    have = [str(c)[len(SPECIES_LABEL_PREFIX) :] for c in units.columns
+            if str(c).startswith(SPECIES_LABEL_PREFIX)]  # fmt: skip
+    missing = [n for n, sl in zip(species, slugs, strict=True) if sl not in have]
+    if missing:
+        known = ", ".join(have) if have else "none (a single-species ingest)"
+        raise InvalidInputError(
+            f"species {missing} have no {SPECIES_LABEL_PREFIX}<species> column in planning_units "
+            f"(species in the file: {known}); ingest them with reserve ingest --species NAME "
+            "--species NAME2 ..."
+        )
+    cols = [SPECIES_LABEL_PREFIX + sl for sl in slugs]
+    labels = units[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
+    return labels, slugs
+
+
+def _expected_precision(
+    train_scores: np.ndarray, train_labels: np.ndarray, chosen_scores: np.ndarray
+) -> float:
+    """Mean Platt-calibrated probability of presence over the chosen cells.
+
+    A one-feature logistic regression of the training cells' labels on their scores maps a
+    score to a probability of detection; its mean over the selection is the share of the
+    chosen cells expected to hold the species (an in-sample calibration: optimistic when the
+    training cells are few).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    if chosen_scores.size == 0:
+        return float("nan")
+    lr = LogisticRegression(C=1e4).fit(train_scores[:, None], train_labels.astype(int))
+    return float(lr.predict_proba(chosen_scores[:, None])[:, 1].mean())
+
+
+def _cost_values(units: pd.DataFrame, column: str, need: np.ndarray) -> np.ndarray:
+    """The cost column as floats; refused unless positive and finite on the ``need`` rows."""
+    if column not in units.columns or column == units.geometry.name:
+        numeric = [
+            c
+            for c in units.columns
+            if c not in _NON_FEATURES
+            and c != units.geometry.name
+            and pd.api.types.is_numeric_dtype(units[c])
+        ][:8]
+        raise InvalidInputError(
+            f"cost_column={column!r} is not a column of planning_units; pass one of its "
+            f"numeric columns (e.g. {', '.join(numeric)}) or add a cost column to the file"
+        )
+    col = units[column]
+    if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+        raise InvalidInputError(
+            f"cost_column={column!r} is not numeric (dtype {col.dtype}); store each cell's "
+            "cost as a number"
+        )
+    cost = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = need & ~(np.isfinite(cost) & (cost > 0))
+    if bad.any():
+        ids = units["cell_id"].to_numpy()[bad][:5].tolist()
+        kinds = []
+        if np.isnan(cost[bad]).any():
+            kinds.append("missing/NaN")
+        if np.isinf(cost[bad]).any():
+            kinds.append("infinite")
+        if (cost[bad] <= 0).any():
+            kinds.append("zero or negative")
+        raise InvalidInputError(
+            f"cost_column={column!r} has {int(bad.sum())} candidate cells with a "
+            f"{' or '.join(kinds)} cost (cell_id {ids}); every candidate needs a positive "
+            "cost: fill them in, or lock those cells out with --locked-out"
+        )
+    return cost
 
 
 def _default_cells() -> tuple[Path, Path | None, Path | None]:
@@ -559,10 +766,13 @@ def _refit_selected(
     X: np.ndarray,
     y: np.ndarray,
     sample: np.ndarray,
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
 ) -> np.ndarray:
     """Rows of ``X`` selected by one refit on the rows ``sample`` (a bootstrap replicate)."""
-    est = _estimator(method, k, C, seed, time_limit).fit(X[sample], y[sample])
-    return np.sort(sample[est.selected_])
+    sub_cost = None if cost is None else cost[sample]
+    _, picked = _fit_select(method, k, C, seed, time_limit, X[sample], y[sample], sub_cost, budget)
+    return np.sort(sample[picked])
 
 
 def _bootstrap_frequency(
@@ -575,6 +785,8 @@ def _bootstrap_frequency(
     y: np.ndarray,
     n_boot: int,
     n_jobs: int,
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
 ) -> np.ndarray:
     """Share of ``n_boot`` refits on resampled training rows that select each row of ``X``.
 
@@ -586,9 +798,10 @@ def _bootstrap_frequency(
     """
     from joblib import Parallel, delayed
 
-    pos = np.flatnonzero(y == 1)
-    neg = np.flatnonzero(y == 0)
-    cand = np.flatnonzero(y == -1)
+    lab = y if y.ndim == 1 else y[:, 0]  # several species: strata of the first
+    pos = np.flatnonzero(lab == 1)
+    neg = np.flatnonzero(lab == 0)
+    cand = np.flatnonzero(lab == -1)
     samples = []
     for child in np.random.SeedSequence(seed).spawn(n_boot):
         rng = np.random.default_rng(child)
@@ -599,7 +812,8 @@ def _bootstrap_frequency(
             )
         )  # fmt: skip
     picks = Parallel(n_jobs=n_jobs)(
-        delayed(_refit_selected)(method, k, C, seed, time_limit, X, y, sample) for sample in samples
+        delayed(_refit_selected)(method, k, C, seed, time_limit, X, y, sample, cost, budget)
+        for sample in samples
     )
     counts = np.zeros(len(y), dtype=np.int64)
     for chosen in picks:
@@ -670,7 +884,7 @@ def _nan_or(value: Any) -> float:
 
 
 def select_reserve(
-    budget: int,
+    budget: int | float,
     cells: str | os.PathLike[str] | None = None,
     *,
     method: str = SELECT_DEFAULTS.method,
@@ -684,6 +898,8 @@ def select_reserve(
     locked_out: str | os.PathLike[str] | None = None,
     bootstrap: int = SELECT_DEFAULTS.bootstrap,
     n_jobs: int = SELECT_DEFAULTS.n_jobs,
+    cost_column: str | None = None,
+    species: list[str] | tuple[str, ...] | str | None = None,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -693,8 +909,9 @@ def select_reserve(
 
     Parameters
     ----------
-    budget : int
-        Number of cells to select, ``1 <= budget <=`` the number of candidate cells.
+    budget : int or float
+        Number of cells to select, ``1 <= budget <`` the number of candidate cells; with
+        ``cost_column``, the total cost the selection may spend (see "Money budgets").
     cells : path-like, optional
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
@@ -728,6 +945,12 @@ def select_reserve(
         ``selection_frequency`` (share of refits selecting the cell) to the outputs.
     n_jobs : int
         Worker processes for the bootstrap refits; the frequencies do not depend on it.
+    cost_column : str, optional
+        Column of ``planning_units`` with each cell's cost; makes ``budget`` a total cost.
+    species : str or list of str, optional
+        Species to select for, from a multi-species ingest (its ``label__<slug>`` columns).
+        One name: that species alone. Several: the ``budget`` cells are shared by all of
+        them (see "Several species"). Default: the file's ``label`` column.
     public, outline : path-like, optional
         Public-land and region polygons drawn on the map (default region: its own files).
     progress : callable, optional
@@ -755,11 +978,33 @@ def select_reserve(
     seed = _as_int(seed, "seed", low=0)
     bootstrap = _as_int(bootstrap, "bootstrap", low=0)
     n_jobs = _as_int(n_jobs, "n_jobs", low=1)
-    if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
+    if cost_column is not None:
+        cost_column = str(cost_column)
+        budget = _as_money(budget)
+    elif isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
         raise InvalidInputError(
-            f"budget must be a positive integer (number of cells); received {budget!r}"
+            f"budget must be a positive integer (number of cells); received {budget!r}. "
+            "For a total cost, pass --cost-column with the cells' cost column"
         )
-    budget = int(budget)
+    else:
+        budget = int(budget)
+    species_names = _as_species(species) or []
+    multi = len(species_names) > 1
+    if multi:
+        if method not in MULTI_SPECIES_METHODS:
+            raise InvalidInputError(
+                f"method={method!r} selects for one species; with several --species use one "
+                f"of {', '.join(MULTI_SPECIES_METHODS)}"
+            )
+        if cost_column is not None:
+            raise InvalidInputError(
+                "a money budget (--cost-column) with several --species is not supported; "
+                "pass one --species, or drop --cost-column and give a number of cells"
+            )
+        if C == "cv":
+            raise InvalidInputError(
+                "C='cv' chooses C for one species; with several --species pass a number, e.g. --C 1"
+            )
     effective = dict(config) if config is not None else None
 
     if cells is None:
@@ -774,7 +1019,8 @@ def select_reserve(
     if out is not None:
         if map is None or map is True:
             stem = "georgia" if cells is None else cells_path.stem
-            name = f"{stem}_{method}_k{budget}"
+            size = f"k{budget}" if cost_column is None else f"cost{budget:g}"
+            name = f"{stem}_{method}_{size}"
             map_path = Path(SELECT_DEFAULTS.map_dir) / f"{name}.html"
         elif map is not False:
             map_path = Path(map)
@@ -806,24 +1052,74 @@ def select_reserve(
             "cells only"
         )
     n_in = int(lock_in.sum())
-    if n_in > budget:
+    cost = None
+    if cost_column is not None:
+        cost = _cost_values(units, cost_column, (role == "candidate") & ~lock_out)
+        cost_in = float(cost[lock_in].sum())
+        if cost_in > budget * (1.0 + 1e-12):
+            raise InvalidInputError(
+                f"locked_in={str(locked_in)!r} marks {n_in} cells costing {cost_in:g}, more "
+                f"than budget={budget:g}; pass --budget >= {cost_in:g} or lock in fewer cells"
+            )
+        free_budget: float = max(budget - cost_in, 0.0)
+    elif n_in > budget:
         raise InvalidInputError(
             f"locked_in={str(locked_in)!r} marks {n_in} cells, more than budget={budget}; "
             f"pass --budget >= {n_in} or lock in fewer cells"
         )
-    k_free = budget - n_in
-    Z, rows, y, features, train, cand = _design(units, str(cells_path), lock_out, lock_in)
+    exclude = () if cost_column is None else (cost_column,)
+    labels = None  # (n, S) per-species labels when --species is given
+    units_fit = units
+    if species_names:
+        labels, slugs = _species_labels(units, species_names)
+        units_fit = units.assign(label=labels[:, 0])  # the first species' checks in _design
+    Z, rows, y, features, train, cand = _design(
+        units_fit, str(cells_path), lock_out, lock_in, exclude
+    )
+    y_fit: np.ndarray = y
+    if multi:
+        assert labels is not None
+        for j, name in enumerate(species_names):
+            classes = np.unique(labels[train, j])
+            if not np.array_equal(classes, [0.0, 1.0]):
+                raise DataFileError(
+                    f"cells={str(cells_path)!r}: species {name!r} has labels "
+                    f"{classes.astype(int).tolist()} on the training cells; each species needs "
+                    "detections (1) and non-detections (0) there. Drop it from --species"
+                )
+        y_fit = np.where(cand[rows][:, None], -1, labels[rows]).astype(np.int64)
     n_cand = int(cand.sum())
-    if k_free >= n_cand:
-        # every solver ranks candidates against each other: at least one must stay unselected
-        extra = f" ({n_in} of them locked in)" if n_in else ""
-        raise InvalidInputError(
-            f"budget={budget} must be smaller than the {n_cand + n_in} candidate cells{extra}; "
-            f"pass --budget <= {n_cand + n_in - 1}"
-        )
+    if cost is None:
+        k_free = budget - n_in
+        if k_free >= n_cand:
+            # every solver ranks candidates against each other: one must stay unselected
+            extra = f" ({n_in} of them locked in)" if n_in else ""
+            raise InvalidInputError(
+                f"budget={budget} must be smaller than the {n_cand + n_in} candidate "
+                f"cells{extra}; pass --budget <= {n_cand + n_in - 1}"
+            )
+        k_fit = max(k_free, 1)  # k_free == 0: fit only to score and rank the other candidates
+        choosing = f"choosing {k_free} more"
+    else:
+        cand_cost = cost[cand]
+        if free_budget >= float(cand_cost.sum()):
+            raise InvalidInputError(
+                f"budget={budget:g} buys every candidate cell (they cost {cand_cost.sum():g} "
+                f"in all{' besides the locked-in cells' if n_in else ''}); there is nothing "
+                f"to choose: pass --budget < {cand_cost.sum() + budget - free_budget:g}"
+            )
+        if free_budget < float(cand_cost.min()) and not n_in:
+            raise InvalidInputError(
+                f"budget={budget:g} buys no candidate cell (the cheapest costs "
+                f"{cand_cost.min():g}); pass --budget >= {cand_cost.min():g}"
+            )
+        # k_free: 1 when some candidate still fits (the knapsack decides how many), else 0
+        k_free = int(free_budget >= float(cand_cost.min()))
+        # baselines and the CV fit a number of cells: what the budget buys at the median cost
+        k_fit = int(np.clip(free_budget // float(np.median(cand_cost)), 1, n_cand - 1))
+        choosing = f"choosing more for {free_budget:g} of the budget"
     if n_in or lock_out.any():
-        say(f"{n_in} cells locked in, {int(lock_out.sum())} locked out; choosing {k_free} more")
-    k_fit = max(k_free, 1)  # k_free == 0: fit only to score and rank the other candidates
+        say(f"{n_in} cells locked in, {int(lock_out.sum())} locked out; {choosing}")
 
     cv = None
     if C == "cv":
@@ -848,7 +1144,11 @@ def select_reserve(
     say(f"fitting {method} (k={k_fit}, C={C_value:g}) on {int(train.sum())} training and "
         f"{n_cand} candidate cells")  # fmt: skip
     t_fit = time.perf_counter()
-    est = _estimator(method, k_fit, C_value, seed, time_limit).fit(Z[rows], y)
+    cost_rows = None if cost is None or not k_free else cost[rows]
+    fit_budget = free_budget if cost_rows is not None else None
+    est, picked = _fit_select(
+        method, k_fit, C_value, seed, time_limit, Z[rows], y_fit, cost_rows, fit_budget
+    )
     fit_seconds = time.perf_counter() - t_fit
 
     frequency = None
@@ -858,15 +1158,31 @@ def select_reserve(
         if k_free:
             say(f"bootstrap: {bootstrap} refits on resampled training cells ({n_jobs} jobs)")
             frequency[rows] = _bootstrap_frequency(
-                method, k_free, C_value, seed, time_limit, Z[rows], y, bootstrap, n_jobs
+                method,
+                k_fit if cost_rows is not None else k_free,
+                C_value,
+                seed,
+                time_limit,
+                Z[rows],
+                y_fit,
+                bootstrap,
+                n_jobs,
+                cost_rows,
+                fit_budget,
             )
 
     # assemble: scores of every cell with finite features, ranks of candidates
     finite = np.isfinite(Z).all(axis=1)
-    score = np.full(len(units), np.nan)
-    score[finite] = Z[finite] @ est.coef_ + float(est.intercept_)
+    coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))  # (S, d), S = 1 usually
+    per_species = np.full((len(units), coef.shape[0]), np.nan)
+    per_species[finite] = Z[finite] @ coef.T + np.atleast_1d(est.intercept_)
+    # one score per cell: the species' own; several species: the max (MultiTTK's positives)
+    # or the sum (MultiSVM's ranking), so that the rank follows what the method selected by
+    score = per_species[:, 0] if not multi else (
+        per_species.sum(axis=1) if method == "svm" else per_species.max(axis=1)
+    )  # fmt: skip
     cand_rows = rows[est.candidates_]
-    sel_rows = rows[est.selected_] if k_free else np.zeros(0, dtype=np.int64)
+    sel_rows = rows[picked] if k_free else np.zeros(0, dtype=np.int64)
     # rank: locked-in cells first (by score), the estimator's selection in its order, then
     # the other candidates by score
     in_rows = np.flatnonzero(lock_in)
@@ -891,20 +1207,31 @@ def select_reserve(
     table["selected"] = selected
     if frequency is not None:
         table["selection_frequency"] = frequency
+    score_cols = [f"score__{sl}" for sl in slugs] if multi else []
+    for j, col in enumerate(score_cols):
+        table[col] = per_species[:, j]
     result_units = gpd.GeoDataFrame(
         pd.concat([table, units[features]], axis=1), geometry=units.geometry, crs=units.crs
     )
     sel = result_units.iloc[sel_rows].copy()
     # the extra columns only when used, so a plain run's selected layer is as before
-    extra = (["selection_frequency"] if frequency is not None else []) + (
-        ["locked_in"] if n_in else []
+    extra = (
+        ([cost_column] if cost_column is not None else [])
+        + (["selection_frequency"] if frequency is not None else [])
+        + (["locked_in"] if n_in else [])
     )
-    cols = ["rank", "cell_id", "score", *extra, "role", "label", *features, sel.geometry.name]
+    cols = ["rank", "cell_id", "score", *score_cols, *extra, "role", "label", *features,
+            sel.geometry.name]  # fmt: skip
     sel = sel[cols].reset_index(drop=True)
     ranking = pd.DataFrame(result_units.iloc[order][
-        ["rank", "cell_id", "score", "selected", "locked_in",
+        ["rank", "cell_id", "score", *score_cols, "selected", "locked_in",
+         *([cost_column] if cost_column is not None else []),
          *(["selection_frequency"] if frequency is not None else [])]
     ]).reset_index(drop=True)  # fmt: skip
+    if cost is not None:
+        # what buying down the ranking would cost: the runners-up priced for the planner
+        ranking.insert(ranking.columns.get_loc(cost_column) + 1, "cumulative_cost",
+                       np.cumsum(cost[order]))  # fmt: skip
 
     if effective is None:
         effective = {
@@ -914,12 +1241,16 @@ def select_reserve(
             "time_limit": time_limit,
             "locked_in": None if locked_in is None else str(locked_in),
             "locked_out": None if locked_out is None else str(locked_out),
-            "bootstrap": bootstrap, "n_jobs": n_jobs,
+            "bootstrap": bootstrap, "n_jobs": n_jobs, "cost_column": cost_column,
+            "species": species_names or None,
         }  # fmt: skip
     effective = {**effective, "C_searched": list(SELECT_DEFAULTS.Cs) if C == "cv" else None}
     summary: dict[str, Any] = {
         "budget": budget,
+        "budget_unit": "cells" if cost_column is None else f"cost ({cost_column})",
+        "cost_column": cost_column or "",
         "n_selected": int(selected.sum()),
+        "total_cost": float(cost[sel_rows].sum()) if cost is not None else float("nan"),
         "method": method,
         "c": C_value,
         "c_source": C_source,
@@ -936,11 +1267,11 @@ def select_reserve(
         "runtime_seconds": np.nan,  # set below, after the outputs are written
         "seed": seed,
         "n_train": int(train.sum()),
-        "n_train_positive": int((train & (pd.to_numeric(units["label"]) == 1)).sum()),
+        "n_train_positive": int((train & (pd.to_numeric(units_fit["label"]) == 1)).sum()),
         "n_candidates": n_cand,
         "n_locked_in": n_in,
         "n_locked_out": int(lock_out.sum()),
-        "effective_budget": k_free,
+        "effective_budget": k_free if cost is None else free_budget,
         "bootstrap": bootstrap,
         "n_cells": len(units),
         "n_features": len(features),
@@ -962,10 +1293,24 @@ def select_reserve(
         feature_names=features,
         cv=cv,
         config=effective,
-        contributions=Z[sel_rows].mean(axis=0) * np.asarray(est.coef_, dtype=np.float64),
+        # several species: the sum over species of each species' contribution
+        contributions=Z[sel_rows].mean(axis=0) * coef.sum(axis=0),
         ranking=ranking,
     )
     summary["main_features"] = ", ".join(result.main_features())
+    if species_names:
+        summary["species"] = ", ".join(species_names)
+    if multi:
+        assert labels is not None
+        presences = 0.0
+        for j, sl in enumerate(slugs):
+            ep = _expected_precision(
+                per_species[train, j], labels[train, j], per_species[sel_rows, j]
+            )
+            summary[f"n_train_positive__{sl}"] = int((labels[train, j] == 1).sum())
+            summary[f"expected_precision__{sl}"] = ep
+            presences += ep * sel_rows.size
+        summary["expected_presences"] = presences
 
     if gpkg_path is not None:
         from reserve.export import write_geopackage
