@@ -100,8 +100,36 @@ def test_mip_matches_the_oracle_and_never_exceeds_fd(oracle_results):
         assert mip.bound_ <= opt * (1.0 + 1e-6), seed  # a proved bound cannot exceed the optimum
         if mip.status_ in PROVED:
             proved += 1
+            assert mip.gap_ <= 1e-6, seed
             assert abs(mip.objective_ - opt) <= 1e-6 * opt, seed
     assert proved >= 18  # else the comparison above would be nearly vacuous
+
+
+def test_mip_from_a_poor_start_still_reaches_the_oracle(oracle_results):
+    # With the plain shifted-SVM start (no FD, no polish) the big-M values come from a looser
+    # upper bound and the MIP itself must find the optimum: this is what tests their validity.
+    tested = 0
+    for seed, opt, fd, _, X, Y, C in oracle_results[:10]:
+        mip = MultiTTK(k=fd.k, C=C, solver="mip", polish=False, max_iter=0, time_limit=20.0)
+        mip.fit(X, Y)
+        if mip.init_objective_ <= opt * (1 + 1e-3):
+            continue  # the start is already optimal: nothing to show
+        tested += 1
+        assert mip.status_ in PROVED, seed
+        assert abs(mip.objective_ - opt) <= 1e-6 * opt, seed
+    assert tested >= 5
+
+
+def test_mip_never_claims_an_unproved_optimum():
+    X, Y, _, C = make_instance(1, max_m=40)
+    rng = np.random.default_rng(0)
+    X = np.vstack([X, rng.normal(size=(60, X.shape[1])) + 0.7])
+    Y = np.vstack([Y, -np.ones((60, Y.shape[1]), dtype=np.int64)])
+    fd = MultiTTK(k=5, C=C).fit(X, Y)
+    mip = MultiTTK(k=5, C=C, solver="mip", time_limit=0.05).fit(X, Y)
+    assert mip.bound_ <= mip.objective_ <= fd.objective_ * (1 + 1e-9)
+    assert mip.status_ not in PROVED or mip.gap_ <= 1e-6
+    assert mip.gap_ == pytest.approx((mip.objective_ - mip.bound_) / mip.objective_)
 
 
 def test_the_budget_binds_and_the_polish_matters(oracle_results):
@@ -216,6 +244,16 @@ def test_multisvm_ranks_by_the_sum_of_scores():
     assert total[svm.selected_].min() >= total[out].max()
     assert svm.coef_.shape == (3, X.shape[1]) and svm.raw_intercept_.shape == (3,)
     assert np.all(svm.intercept_ <= svm.raw_intercept_)
+
+
+def test_multisvm_with_one_species_selects_like_svm():
+    from reserve.solvers import SVM
+
+    X, Y, k, C = make_instance(4, n_species=1, max_m=15)
+    svm = SVM(k=k, C=C).fit(X, Y[:, 0])
+    multi = MultiSVM(k=k, C=C).fit(X, Y)
+    assert multi.selected_.tolist() == svm.selected_.tolist()
+    assert multi.objective_ == pytest.approx(svm.objective_, rel=1e-9)
 
 
 def test_hand_solved_instance():
