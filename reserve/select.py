@@ -1021,6 +1021,8 @@ def select_reserve(
             stem = "georgia" if cells is None else cells_path.stem
             size = f"k{budget}" if cost_column is None else f"cost{budget:g}"
             name = f"{stem}_{method}_{size}"
+            if species_names:  # one map per species set, not over the default run's
+                name += "_" + "_".join(species_slug(n) for n in species_names)
             map_path = Path(SELECT_DEFAULTS.map_dir) / f"{name}.html"
         elif map is not False:
             map_path = Path(map)

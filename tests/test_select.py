@@ -449,3 +449,87 @@ def test_bootstrap_resamples_differ_by_seed(cells):
     fa = select_reserve(5, cells, bootstrap=6, seed=1).planning_units["selection_frequency"]
     fb = select_reserve(5, cells, bootstrap=6, seed=2).planning_units["selection_frequency"]
     assert not np.array_equal(fa.to_numpy(), fb.to_numpy())
+
+
+# --------------------------------------------------------------------------- several species
+
+
+def two_species(seed: int = 0) -> gpd.GeoDataFrame:
+    """make_units plus label__/n_detections__ columns for a forest and a cropland species."""
+    units = make_units(seed=seed)
+    rng = np.random.default_rng(seed + 100)
+    train = units["role"].to_numpy() == "train"
+    p_crop = 1 / (1 + np.exp(-(6 * units["lc_crop"].to_numpy() - 2)))
+    crop_label = np.where(train, (rng.uniform(size=len(units)) < p_crop).astype(int), -1)
+    units["label__forest_bird"] = units["label"]
+    units["n_detections__forest_bird"] = units["n_detections"]
+    units["label__crop_bird"] = crop_label
+    units["n_detections__crop_bird"] = np.where(crop_label == 1, 1, 0)
+    return units
+
+
+def test_two_species_share_the_cells(tmp_path):
+    path = write_units(tmp_path / "c.gpkg", two_species())
+    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"])
+    pu, sel, est = res.planning_units, res.selected, res.estimator
+    assert type(est).__name__ == "MultiTTK" and est.coef_.shape == (2, len(FEATURES))
+    assert len(sel) == 8 and pu["selected"].sum() == 8
+    # per-species columns are never features; the scores are recomputed independently
+    assert res.feature_names == FEATURES
+    for j, slug in enumerate(("forest_bird", "crop_bird")):
+        np.testing.assert_allclose(
+            pu[f"score__{slug}"], rescore(pu, est.coef_[j], est.intercept_[j]), atol=1e-9
+        )
+        assert 0.0 <= res.summary[f"expected_precision__{slug}"] <= 1.0
+    # the cell score is the max over species, and the selection is its top 8
+    np.testing.assert_allclose(
+        pu["score"], pu[["score__forest_bird", "score__crop_bird"]].max(axis=1)
+    )
+    cand = pu[pu["role"] == "candidate"].sort_values(["score", "cell_id"], ascending=[False, True])
+    assert set(sel["cell_id"]) == set(cand["cell_id"][:8])
+    assert res.summary["species"] == "Forest Bird, Crop Bird"
+    again = select_reserve(8, path, species=["Forest Bird", "Crop Bird"])
+    assert again.selected["cell_id"].tolist() == sel["cell_id"].tolist()
+
+
+def test_two_species_sum_of_svms_ranks_by_the_sum(tmp_path):
+    path = write_units(tmp_path / "c.gpkg", two_species())
+    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"], method="svm")
+    pu = res.planning_units
+    assert type(res.estimator).__name__ == "MultiSVM"
+    np.testing.assert_allclose(pu["score"], pu["score__forest_bird"] + pu["score__crop_bird"])
+    cand = pu[pu["role"] == "candidate"].sort_values(["score", "cell_id"], ascending=[False, True])
+    assert res.selected["cell_id"].tolist() == cand["cell_id"][:8].tolist()
+
+
+def test_one_species_reads_its_own_label_column(tmp_path):
+    units = two_species()
+    path = write_units(tmp_path / "c.gpkg", units)
+    by_name = select_reserve(6, path, species="Crop Bird")
+    plain = write_units(tmp_path / "p.gpkg", units.assign(label=units["label__crop_bird"]))
+    by_label = select_reserve(6, plain)
+    assert by_name.selected["cell_id"].tolist() == by_label.selected["cell_id"].tolist()
+    assert by_name.summary["n_train_positive"] == int((units["label__crop_bird"] == 1).sum())
+
+
+@pytest.mark.parametrize(
+    "kw, error, message",
+    [
+        ({"species": ["Forest Bird", "Owl"]}, InvalidInputError, "species in the file"),
+        ({"species": ["Forest Bird", "forest bird"]}, InvalidInputError, "twice"),
+        ({"species": ["Forest Bird", "Crop Bird"], "method": "tsvm"}, InvalidInputError,
+         "selects for one species"),
+        ({"species": ["Forest Bird", "Crop Bird"], "C": "cv"}, InvalidInputError, "one species"),
+        ({"species": ["Forest Bird", "Crop Bird"], "cost_column": "lc_crop"}, InvalidInputError,
+         "not supported"),
+        ({"species": ["Forest Bird", "Rare Bird"]}, DataFileError, "needs detections"),
+    ],
+)  # fmt: skip
+def test_bad_species_are_refused_and_nothing_is_written(tmp_path, kw, error, message):
+    units = two_species()
+    units["label__rare_bird"] = np.where(units["role"] == "train", 0, -1)
+    path = write_units(tmp_path / "c.gpkg", units)
+    out = tmp_path / "out"
+    with pytest.raises(error, match=message):
+        select_reserve(budget=6, cells=path, out=out, **kw)
+    assert not (out / "reserve.gpkg").exists()
