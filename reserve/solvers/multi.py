@@ -606,6 +606,19 @@ def solve_multi_mip(
     UB_s)`` and a box on ``b_s``. Features are centred first (scores unchanged, intercepts
     shifted back), which keeps the intercepts small.
 
+    Parameters
+    ----------
+    X_lab, Y_pm, X_cand, k, C : the problem, as for :func:`multi_feasible_direction`.
+    W0, b0 : ndarray of shape (S, d) and (S,)
+        A feasible warm start (FD + polish); its objective is the upper bound behind the big-M
+        values and the returned objective is never above it.
+    svm_objectives : ndarray of shape (S,)
+        Each species' unconstrained SVM objective (a lower bound on its part of any point).
+    time_limit : float
+        Seconds for the whole call (big-M values included).
+    mip_gap : float
+        Stop once ``(objective - bound) / objective <= mip_gap`` is proved.
+
     Returns
     -------
     MultiMIPResult
@@ -971,6 +984,7 @@ class MultiTTK(_MultiTopKMixin):
             # The bound was proved for the solver's point; the stored one may differ by the
             # rounding of the final feasibility shift only.
             self.bound_ = min(self.bound_, self.objective_)
+            self.gap_ = (self.objective_ - self.bound_) / self.objective_
         self.runtime_ = time.perf_counter() - t0
         return self
 
