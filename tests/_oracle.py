@@ -1,9 +1,10 @@
 """Brute-force TTK oracle for tiny instances, independent of the package's solvers.
 
-Enumerates every k-subset S of the candidates, solves the convex QP "hinge SVM with every
-candidate outside S scoring <= 0" with scipy's SLSQP (not Clarabel, which the package uses),
-and returns the smallest objective. This is the exact optimum of TTK's relaxed problem
-(at most k candidates score positive).
+Enumerates every k-subset S of the candidates (with a money budget: every maximal subset whose
+cost fits), solves the convex QP "hinge SVM with every candidate outside S scoring <= 0" with
+scipy's SLSQP (not Clarabel, which the package uses), and returns the smallest objective. This
+is the exact optimum of TTK's relaxed problem (at most k candidates score positive; or the
+positive candidates cost at most the budget).
 """
 
 from __future__ import annotations
@@ -71,3 +72,63 @@ def brute_force_ttk(X, y, k, C):
         if obj < best[0]:
             best = (obj, w, b, S)
     return best
+
+
+def maximal_fitting_subsets(cost, budget):
+    """Every subset of ``range(len(cost))`` whose cost fits ``budget`` and that is maximal.
+
+    Maximal: no further candidate fits. Non-maximal subsets need no QP, since adding a
+    candidate only removes a constraint. "Fits" is ``total <= budget * (1 + 1e-12)``, the
+    package's rule.
+    """
+    m, limit = len(cost), budget * (1 + 1e-12)
+    out = []
+    for mask in range(1 << m):
+        S = [j for j in range(m) if mask >> j & 1]
+        total = sum(cost[j] for j in S)
+        if total <= limit and all(total + cost[j] > limit for j in range(m) if not mask >> j & 1):
+            out.append(tuple(S))
+    return out
+
+
+def brute_force_ttk_cost(X, y, cost, budget, C):
+    """Exact TTK optimum under a money budget: returns (objective, w, b, best_subset).
+
+    Enumerates the maximal subsets S of the candidates whose cost fits ``budget`` and solves
+    the QP with every candidate outside S scoring <= 0 (SLSQP, as above). ``cost`` has one
+    entry per row of ``X``; only the candidates' entries are read.
+    """
+    y = np.asarray(y)
+    lab, cand = np.flatnonzero(y != -1), np.flatnonzero(y == -1)
+    Xl, Xc = X[lab], X[cand]
+    y_pm = np.where(y[lab] == 1, 1.0, -1.0)
+    c = np.asarray(cost, dtype=float)[cand]
+    best = (np.inf, None, None, None)
+    for S in maximal_fitting_subsets(c.tolist(), float(budget)):
+        mask = np.ones(len(cand), dtype=bool)
+        mask[list(S)] = False
+        w, b, obj = solve_subset_qp(Xl, y_pm, C, Xc[mask])
+        if obj < best[0]:
+            best = (obj, w, b, S)
+    return best
+
+
+def make_cost_instance(seed: int):
+    """A tiny problem with costs: m <= 10 candidates leaning positive, so the budget binds.
+
+    Returns X, y, cost (NaN on labelled rows: they must be ignored), budget, C.
+    """
+    rng = np.random.default_rng(seed)
+    n, m, d = int(rng.integers(12, 30)), int(rng.integers(6, 11)), int(rng.integers(2, 5))
+    X = rng.normal(size=(n + m, d))
+    u = rng.normal(size=d)
+    X[n:] += u / np.linalg.norm(u)
+    p = 1.0 / (1.0 + np.exp(-2.0 * (X[:n] @ u)))
+    y_lab = (rng.random(n) < p).astype(int)
+    if y_lab.min() == y_lab.max():
+        y_lab[0] = 1 - y_lab[0]
+    cost = np.r_[np.full(n, np.nan), rng.uniform(0.5, 3.0, m)]
+    c = cost[n:]
+    budget = float(rng.uniform(max(c.max(), 0.1 * c.sum()), 0.35 * c.sum()))
+    C = float(rng.choice([0.1, 1.0, 10.0]))
+    return X, np.r_[y_lab, -np.ones(m, dtype=int)], cost, budget, C

@@ -154,3 +154,81 @@ def test_perturbed_starts_stay_feasible(seed, eps):
     s = Xc @ res.w + res.b
     assert (s > 1e-9 * _scale(Xc, res.w, res.b)).sum() <= k
     assert res.objective <= res.history[0] + 1e-9
+
+
+# --- money budgets ---------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 8), st.integers(0, 3))
+def test_projection_with_unit_costs_is_the_n_free_projection(seed, n_e, n_free):
+    rng = np.random.default_rng(seed)
+    d = rng.normal(size=5)
+    A = np.hstack([rng.normal(size=(n_e, 4)), np.ones((n_e, 1))])
+    a, Ba = project_direction(d, A, n_free)
+    b, Bb = project_direction(d, A, cost=np.ones(n_e), slack=n_free * (1 + 1e-12))
+    assert np.array_equal(a, b) and np.array_equal(Ba, Bb)
+
+
+def test_projection_frees_the_prefix_that_fits_the_slack():
+    d = np.array([1.0, 0.0])
+    A = np.array([[1.0, 0.0], [0.5, 0.0]])  # both rise; the steeper one comes first
+    # The first costs 3: with 2.9 left it must be held down (in B), with 3 left it may rise.
+    assert project_direction(d, A, cost=np.array([3.0, 1.0]), slack=2.9)[1].tolist() == [0]
+    assert project_direction(d, A, cost=np.array([3.0, 1.0]), slack=3.0)[1].tolist() == [1]
+    # A cheap second point does not jump the queue: the free set is a prefix.
+    d_star, B = project_direction(d, A, cost=np.array([3.0, 0.1]), slack=0.5)
+    assert B.tolist() == [0] and np.allclose(d_star, 0.0)
+
+
+def _costs(seed, m):
+    return np.random.default_rng(seed + 7).uniform(0.2, 3.0, m)
+
+
+def _positive_cost(Xc, cost, w, b):
+    s = Xc @ w + b
+    return cost[s > 1e-9 * _scale(Xc, w, b)].sum()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_iterates_stay_within_a_money_budget_and_descend(seed):
+    Xl, y, Xc, _ = _problem(seed, m=400)
+    cost = _costs(seed, Xc.shape[0])
+    B = 25.0
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, 0, 1.0, cost, B)
+    assert cost[Xc @ w0 + b0 > 0].sum() <= B * (1 + 1e-12)
+    res = feasible_direction(Xl, y, Xc, 16, 1.0, w0, b0, max_iter=200, cost=cost, budget=B)
+    assert _positive_cost(Xc, cost, res.w, res.b) <= B * (1 + 1e-12)
+    # The end point itself (no tolerance): strictly positive scores fit the budget.
+    assert cost[Xc @ res.w + res.b > 0].sum() <= B * (1 + 1e-12)
+    h = np.asarray(res.history)
+    assert np.all(np.diff(h) <= 0) and res.n_iter == len(h) - 1
+    assert res.objective < h[0]  # it moved: the budget binds but is not a wall
+
+
+def test_unit_costs_take_the_cell_budget_path_bit_for_bit():
+    Xl, y, Xc, k = _problem(3, m=500)
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
+    a = feasible_direction(Xl, y, Xc, k, 1.0, w0, b0, max_iter=100)
+    b = feasible_direction(
+        Xl, y, Xc, k, 1.0, w0, b0, max_iter=100, cost=np.full(Xc.shape[0], 2.5), budget=2.5 * k
+    )
+    assert a.history == b.history and np.array_equal(a.w, b.w) and a.b == b.b
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.floats(1e-10, 1e-6))
+def test_perturbed_starts_stay_within_a_money_budget(seed, eps):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(2, 5))
+    Xl, y, Xc, _ = _problem(seed, n=60, m=int(rng.integers(20, 80)), d=d)
+    cost = _costs(seed, Xc.shape[0])
+    B = float(rng.uniform(cost.min(), 0.5 * cost.sum()))
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, 0, 1.0, cost, B)
+    w0 = w0 + eps * rng.normal(size=d)
+    from reserve.solvers.svm import shifted_intercept_budget
+
+    b0 = shifted_intercept_budget(b0, Xc @ w0, cost, B)
+    res = feasible_direction(Xl, y, Xc, 8, 1.0, w0, b0, cost=cost, budget=B)
+    assert cost[Xc @ res.w + res.b > 0].sum() <= B * (1 + 1e-12)
+    assert res.objective <= res.history[0] + 1e-9

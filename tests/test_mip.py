@@ -9,10 +9,10 @@ import pytest
 
 from reserve.datasets import load_benchmark, transductive_split
 from reserve.errors import InvalidInputError, MissingDependencyError
-from reserve.solvers._base import top_k
+from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._qp import hinge_objective
-from tests._oracle import brute_force_ttk
+from tests._oracle import brute_force_ttk, brute_force_ttk_cost, make_cost_instance
 
 PROVED = ("optimal", "gap_limit")
 
@@ -260,3 +260,105 @@ def test_tightening_and_fixing_agree_with_the_plain_big_m(seed):
     assert plain.details["n_fixed_in"] == 0
     assert tight.status in PROVED and plain.status in PROVED
     assert tight.objective == pytest.approx(plain.objective, rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Money budgets
+# --------------------------------------------------------------------------------------------
+
+
+def _split(X, y, cost):
+    lab = y != -1
+    return X[lab], np.where(y[lab] == 1, 1.0, -1.0), X[~lab], cost[~lab]
+
+
+@pytest.mark.parametrize("seed", [2, 3, 6, 11])
+def test_costs_match_the_brute_force_oracle_and_beat_fd(seed):
+    from reserve.solvers.ttk import TTK
+
+    X, y, cost, budget, C = make_cost_instance(seed)
+    X_lab, y_pm, X_cand, c = _split(X, y, cost)
+    oracle_obj, *_ = brute_force_ttk_cost(X, y, cost, budget, C)
+    r = solve_ttk_mip(
+        X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, time_limit=20, mip_gap=1e-9
+    )
+    assert r.status in PROVED
+    assert abs(r.objective - oracle_obj) <= 1e-6 * oracle_obj
+    assert oracle_obj * (1 - 1e-6) <= r.bound <= r.objective
+    scores = X_cand @ r.w + r.b
+    assert c[scores > 0].sum() <= budget * (1 + 1e-12)
+    np.testing.assert_array_equal(r.selected, budget_select(scores, c, budget))
+    # Through the estimator: warm-started from FD + polish, never above it, FD never below.
+    fd = TTK(C=C, budget=budget).fit(X, y, cost=cost)
+    est = TTK(C=C, budget=budget, solver="mip", time_limit=20, mip_gap=1e-9).fit(X, y, cost=cost)
+    assert est.status_ in PROVED
+    assert est.objective_ <= fd.objective_ + 1e-9
+    assert fd.objective_ >= oracle_obj * (1 - 1e-6)
+    assert est.objective_ == pytest.approx(oracle_obj, rel=1e-6)
+    assert est.selected_cost_ <= budget * (1 + 1e-12) and est.budget_ == budget
+
+
+def test_costs_bind_on_the_oracle_instances():
+    # Guard: the knapsack row really cuts the SVM off on these instances.
+    from reserve.solvers._qp import solve_fixed_set
+
+    for seed in (2, 3, 6, 11):
+        X, y, cost, budget, C = make_cost_instance(seed)
+        X_lab, y_pm, X_cand, c = _split(X, y, cost)
+        svm = solve_fixed_set(X_lab, y_pm, C)
+        assert c[X_cand @ svm.w + svm.b > 0].sum() > budget
+
+
+@pytest.mark.parametrize("formulation", ["simple", "indicator"])
+def test_formulations_agree_with_costs(formulation):
+    X, y, cost, budget, C = make_cost_instance(0)
+    args = (*_split(X, y, cost)[:3], None, C)
+    kw = {"cost": cost[y == -1], "budget": budget, "time_limit": 20, "mip_gap": 1e-9}
+    ref = solve_ttk_mip(*args, **kw)
+    r = solve_ttk_mip(*args, formulation=formulation, **kw)
+    assert ref.details["n_fixed_in"] + ref.details["n_fixed_out"] > 0  # fixing ran
+    assert ref.status in PROVED and r.status in PROVED
+    assert r.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("c", [1.0, 2.5])
+def test_equal_costs_build_the_cell_budget_model(c):
+    _, _, X_lab, y_pm, X_cand = _tiny(5, n=12, m=8, d=3)
+    k = 3
+    a = solve_ttk_mip(X_lab, y_pm, X_cand, k, 2.0, time_limit=20, mip_gap=1e-9)
+    b = solve_ttk_mip(
+        X_lab, y_pm, X_cand, None, 2.0, cost=np.full(8, c), budget=k * c, time_limit=20,
+        mip_gap=1e-9,
+    )  # fmt: skip
+    assert np.array_equal(a.w, b.w) and a.b == b.b and a.n_nodes == b.n_nodes
+    assert a.selected.tolist() == b.selected.tolist()
+    assert a.details["relaxation_bounds"] == b.details["relaxation_bounds"]
+
+
+def test_a_warm_start_over_the_budget_is_repaired():
+    X, y, cost, budget, C = make_cost_instance(3)
+    X_lab, y_pm, X_cand, c = _split(X, y, cost)
+    w0, b0 = np.full(X.shape[1], 0.1), 50.0  # every candidate positive
+    r = solve_ttk_mip(
+        X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, warm_start=(w0, b0), time_limit=20
+    )
+    assert c[X_cand @ r.w + r.b > 0].sum() <= budget * (1 + 1e-12)
+    assert r.bound <= r.objective
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"budget": 3.0}, "budget=3.0 needs cost="),
+        ({"cost": np.ones(7)}, "cost= needs a money budget"),
+        ({"cost": np.ones(6), "budget": 3.0}, "cost must have shape (7,)"),
+        ({"cost": np.r_[np.ones(6), 0.0], "budget": 3.0}, "first at row 6"),
+        ({"cost": np.ones(7), "budget": 7.0}, "covers the total cost of all 7 candidates"),
+        ({"cost": np.ones(7), "budget": 0.5}, "below the cheapest candidate's cost"),
+    ],
+)
+def test_bad_costs_are_refused(kwargs, fragment):
+    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    with pytest.raises(InvalidInputError) as info:
+        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, **kwargs)
+    assert fragment in str(info.value)

@@ -90,3 +90,45 @@ def test_screen_vouches_only_where_the_bound_holds():
     in_S = np.zeros(Z.shape[0], dtype=bool)
     rows, _ = scr.outsider_scores(w * 10, 5.0, in_S)
     assert rows.size == Z.shape[0] and scr.n_full_checks == 1
+
+
+# --- money budgets ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_polish_with_costs_fits_the_budget_and_never_worsens(seed):
+    Xl, y, Xc, _ = _problem(seed)
+    cost = np.random.default_rng(seed).uniform(0.3, 3.0, Xc.shape[0])
+    B = 9.0
+    w, b, _ = shifted_svm_start(Xl, y, Xc, 0, 1.0, cost, B)
+    start = 0.5 * w @ w + np.maximum(0, 1 - y * (Xl @ w + b)).sum()
+    res = polish(Xl, y, Xc, 6, 1.0, w, b, cost=cost, budget=B)
+    assert res.objective <= start + 1e-9
+    assert cost[res.selected].sum() <= B * (1 + 1e-12)
+    assert np.all(np.diff(res.history) < 0)
+    outside = np.setdiff1d(np.arange(Xc.shape[0]), res.selected)
+    assert np.all(Xc[outside] @ res.w + res.b <= 1e-12)
+    # The set stays maximal: no outsider would still fit (swaps are filled up).
+    assert np.all(cost[res.selected].sum() + cost[outside] > B * (1 + 1e-12))
+
+
+def test_polish_with_unit_costs_takes_the_cell_budget_path():
+    Xl, y, Xc, k = _problem(1)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
+    a = polish(Xl, y, Xc, k, 1.0, w, b)
+    c = polish(Xl, y, Xc, k, 1.0, w, b, cost=np.ones(Xc.shape[0]), budget=k)
+    assert a.n_swaps >= 1
+    assert a.history == c.history and a.selected.tolist() == c.selected.tolist()
+    assert np.array_equal(a.w, c.w) and a.b == c.b and a.n_qp == c.n_qp
+
+
+def test_fill_takes_positive_multipliers_first_then_scores_and_skips_what_does_not_fit():
+    trial = np.array([True, False, False, False, False, False])
+    cost = np.array([1.0, 2.0, 1.5, 1.0, 0.5, 0.4])
+    beta = np.array([0.0, 0.0, 0.3, 0.9, 0.0, 0.0])
+    hint = np.array([9.0, 5.0, 0.0, 0.0, -1.0, 3.0])
+    added = _polish._fill(trial, 2.0, cost, beta, 1e-9, hint)
+    # beta order: 3 (1.0, fits: 1.0 left), 2 (1.5, no); then scores: 5 (0.4, fits: 0.6 left),
+    # 1 (2.0, no), 4 (0.5, fits: 0.1 left).
+    assert added.tolist() == [3, 5, 4]
+    assert trial.tolist() == [True, False, False, True, True, True]

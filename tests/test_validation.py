@@ -7,7 +7,12 @@ import pytest
 import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError
-from reserve.solvers._validation import check_budget, check_positive_real, check_transductive
+from reserve.solvers._validation import (
+    check_budget,
+    check_cost_budget,
+    check_positive_real,
+    check_transductive,
+)
 
 
 def test_valid_problem_is_split_into_labelled_and_candidates():
@@ -51,3 +56,34 @@ def test_budget_and_positive_reals():
         check_positive_real("1", "C")
     with pytest.raises(InvalidInputError, match=r"finite number > 0"):
         check_positive_real(-1, "C")
+
+
+def test_cost_budget_reads_candidate_rows_only():
+    cand = np.array([2, 3, 5])
+    c, B = check_cost_budget([np.nan, -1.0, 1.0, 2, 99.0, 3.0], 4, cand, 6)
+    assert c.tolist() == [1.0, 2.0, 3.0] and B == 4.0 and c.dtype == np.float64
+    c, _ = check_cost_budget(np.array([None, 1, 2.5], dtype=object), 3, np.array([1, 2]), 3)
+    assert c.tolist() == [1.0, 2.5]
+
+
+@pytest.mark.parametrize(
+    ("cost", "budget", "fragment"),
+    [
+        (None, 2.0, "cost must be a 1-D numeric array; received NoneType"),
+        (
+            np.array([True, False, True]),
+            2.0,
+            "cost must be numeric; received ndarray with dtype bool",
+        ),
+        ([1.0, "x", 2.0], 2.0, "cost must be numeric"),
+        ([1.0, 1.0, 1.0], True, "budget must be a positive finite number; received True"),
+        ([1.0, 1.0, 1.0], -np.inf, "received -inf"),
+        ([1.0, 2.0, np.inf], 2.0, "1 NaN or infinite value(s), first at row 2 (inf)"),
+        ([1.0, 2.0, 3.0], 2.0 - 1e-9, "budget=2 is below the cheapest candidate's cost (2, row 1)"),
+        ([1.0, 2.0, 3.0], 5.0 * (1 + 1e-13), "covers the total cost of all 2 candidates (5)"),
+    ],
+)
+def test_bad_cost_budget(cost, budget, fragment):
+    with pytest.raises(InvalidInputError) as info:
+        check_cost_budget(cost, budget, np.array([1, 2]), 3)
+    assert fragment in str(info.value) and "\n" not in str(info.value)

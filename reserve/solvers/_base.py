@@ -1,4 +1,4 @@
-"""What every transductive top-k estimator shares: the top-k rule and the fitted API."""
+"""What every transductive top-k estimator shares: the top-k and budget rules, the fitted API."""
 
 from __future__ import annotations
 
@@ -8,7 +8,22 @@ from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError
 
-__all__ = ["TopKClassifierMixin", "canonical_order", "top_k"]
+__all__ = [
+    "BUDGET_RTOL",
+    "TopKClassifierMixin",
+    "budget_cut",
+    "budget_limit",
+    "budget_select",
+    "canonical_order",
+    "greedy_fit",
+    "top_k",
+]
+
+#: A set of candidates fits a money budget ``B`` when its total cost is at most
+#: ``B * (1 + BUDGET_RTOL)``: costs read from files (hectares, dollars) rarely add up to a
+#: budget exactly in floating point, and a set that misses by rounding should still fit. With
+#: unit costs and an integer budget ``k`` the tolerance changes nothing (k + 1 > k (1 + 1e-12)).
+BUDGET_RTOL = 1e-12
 
 
 def canonical_order(X: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -68,6 +83,141 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     return pool[order[:k]].astype(np.int64)
 
 
+def budget_limit(budget: float) -> float:
+    """The largest total cost that fits ``budget``: ``budget * (1 + BUDGET_RTOL)``.
+
+    Examples
+    --------
+    >>> budget_limit(3.0) > 3.0
+    True
+    """
+    return float(budget) * (1.0 + BUDGET_RTOL)
+
+
+def greedy_fit(c: np.ndarray, total: float, limit: float) -> tuple[np.ndarray, float]:
+    """Greedy fill of ``c`` (costs in walking order): which entries are taken, and the new total.
+
+    Sequentially, entry ``i`` is taken when ``total + c[i] <= limit``. Done as runs: the longest
+    prefix that fits is taken at once (a cumulative sum seeded with ``total``, so the sums are
+    exactly those of the sequential walk), the next entry is skipped, and the entries that can
+    no longer fit are dropped before the next run.
+    """
+    taken = np.zeros(c.shape[0], dtype=bool)
+    idx = np.arange(c.shape[0])
+    # A hair of slack in the pre-filter only: the cumulative sum decides, so it never admits
+    # an entry the sequential rule would refuse, and it cannot drop one the rule would take.
+    pad = 4.0 * float(np.spacing(limit))
+    while idx.size:
+        cs = np.cumsum(np.r_[total, c[idx]])[1:]
+        n_fit = int(np.searchsorted(cs, limit, side="right"))  # cs increases: costs are > 0
+        taken[idx[:n_fit]] = True
+        if n_fit:
+            total = float(cs[n_fit - 1])
+        rest = idx[n_fit + 1 :]
+        idx = rest[c[rest] <= limit - total + pad]
+    return taken, total
+
+
+def budget_select(scores: np.ndarray, cost: np.ndarray, budget: float) -> np.ndarray:
+    """Greedy selection under a money budget: best score first, skip what no longer fits.
+
+    Candidates are walked in decreasing score (ties to the lower position); each one is taken
+    when its cost fits in what is left of the budget and skipped otherwise (a later, cheaper
+    one may still fit). "Fits" allows a relative ``BUDGET_RTOL`` (1e-12) of rounding: the
+    selection's total cost is at most ``budget * (1 + 1e-12)``. With ``cost = ones`` and
+    ``budget = k`` this is exactly ``top_k(scores, k)``.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (m,)
+    cost : ndarray of shape (m,)
+        Positive, finite costs (not checked here: validate user input with
+        :func:`reserve.solvers._validation.check_cost_budget`).
+    budget : float
+        Positive.
+
+    Returns
+    -------
+    ndarray of int64
+        Positions of the chosen candidates, best first (variable length).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scores = np.array([0.9, 0.8, 0.7, 0.1])
+    >>> cost = np.array([2.0, 5.0, 1.0, 1.0])
+    >>> budget_select(scores, cost, 4.0).tolist()  # 1 does not fit after 0; 2 and 3 do
+    [0, 2, 3]
+    >>> budget_select(scores, np.ones(4), 2).tolist() == top_k(scores, 2).tolist()
+    True
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    cost = np.asarray(cost, dtype=np.float64)
+    if cost.shape != scores.shape:
+        raise InvalidInputError(
+            f"cost must have one entry per score ({scores.shape[0]}); received shape "
+            f"{cost.shape}. Pass the candidates' costs in the order of their scores."
+        )
+    limit = budget_limit(budget)
+    m = scores.shape[0]
+    chosen: list[np.ndarray] = []
+    total = 0.0
+    # Walk the score order in blocks (partition, then sort one block) rather than sorting all
+    # m: with unit costs the first block of 2k holds the whole selection, as cheap as top_k.
+    rest = np.arange(m)
+    while rest.size:
+        rest = rest[cost[rest] <= limit - total + 4.0 * float(np.spacing(limit))]
+        if rest.size == 0:
+            break
+        size = min(rest.size, max(2 * int(min(limit / cost[rest].mean(), m)), 64))
+        if size < rest.size:
+            pos = top_k(scores[rest], size)  # rest increases, so ties still go to the lower
+            block = rest[pos]
+            keep = np.ones(rest.size, dtype=bool)
+            keep[pos] = False
+            rest = rest[keep]
+        else:
+            block = rest[np.lexsort((rest, -scores[rest]))]
+            rest = rest[:0]
+        taken, total = greedy_fit(cost[block], total, limit)
+        chosen.append(block[taken])
+    if not chosen:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(chosen).astype(np.int64)
+
+
+def budget_cut(scores: np.ndarray, cost: np.ndarray, budget: float) -> float:
+    """Score of the first candidate that breaks the budget when taken as a prefix.
+
+    Walking candidates in decreasing score (ties to the lower position) and summing their
+    costs, this is the score of the first one at which the sum no longer fits (``-inf`` when
+    everything fits). Scores ``> 0`` are always a prefix of that order, so the positives fit
+    the budget exactly when this score is ``<= 0``; lowering the intercept by it (when
+    positive) is the least shift that makes them fit. With unit costs and ``budget = k`` it
+    is the (k+1)-th largest score.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> budget_cut(np.array([3.0, 1.0, 2.0]), np.ones(3), 1)
+    2.0
+    >>> budget_cut(np.array([3.0, 1.0, 2.0]), np.array([1.0, 1.0, 5.0]), 3.0)
+    2.0
+    """
+    m = scores.shape[0]
+    limit = budget_limit(budget)
+    cmin = float(cost.min()) if m else 1.0
+    # A prefix that fits holds at most limit / cmin candidates, so the first one that breaks
+    # the budget is among the best floor(limit / cmin) + 1.
+    size = m if limit / cmin >= m else int(limit / cmin) + 1
+    order = top_k(scores, size) if size < m else np.lexsort((np.arange(m), -scores))
+    cs = np.cumsum(cost[order])
+    first = int(np.searchsorted(cs, limit, side="right"))
+    if first >= order.size:
+        return -np.inf
+    return float(scores[order[first]])
+
+
 class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
     """Shared fitted API: linear scores, exactly-k selection, 0/1 predictions.
 
@@ -107,12 +257,26 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
         """
         return (self.decision_function(X) > 0).astype(np.int64)
 
-    def _select(self, X: np.ndarray, candidates: np.ndarray, k: int) -> None:
-        """Set ``candidate_scores_``, ``selected_`` (row indices, best first) and ``classes_``."""
+    def _select(
+        self,
+        X: np.ndarray,
+        candidates: np.ndarray,
+        k: int,
+        cost: np.ndarray | None = None,
+        budget: float | None = None,
+    ) -> None:
+        """Set ``candidate_scores_``, ``selected_`` (row indices, best first) and ``classes_``.
+
+        With ``cost`` (aligned with ``candidates``) and ``budget`` the selection is
+        :func:`budget_select`'s, else the top ``k``.
+        """
         # (X @ w)[rows], not X[rows] @ w: the latter copies the candidate block first.
         scores = (X @ self.coef_)[candidates] + self.intercept_
         self.candidates_ = candidates
         self.candidate_scores_ = scores
-        self.selected_ = candidates[top_k(scores, k)]
+        if cost is None:
+            self.selected_ = candidates[top_k(scores, k)]
+        else:
+            self.selected_ = candidates[budget_select(scores, cost, budget)]
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = X.shape[1]

@@ -5,6 +5,10 @@ Problem (the paper's relaxed TTK):
     min_{w, b}  f(w, b) = 0.5 ||w||^2 + C sum_i [1 - y_i (w . x_i + b)]_+
     s.t.        #{j : w . z_j + b > 0} <= k          (z_j: candidate rows)
 
+or, with a money budget, ``sum_{j : w . z_j + b > 0} c_j <= B`` (costs ``c_j > 0``). The cell
+budget is the case ``c = 1``, ``B = k``, and runs the same code: every count of positives is a
+sum of unit costs, exact in floating point, so the unit case takes exactly the old path.
+
 Each iteration: the hinge subgradient; Algorithm 1's projection of the negative subgradient
 into the null space of boundary candidates; the maximal feasible step ``alpha`` (the first
 candidate below the boundary that would cross it); an exact line search of the convex
@@ -16,15 +20,22 @@ Decisions the paper leaves open (documented here and in the README):
   ``|score| <= boundary_rtol * (|b| + ||w|| * max_j ||z_j||)``: relative to a bound on every
   candidate score, so rescaling the features does not change which points are on it.
 * **Start index of Algorithm 1.** The paper frees at most one boundary point when |L| < k. We
-  free the first ``max(k - |L|, 0)`` points in the sorted order (all of them may become
-  positive without breaking the constraint), and constrain the rest. This never
-  over-constrains and never admits more than k positives.
+  free the longest prefix of the sorted order whose cumulative cost fits in what the current
+  positives leave of the budget (``max(k - |L|, 0)`` points with unit costs: all of them may
+  become positive without breaking the constraint), and constrain the rest. This never admits
+  positives beyond the budget. With costs a later, cheaper boundary point that would still
+  fit is constrained too (conservative).
+* **Ratio test.** Every candidate below the boundary that would cross it blocks the step, even
+  when the budget could afford it becoming positive (the paper's rule; conservative with
+  costs as with counts).
+* **Fits** means a total cost at most ``B (1 + 1e-12)`` (``reserve.solvers._base.BUDGET_RTOL``).
 * **No candidate rises** (``alpha`` infinite): the line search runs on ``[0, inf)``; the
   objective is strongly convex in w and both classes are present, so its minimum is finite.
 * **Zero-length steps.** If the projected direction is zero or the exact line search returns a
   step that does not decrease the objective by a relative ``tol``, the method stops
   (``stop_reason`` says which); the polish then takes over.
-* **Ties at the k-th score** are resolved by the final top-k rule (lower index first).
+* **Ties at the k-th score** are resolved by the final top-k rule (lower index first); with
+  costs by :func:`reserve.solvers._base.budget_select`.
 
 Speed: labelled margins and candidate scores are updated incrementally (``s += a * X d``).
 Candidates far below the boundary are skipped: with ``v = (w, b)`` and ``z~ = (z, 1)``,
@@ -39,6 +50,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from reserve.solvers._base import budget_cut, budget_limit
 
 __all__ = [
     "FDResult",
@@ -142,7 +155,13 @@ def line_search(
 
 
 def project_direction(
-    d: np.ndarray, A_E: np.ndarray, n_free: int, tol: float = 1e-12
+    d: np.ndarray,
+    A_E: np.ndarray,
+    n_free: int = 0,
+    tol: float = 1e-12,
+    *,
+    cost: np.ndarray | None = None,
+    slack: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 1: project ``d`` into the null space of boundary points until none rises.
 
@@ -154,8 +173,15 @@ def project_direction(
         Augmented boundary rows ``(z_j, 1)``.
     n_free : int
         How many boundary points (the first in descending order of ``z~ . d``) may rise.
+        Ignored when ``cost`` is given.
     tol : float
         Relative tolerance for "positive inner product" and for linear dependence.
+    cost : ndarray of shape (|E|,) or None
+        Cost of each boundary point. With it, the points that may rise are the longest prefix
+        of the descending order whose cumulative cost is at most ``slack`` (with unit costs
+        and ``slack`` in ``[n, n + 1)`` that is ``n`` points, as ``n_free = n``).
+    slack : float or None
+        What the current positives leave of the budget (required with ``cost``).
 
     Returns
     -------
@@ -176,6 +202,12 @@ def project_direction(
     >>> d, B = project_direction(np.array([1.0, 1.0]), np.array([[1.0, 0.0]]), 0)
     >>> d.tolist(), B.tolist()
     ([0.0, 1.0], [0])
+    >>> A = np.array([[1.0, 0.0], [0.5, 0.0]])  # both rise along d; the first costs 3
+    >>> c = np.array([3.0, 1.0])
+    >>> project_direction(np.array([1.0, 0.0]), A, cost=c, slack=2.0)[1].tolist()  # no room
+    [0]
+    >>> project_direction(np.array([1.0, 0.0]), A, cost=c, slack=3.0)[1].tolist()  # 0 may rise
+    [1]
     """
     d = d.astype(np.float64, copy=True)
     nE = A_E.shape[0]
@@ -185,6 +217,8 @@ def project_direction(
     order = np.argsort(-ip, kind="stable")
     A = A_E[order]
     ip = ip[order]
+    if cost is not None:
+        n_free = int(np.searchsorted(np.cumsum(cost[order]), slack, side="right"))
     row_norm = np.linalg.norm(A, axis=1)
     Q: list[np.ndarray] = []
     B: list[int] = []
@@ -252,8 +286,9 @@ def working_set(scores: np.ndarray, norm: np.ndarray, size: int) -> tuple[np.nda
 class _CandidateScores:
     """Candidate scores kept on a working set; the rest vouched for by Cauchy-Schwarz."""
 
-    def __init__(self, X_cand: np.ndarray, ws_size: int) -> None:
+    def __init__(self, X_cand: np.ndarray, ws_size: int, cost: np.ndarray) -> None:
         self.X = X_cand
+        self.cost = cost
         self.m = X_cand.shape[0]
         self.norm = augmented_norms(X_cand)
         self.r_max = float(np.sqrt(np.max(self.norm**2 - 1.0)))
@@ -270,6 +305,7 @@ class _CandidateScores:
         self.idx = idx
         self.Z = np.ascontiguousarray(self.X[idx]) if idx.size < self.m else self.X
         self.s = scores[idx]
+        self.c = self.cost[idx]  # costs of the working-set rows, aligned with s
         self.v_ref = np.r_[w, b]
 
     def pin(self, row: int, w: np.ndarray, b: float) -> None:
@@ -328,6 +364,8 @@ def feasible_direction(
     boundary_rtol: float = 1e-9,
     tol: float = 1e-9,
     working_set: int | None = None,
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
 ) -> FDResult:
     """Run the paper's feasible-direction method from a feasible ``(w0, b0)``.
 
@@ -338,8 +376,10 @@ def feasible_direction(
         Labels in {-1, +1}.
     X_cand : ndarray of shape (m, d)
     k : int
+        The cell budget; with ``cost`` only a size hint for the working set (pass about the
+        number of candidates the budget buys).
     C : float
-    w0, b0 : start; at most ``k`` candidates may score positive.
+    w0, b0 : start; the positive candidates must fit the budget.
     max_iter : int
     step_shrink : float
         Line search on ``[0, step_shrink * alpha]``.
@@ -350,6 +390,10 @@ def feasible_direction(
     working_set : int or None
         Candidates multiplied per iteration (the rest vouched for by Cauchy-Schwarz);
         ``None`` chooses ``max(8 k, 2048)``.
+    cost : ndarray of shape (m,) or None
+        Positive candidate costs (a money budget); ``None`` means unit costs.
+    budget : float or None
+        The money budget ``B`` (required with ``cost``); ``None`` means ``k``.
 
     Returns
     -------
@@ -363,9 +407,13 @@ def feasible_direction(
     counted as active, the other extreme of the subdifferential, before stopping.
     """
     dim = X_lab.shape[1]
+    if cost is None:
+        cost, budget = np.ones(X_cand.shape[0]), float(k)
+    limit = budget_limit(budget)
     w = np.array(w0, dtype=np.float64, copy=True)
     b = float(b0)
-    cand = _CandidateScores(X_cand, working_set if working_set is not None else max(8 * k, 2048))
+    ws_size = working_set if working_set is not None else max(8 * k, 2048)
+    cand = _CandidateScores(X_cand, ws_size, np.asarray(cost, dtype=np.float64))
     cand.refresh(w, b)
     margins = 1.0 - y_pm * (X_lab @ w + b)  # hinge arguments u_i
     f = _hinge_obj(w, margins, C)
@@ -374,7 +422,8 @@ def feasible_direction(
     last_blocker = -1
     for _ in range(max_iter):
         btol = boundary_rtol * max(abs(b) + float(np.linalg.norm(w)) * cand.r_max, 1e-300)
-        n_free = max(k - int((cand.s > btol).sum()), 0)
+        # What the positives leave of the budget (k - |L| + a hair with unit costs).
+        slack = limit - float(cand.c[cand.s > btol].sum())
         E_pos = np.flatnonzero(np.abs(cand.s) <= btol)
         A_E = np.hstack([cand.Z[E_pos], np.ones((E_pos.size, 1))])
         step = None
@@ -382,7 +431,7 @@ def feasible_direction(
             act = margins > (-1e-12 if kink_active else 1e-12)
             ya = np.where(act, y_pm, 0.0)  # a masked product: X_lab[act] would copy rows
             g_aug = -np.r_[w - C * (ya @ X_lab), -C * float(ya.sum())]
-            d_aug, _ = project_direction(g_aug, A_E, n_free)
+            d_aug, _ = project_direction(g_aug, A_E, cost=cand.c[E_pos], slack=slack)
             d_w, d_b = d_aug[:dim], float(d_aug[dim])
             # Relative test: when the boundary rows span the space the exact projection is
             # zero and what is left is rounding noise, along which boundary points may rise.
@@ -399,9 +448,8 @@ def feasible_direction(
                 stop = "unbounded"
                 break
             f_new = _hinge_obj(w + a * d_w, margins + a * v_rate, C)
-            # Safety net: never accept a step that leaves more than k candidates positive.
-            n_pos = int(((cand.s + a * rate) > btol).sum())
-            if n_pos > k:
+            # Safety net: never accept a step whose positives break the budget.
+            if float(cand.c[(cand.s + a * rate) > btol].sum()) > limit:
                 stop = "infeasible_step"
                 continue
             if a > 0.0 and f - f_new > tol * max(1.0, abs(f)):
@@ -424,12 +472,11 @@ def feasible_direction(
         stop = "max_iter"
 
     # Safety net: at a degenerate point (w near 0, every candidate on the boundary) rounding
-    # can leave more than k candidates a hair above zero; lower b under the (k+1)-th score.
-    if X_cand.shape[0] > k:
-        s_all = X_cand @ w + b
-        s_k1 = float(-np.partition(-s_all, k)[k])
-        if s_k1 > 0.0:
-            b -= s_k1 + 1e-15 * (abs(b) + float(np.linalg.norm(w)) * cand.r_max)
+    # can leave more than k candidates a hair above zero; lower b under the score of the first
+    # candidate (by decreasing score) whose cost no longer fits: the (k+1)-th with unit costs.
+    s_cut = budget_cut(X_cand @ w + b, cand.cost, budget)
+    if s_cut > 0.0:
+        b -= s_cut + 1e-15 * (abs(b) + float(np.linalg.norm(w)) * cand.r_max)
     # Leave the caller with exact margins/objective (incremental updates accumulate rounding).
     f = _hinge_obj(w, 1.0 - y_pm * (X_lab @ w + b), C)
     return FDResult(

@@ -7,6 +7,13 @@ TTK with the relaxed budget ("at most ``k`` candidates score positive") is
           w . z_j + b <= M_j eta_j,  eta_j in {0, 1}           (candidates j)
           sum_j eta_j = k
 
+With a money budget (costs ``c_j > 0``, budget ``B``) the last row is the knapsack
+``sum_j c_j eta_j <= B (1 + 1e-12)`` (the package's "fits" tolerance). When every cost is the
+same (the cell budget is ``c = 1``, ``B = k``) it is written as the cardinality row above with
+``k`` the number of candidates that fit, so the cell budget builds exactly the model it always
+had; ``= k`` is valid there because letting one more candidate score positive only removes a
+constraint.
+
 The paper uses one large constant ``G`` for every ``M_j``. Here each ``M_j`` is the largest
 score candidate ``j`` can reach among points whose objective is at most an upper bound ``UB``
 (the warm start's objective), which contains the optimum, so the values are valid:
@@ -43,9 +50,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError, MissingDependencyError, SolverError
-from reserve.solvers._base import top_k
+from reserve.solvers._base import budget_cut, budget_limit, budget_select, greedy_fit
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
-from reserve.solvers._validation import check_budget, check_positive_real
+from reserve.solvers._validation import check_budget, check_cost_budget, check_positive_real
 
 __all__ = ["FORMULATIONS", "SOLVERS", "MIPResult", "solve_ttk_mip"]
 
@@ -97,8 +104,9 @@ class MIPResult:
         Wall time of the whole call in seconds, bound tightening included.
     solver : str
         ``"scip"`` or ``"gurobi"``: the solver that ran.
-    selected : ndarray of int64, shape (k,)
-        Positions (``0 .. m-1``) of the ``k`` best candidates by the returned scores.
+    selected : ndarray of int64, shape (k,) or (n_selected,)
+        Positions (``0 .. m-1``) of the chosen candidates by the returned scores, best first:
+        the ``k`` best, or with costs :func:`reserve.solvers._base.budget_select`'s choice.
     details : dict
         Diagnostics: time spent tightening bounds and in the MIP, how many candidates were
         fixed in or out, whether the warm start was accepted, the big-M statistics.
@@ -122,33 +130,73 @@ class MIPResult:
 # --------------------------------------------------------------------------------------------
 
 
-def _make_feasible(w: np.ndarray, b: float, Xc: np.ndarray, k: int) -> float:
-    """Lower ``b`` just enough that at most ``k`` candidates score strictly positive."""
+class _Budget:
+    """The budget row: candidate costs, the budget, and its cardinality form when costs agree.
+
+    Attributes
+    ----------
+    cost : ndarray of shape (m,)
+    budget, limit : float
+        ``B`` and the largest total that fits, ``B (1 + 1e-12)``.
+    card : int or None
+        With equal costs, how many candidates fit (``k`` for the cell budget); the model then
+        uses the cardinality row. ``None``: the knapsack row.
+    """
+
+    def __init__(self, cost: np.ndarray, budget: float) -> None:
+        self.cost = cost
+        self.budget = float(budget)
+        self.limit = budget_limit(budget)
+        self.card = None
+        if cost.size and np.all(cost == cost[0]):
+            self.card = int(np.searchsorted(np.cumsum(cost), self.limit, side="right"))
+
+    def room(self, fixed_in: np.ndarray) -> float:
+        """What the candidates fixed in leave of the budget."""
+        return self.limit - float(self.cost[fixed_in].sum())
+
+    def fits_with(self, fixed_in: np.ndarray, j: int) -> bool:
+        """Whether candidate ``j`` fits next to those fixed in (count < k, unit costs)."""
+        return float(self.cost[j]) <= self.room(fixed_in)
+
+    def row(self, fixed_in: np.ndarray, free: np.ndarray):
+        """``(k_rem, None)`` for the cardinality row, ``(None, (c_free, room))`` for knapsack."""
+        if self.card is not None:
+            return self.card - int(fixed_in.sum()), None
+        return None, (self.cost[free], self.room(fixed_in))
+
+    def none_fits(self, fixed_in: np.ndarray, free: np.ndarray) -> bool:
+        """No free candidate fits any more (``k_rem == 0``): the rest of the problem is convex."""
+        return not bool(np.any(self.cost[free] <= self.room(fixed_in)))
+
+
+def _make_feasible(w: np.ndarray, b: float, Xc: np.ndarray, bud: _Budget) -> float:
+    """Lower ``b`` just enough that the strictly positive candidates fit the budget."""
     s = Xc @ w + b
-    if s.shape[0] <= k:
-        return b
-    kth = np.partition(-s, k)[k]  # minus the (k+1)-th largest score
-    if -kth > 0:
-        b = b + kth
-    # Rounding in Xc @ w + b can leave a score at +1e-16; step down until the count is right.
+    # The first candidate (by decreasing score) whose cost breaks the budget must score <= 0:
+    # with unit costs, the (k+1)-th largest score.
+    cut = budget_cut(s, bud.cost, bud.budget)
+    if cut > 0:
+        b = b - cut
+    # Rounding in Xc @ w + b can leave a score at +1e-16; step down until the positives fit.
     step = 1e-12 * (1.0 + abs(b))
-    while np.count_nonzero(Xc @ w + b > 0) > k:
+    while budget_cut(Xc @ w + b, bud.cost, bud.budget) > 0:
         b -= step
         step *= 2.0
     return float(b)
 
 
-def _polish(Xl, y_pm, Xc, k, C, w, b):
-    """Best of ``(w, b)`` made feasible and the fixed-set QP on its top-``k`` set."""
-    b = _make_feasible(w, b, Xc, k)
+def _polish(Xl, y_pm, Xc, bud, C, w, b):
+    """Best of ``(w, b)`` made feasible and the fixed-set QP on its selected set."""
+    b = _make_feasible(w, b, Xc, bud)
     best = (hinge_objective(w, b, Xl, y_pm, C), w, b)
     out = np.ones(Xc.shape[0], dtype=bool)
-    out[top_k(Xc @ w + b, k)] = False
+    out[budget_select(Xc @ w + b, bud.cost, bud.budget)] = False
     try:
         r = solve_fixed_set(Xl, y_pm, C, Xc[out])
     except SolverError:
         return best
-    b2 = _make_feasible(r.w, r.b, Xc, k)
+    b2 = _make_feasible(r.w, r.b, Xc, bud)
     obj2 = hinge_objective(r.w, b2, Xl, y_pm, C)
     if obj2 < best[0]:
         best = (obj2, r.w, b2)
@@ -165,7 +213,8 @@ class _Relaxation:
 
     Variables ``(w, b, xi, eta_free)``; constraints: hinge rows, ``w.z_j + b <= 0`` for
     candidates fixed out, ``w.z_j + b <= M_j eta_j`` with ``0 <= eta_j <= 1`` for free ones,
-    ``sum eta = k_rem`` (or ``<=`` when fewer than ``k_rem`` are free). Candidates fixed in are
+    ``sum eta = k_rem`` (or ``<=`` when fewer than ``k_rem`` are free), or with unequal costs
+    ``sum c_j eta_j <= room`` (``knapsack = (c_free, room)``). Candidates fixed in are
     unconstrained.
 
     With ``ub`` given, the objective becomes the constraint ``0.5||w||^2 + C sum xi <= ub``
@@ -175,7 +224,9 @@ class _Relaxation:
     Without ``ub``, :meth:`lower_bound` returns the relaxation's optimum, a valid lower bound.
     """
 
-    def __init__(self, Xl, y_pm, Xc, C, k_rem, M, out_idx, free_idx, ub=None) -> None:
+    def __init__(
+        self, Xl, y_pm, Xc, C, k_rem, M, out_idx, free_idx, ub=None, knapsack=None
+    ) -> None:
         n, d = Xl.shape
         f, o = free_idx.size, out_idx.size
         self.d = d
@@ -202,7 +253,12 @@ class _Relaxation:
             rhs += [np.zeros(f), np.zeros(f), np.ones(f)]
         n_nonneg = sum(r.shape[0] for r in rows)
         cones = []
-        if f:
+        if f and knapsack is not None:
+            c_free, room = knapsack
+            rows.append(sp.hstack([zeros(1, d + 1 + n), np.asarray(c_free)[None, :]]))
+            rhs.append(np.array([float(room)]))
+            n_nonneg += 1
+        elif f:
             rows.append(sp.hstack([zeros(1, d + 1 + n), np.ones((1, f))]))
             rhs.append(np.array([float(k_rem)]))
             if f > k_rem:
@@ -267,24 +323,25 @@ class _Relaxation:
         return val - 1e-7 * (1.0 + abs(val))  # solved to 1e-8; pad tenfold
 
 
-def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, target):
+def _tighten(Xl, y_pm, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, target):
     """Iterated bound tightening of the big-M values, with fixing.
 
     Each round maximises (and, for candidates positive at the start point, minimises) every
     free candidate's score over the continuous relaxation built with the current ``M`` plus
     ``objective <= ub``; each new value goes into the relaxation at once (Gauss-Seidel). Every
-    point with objective at most ``ub`` and at most ``k`` positive candidates is feasible for
+    point with objective at most ``ub`` whose positive candidates fit the budget is feasible for
     that relaxation, so the new values stay valid; smaller ``M`` tighten the relaxation in
     turn. A candidate whose largest score is ``<= 0`` is fixed out, one whose smallest score
-    is ``> 0`` is fixed in. Rounds stop once the relaxation's lower bound reaches ``target``,
-    when it gains less than 1% of the remaining gap while the sum of the free ``M`` shrank by
-    less than 5%, at ``max_rounds`` or at ``deadline``.
+    is ``> 0`` is fixed in (and uses up its cost of the budget). Rounds stop once the
+    relaxation's lower bound reaches ``target``, when it gains less than 1% of the remaining
+    gap while the sum of the free ``M`` shrank by less than 5%, at ``max_rounds`` or at
+    ``deadline``.
     """
     M, fixed_in = M.copy(), fixed_in.copy()
     # Pass 0 over the plain region {hinge rows, objective <= ub}: no eta variables, so each
     # problem is several times smaller than the relaxation's; it does most of the shrinking.
     none = np.zeros(0, dtype=np.int64)
-    plain = _Relaxation(Xl, y_pm, Xc, C, k, M, none, none, ub=ub)
+    plain = _Relaxation(Xl, y_pm, Xc, C, 0, M, none, none, ub=ub)
     for j in range(Xc.shape[0]):
         if time.perf_counter() > deadline:
             break
@@ -292,7 +349,7 @@ def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, targ
         if v is not None:
             M[j] = min(M[j], v)
     for j in np.flatnonzero((s0 > 0) & (M > 0) & ~fixed_in):
-        if time.perf_counter() > deadline or fixed_in.sum() >= k:
+        if time.perf_counter() > deadline or not bud.fits_with(fixed_in, j):
             break
         v = plain.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
         if v is not None and v < 0.0:
@@ -301,12 +358,13 @@ def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, targ
     for _ in range(max_rounds):
         fixed_out = M <= 0.0
         free = np.flatnonzero(~fixed_out & ~fixed_in)
-        k_rem = k - int(fixed_in.sum())
+        k_rem, knapsack = bud.row(fixed_in, free)
         args = (Xl, y_pm, Xc, C, k_rem, np.maximum(M, 0.0), np.flatnonzero(fixed_out), free)
-        new_lb = _Relaxation(*args).lower_bound()
+        new_lb = _Relaxation(*args, knapsack=knapsack).lower_bound()
         history.append(new_lb)
         stalled = (new_lb - lb) < 0.01 * (ub - lb) and shrink < 0.05
-        done = new_lb >= target or free.size == 0 or k_rem == 0  # k_rem == 0: convex
+        # No free candidate fits any more (k_rem == 0): the rest is convex.
+        done = new_lb >= target or free.size == 0 or bud.none_fits(fixed_in, free)
         # A relaxation already within _ROUNDS_GAP of ub is left to branch and bound, which
         # closes such gaps faster than further rounds (diabetes: 12% gap, plain pass + SCIP
         # 35 s, with rounds not proved in 60 s; ionosphere: 77% gap, proved only with rounds).
@@ -316,7 +374,7 @@ def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, targ
             break
         lb = new_lb
         before = float(np.maximum(M[free], 0.0).sum())
-        rel = _Relaxation(*args, ub=ub)
+        rel = _Relaxation(*args, ub=ub, knapsack=knapsack)
         for pos, j in enumerate(free):
             if time.perf_counter() > deadline:
                 break
@@ -326,7 +384,7 @@ def _tighten(Xl, y_pm, Xc, C, k, ub, M, fixed_in, s0, deadline, max_rounds, targ
                 # Gauss-Seidel: the next candidates already see this tighter value.
                 rel.set_big_m(pos, v)
         for j in free[s0[free] > 0]:
-            if time.perf_counter() > deadline or fixed_in.sum() >= k:
+            if time.perf_counter() > deadline or not bud.fits_with(fixed_in, j):
                 break
             v = rel.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
             if v is not None and v < 0.0 and M[j] > 0.0:
@@ -371,12 +429,24 @@ def _import_gurobi():
     return gurobipy
 
 
-def _solve_scip(Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, limits):
+def _start_eta(bud, fixed_in, free, s0, k_rem):
+    """Warm-start ``eta`` over the free candidates: positives first, then the best that fit."""
+    order = free[np.lexsort((free, -s0[free]))]
+    sel = np.zeros(s0.shape[0], dtype=bool)
+    if k_rem is not None:
+        sel[order[:k_rem]] = True
+    else:
+        taken, _ = greedy_fit(bud.cost[order], 0.0, bud.room(fixed_in))
+        sel[order[taken]] = True
+    return sel[free]
+
+
+def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
     """Build and solve the MIQP in SCIP; return the raw outcome."""
     pyscipopt = _import_scip()
     n, d = Xl.shape
     free = np.flatnonzero(~fixed_out & ~fixed_in)
-    k_rem = k - int(fixed_in.sum())
+    k_rem, knapsack = bud.row(fixed_in, free)
 
     mdl = pyscipopt.Model("ttk")
     mdl.hideOutput()
@@ -402,7 +472,10 @@ def _solve_scip(Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, 
             mdl.addMatrixConsIndicator(Xc[free] @ w + b <= 0.0, eta, activeone=False)
         else:
             mdl.addMatrixCons(Xc[free] @ w + b - M[free] * eta <= 0.0)
-        if free.size >= k_rem:
+        if knapsack is not None:
+            c_free, room = knapsack
+            mdl.addCons(pyscipopt.quicksum(float(c) * eta[p] for p, c in enumerate(c_free)) <= room)
+        elif free.size >= k_rem:
             mdl.addCons(eta.sum() == k_rem)
         else:
             mdl.addCons(eta.sum() <= k_rem)
@@ -425,12 +498,10 @@ def _solve_scip(Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, 
         for i in range(n):
             mdl.setSolVal(sol, xi[i], float(xi0[i]))
         if free.size:
-            sel = np.zeros(Xc.shape[0], dtype=bool)
             # eta = 1 for the positive free candidates first, then the best of the rest.
-            order = free[np.lexsort((free, -s0[free]))]
-            sel[order[:k_rem]] = True
-            for pos, j in enumerate(free):
-                mdl.setSolVal(sol, eta[pos], 1.0 if sel[j] else 0.0)
+            sel = _start_eta(bud, fixed_in, free, s0, k_rem)
+            for pos in range(free.size):
+                mdl.setSolVal(sol, eta[pos], 1.0 if sel[pos] else 0.0)
         accepted = bool(mdl.addSol(sol, free=True))
 
     mdl.optimize()
@@ -457,11 +528,11 @@ def _solve_scip(Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, 
     }
 
 
-def _solve_gurobi(gp, Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formulation, limits):
+def _solve_gurobi(gp, Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
     """Build and solve the MIQP in Gurobi (native quadratic objective)."""
     n, d = Xl.shape
     free = np.flatnonzero(~fixed_out & ~fixed_in)
-    k_rem = k - int(fixed_in.sum())
+    k_rem, knapsack = bud.row(fixed_in, free)
     env = gp.Env(empty=True)
     env.setParam("OutputFlag", 0)
     env.start()
@@ -484,7 +555,9 @@ def _solve_gurobi(gp, Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formula
                 mdl.addGenConstrIndicator(eta[pos].item(), False, Xc[j] @ w + b[0] <= 0.0)
         else:
             mdl.addConstr(Xc[free] @ w + ones(free.size) @ b - np.diag(M[free]) @ eta <= 0.0)
-        if free.size >= k_rem:
+        if knapsack is not None:
+            mdl.addConstr(knapsack[0] @ eta <= knapsack[1])
+        elif free.size >= k_rem:
             mdl.addConstr(eta.sum() == k_rem)
         else:
             mdl.addConstr(eta.sum() <= k_rem)
@@ -495,9 +568,7 @@ def _solve_gurobi(gp, Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formula
         b.Start = np.array([b0])
         xi.Start = np.maximum(0.0, 1.0 - y_pm * (Xl @ w0 + b0))
         if free.size:
-            s0 = Xc @ w0 + b0
-            order = free[np.lexsort((free, -s0[free]))]
-            sel = np.isin(free, order[:k_rem])
+            sel = _start_eta(bud, fixed_in, free, Xc @ w0 + b0, k_rem)
             eta.Start = sel.astype(float)
     mdl.optimize()
     code = int(mdl.Status)
@@ -524,7 +595,9 @@ def _solve_gurobi(gp, Xl, y_pm, Xc, k, C, M, fixed_out, fixed_in, start, formula
 # --------------------------------------------------------------------------------------------
 
 
-def _check_inputs(X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation):
+def _check_inputs(
+    X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation, cost, budget
+):
     Xl = np.ascontiguousarray(X_lab, dtype=np.float64)
     Xc = np.ascontiguousarray(X_cand, dtype=np.float64)
     y = np.asarray(y_pm, dtype=np.float64).ravel()
@@ -548,7 +621,22 @@ def _check_inputs(X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solve
             "X_lab and X_cand must be finite; received NaN or infinite values. "
             "Impute or drop those rows before solving."
         )
-    k = check_budget(k, Xc.shape[0])
+    m = Xc.shape[0]
+    if cost is None:
+        if budget is not None:
+            raise InvalidInputError(
+                f"budget={budget!r} needs cost=: a money budget is spent on per-candidate "
+                "costs. Pass cost=..., or leave budget=None and use k."
+            )
+        # The cell budget is the money budget with unit costs.
+        bud = _Budget(np.ones(m), float(check_budget(k, m)))
+    else:
+        if budget is None:
+            raise InvalidInputError(
+                "cost= needs a money budget; received budget=None. Pass budget=... (the most "
+                "the selected candidates may cost in total)."
+            )
+        bud = _Budget(*check_cost_budget(cost, budget, np.arange(m), m))
     C = check_positive_real(C, "C")
     time_limit = check_positive_real(time_limit, "time_limit")
     mip_gap = check_positive_real(mip_gap, "mip_gap", allow_zero=True)
@@ -566,14 +654,14 @@ def _check_inputs(X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solve
             f"formulation must be one of {', '.join(map(repr, FORMULATIONS))}; received "
             f"{formulation!r}. Use 'tight' (the default)."
         )
-    return Xl, y, Xc, k, C, time_limit, mip_gap, int(threads)
+    return Xl, y, Xc, bud, C, time_limit, mip_gap, int(threads)
 
 
 def solve_ttk_mip(
     X_lab: np.ndarray,
     y_pm: np.ndarray,
     X_cand: np.ndarray,
-    k: int,
+    k: int | None,
     C: float,
     *,
     warm_start: tuple[np.ndarray, float] | None = None,
@@ -582,6 +670,8 @@ def solve_ttk_mip(
     threads: int = 1,
     solver: str = "auto",
     formulation: str = "tight",
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
 ) -> MIPResult:
     """Solve TTK exactly (or to a proven gap) as a mixed-integer quadratic program.
 
@@ -594,13 +684,13 @@ def solve_ttk_mip(
         Labels in {-1, +1}; both must occur.
     X_cand : ndarray of shape (m, d)
         Candidate rows.
-    k : int
-        Budget, ``0 < k < m``.
+    k : int or None
+        Budget, ``0 < k < m``. Not used with ``cost``.
     C : float
         Hinge weight, ``> 0``.
     warm_start : tuple (w, b) or None
-        A point from the feasible-direction solver. If more than ``k`` candidates score
-        positive, ``b`` is lowered until at most ``k`` do. Its objective (or that of its
+        A point from the feasible-direction solver. If the positive candidates break the
+        budget, ``b`` is lowered until they fit. Its objective (or that of its
         fixed-set polish, if lower) is the upper bound behind the big-M values, and the
         returned objective is never above it. Without it a shifted, polished SVM is used.
     time_limit : float
@@ -617,6 +707,11 @@ def solve_ttk_mip(
         ``"tight"``: per-candidate big-M from one convex bound problem each, with fixing.
         ``"simple"``: ``M_j = sqrt(2 UB) ||z_j|| + b_max`` in closed form.
         ``"indicator"``: indicator constraints (no big-M), fixing from the tight bounds.
+    cost : ndarray of shape (m,) or None
+        Candidate costs for a money budget (finite, ``> 0``); ``None``: the cell budget ``k``.
+    budget : float or None
+        The money budget (required with ``cost``): the positive candidates' costs add up to at
+        most ``budget * (1 + 1e-12)``.
 
     Returns
     -------
@@ -625,7 +720,8 @@ def solve_ttk_mip(
     Raises
     ------
     InvalidInputError
-        Bad shapes, labels, ``k``, ``C``, ``time_limit <= 0``, ``mip_gap < 0``, ``threads``.
+        Bad shapes, labels, ``k``, ``C``, ``time_limit <= 0``, ``mip_gap < 0``, ``threads``,
+        ``cost`` or ``budget`` (see :func:`reserve.solvers._validation.check_cost_budget`).
     MissingDependencyError
         SCIP is needed and ``pyscipopt`` is missing (message: ``pip install pyscipopt``), or
         ``solver="gurobi"`` without ``gurobipy``.
@@ -640,10 +736,13 @@ def solve_ttk_mip(
     >>> r = solve_ttk_mip(X, y, Z, 1, 1.0, time_limit=10)
     >>> r.status, r.selected.tolist(), r.bound <= r.objective
     ('optimal', [2], True)
+    >>> r = solve_ttk_mip(X, y, Z, None, 1.0, cost=np.array([1.0, 1.0, 3.0]), budget=2.0)
+    >>> r.selected.tolist()  # z = 3 is too dear: the two others fit
+    [1, 0]
     """
     t0 = time.perf_counter()
-    Xl, y, Xc, k, C, time_limit, mip_gap, threads = _check_inputs(
-        X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation
+    Xl, y, Xc, bud, C, time_limit, mip_gap, threads = _check_inputs(
+        X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation, cost, budget
     )
     deadline = t0 + time_limit
     gp = None
@@ -674,7 +773,7 @@ def solve_ttk_mip(
     else:
         svm = solve_fixed_set(Xl0, y, C)
         w0, b0 = svm.w, svm.b
-    ub, w0, b0 = _polish(Xl0, y, Xc0, k, C, w0, b0)
+    ub, w0, b0 = _polish(Xl0, y, Xc0, bud, C, w0, b0)
     ub_safe = ub * (1.0 + 1e-7) + 1e-9
 
     # Tighten the big-M values against the start's objective, then run the MIP. (Re-tightening
@@ -687,14 +786,14 @@ def solve_ttk_mip(
     if formulation in ("tight", "indicator"):
         t_b = time.perf_counter()
         M, _, fixed_in, best_lb, lb_history = _tighten(
-            Xl0, y, Xc0, C, k, ub_safe, M, fixed_in, Xc0 @ w0 + b0,
+            Xl0, y, Xc0, C, bud, ub_safe, M, fixed_in, Xc0 @ w0 + b0,
             t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0), _MAX_BOUND_ROUNDS,
             ub * (1.0 - mip_gap),
         )  # fmt: skip
         t_bounds = time.perf_counter() - t_b
     fixed_out = M <= 0.0
     limits = {"time": deadline - time.perf_counter(), "gap": mip_gap, "threads": threads}
-    args = (Xl0, y, Xc0, k, C, np.maximum(M, 0.0), fixed_out, fixed_in, (w0, b0))
+    args = (Xl0, y, Xc0, bud, C, np.maximum(M, 0.0), fixed_out, fixed_in, (w0, b0))
     args += (formulation, limits)
     t_m = time.perf_counter()
     raw = None
@@ -713,14 +812,14 @@ def solve_ttk_mip(
     # worse than the start.
     best_lb = max(best_lb, raw["bound"])
     if raw["w"] is not None:
-        b_new = _make_feasible(raw["w"], raw["b"], Xc0, k)
+        b_new = _make_feasible(raw["w"], raw["b"], Xc0, bud)
         obj_new = hinge_objective(raw["w"], b_new, Xl0, y, C)
         if obj_new < ub:  # else keep the start (SCIP may have dropped it)
             ub, w0, b0 = obj_new, raw["w"], b_new
 
     # Recompute everything from (w, b) in the caller's space.
     w_out = np.asarray(w0, dtype=np.float64).copy()
-    b_out = _make_feasible(w_out, float(b0 - mu @ w_out), Xc, k)
+    b_out = _make_feasible(w_out, float(b0 - mu @ w_out), Xc, bud)
     objective = hinge_objective(w_out, b_out, Xl, y, C)
     if best_lb > objective * (1.0 + 1e-6) + 1e-9:
         raise SolverError(
@@ -768,6 +867,6 @@ def solve_ttk_mip(
         n_nodes=raw["n_nodes"],
         runtime=time.perf_counter() - t0,
         solver=raw["solver"],
-        selected=top_k(Xc @ w_out + b_out, k),
+        selected=budget_select(Xc @ w_out + b_out, bud.cost, bud.budget),
         details=details,
     )

@@ -15,6 +15,19 @@ the first swap that lowers the objective is accepted, and the search stops when 
 pairs in a row bring nothing or no constraint is active (then the QP optimum is the plain SVM,
 the global optimum).
 
+With a money budget (costs ``c_j``, budget ``B``) ``S`` is any set whose cost fits ``B``. The
+start is :func:`reserve.solvers._base.budget_select` of the start scores. A pair ``(i, j)`` is
+the swap ``S - {i} + {j}`` when ``cost(S) - c_i + c_j`` fits; when it does not, further
+insiders are dropped too, lowest score first, until ``j`` fits (a 1-for-1 swap cannot bring
+in a candidate dearer than any insider plus the budget left over: on 30 tiny random instances
+plain swaps left 2 at 1.7% and 17% above the optimum, with this move all 30 are within 0.1%
+of it). The trial set is
+then filled greedily with further outsiders that still fit (positive-multiplier outsiders by
+decreasing ``beta``, then the rest by decreasing score; skip what does not fit), since letting
+one more candidate score positive removes a constraint and can only lower the QP optimum.
+With unit costs every swap fits as it is and nothing ever fits on top (``S`` is full), so the
+search takes exactly the cell-budget path.
+
 With many candidates the QP keeps only the outsiders near the boundary (constraint
 generation): it adds every violated outsider and re-solves until none is violated.
 
@@ -29,11 +42,13 @@ same path either way.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 
-from reserve.solvers._base import top_k
+from reserve.solvers._base import budget_limit, budget_select, greedy_fit, top_k
 from reserve.solvers._fd import augmented_norms, working_set
 from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
 
@@ -267,15 +282,39 @@ def solve_subset(
     return res, beta, n_solves
 
 
-def _pairs(n_in: int, n_out: int, limit: int) -> list[tuple[int, int]]:
-    """Rank pairs (insider rank, outsider rank) along anti-diagonals, at most ``limit``."""
-    pairs: list[tuple[int, int]] = []
+def _iter_pairs(n_in: int, n_out: int) -> Iterator[tuple[int, int]]:
+    """Every pair (insider rank, outsider rank), along anti-diagonals."""
     for diag in range(n_in + n_out - 1):
         for a in range(max(0, diag - n_out + 1), min(diag, n_in - 1) + 1):
-            pairs.append((a, diag - a))
-            if len(pairs) >= limit:
-                return pairs
-    return pairs
+            yield a, diag - a
+
+
+def _pairs(n_in: int, n_out: int, limit: int) -> list[tuple[int, int]]:
+    """Rank pairs (insider rank, outsider rank) along anti-diagonals, at most ``limit``."""
+    return list(islice(_iter_pairs(n_in, n_out), limit))
+
+
+def _fill(
+    trial: np.ndarray,
+    room: float,
+    cost: np.ndarray,
+    beta: np.ndarray,
+    beta_tol: float,
+    hint: np.ndarray,
+) -> np.ndarray:
+    """Outsiders of ``trial`` that fit greedily in ``room``: by ``beta`` (if above ``beta_tol``),
+    then by ``hint``; ties to the lower row. Returns the rows added (``trial`` is updated)."""
+    rows = np.flatnonzero(~trial & (cost <= room))  # only these can fit at all
+    if rows.size == 0:
+        return rows
+    active = beta[rows] > beta_tol
+    # Positive multipliers first (decreasing), then decreasing score; ties to the lower row.
+    key_beta = np.where(active, -beta[rows], 0.0)
+    order = rows[np.lexsort((rows, np.where(active, 0.0, -hint[rows]), key_beta, ~active))]
+    taken, _ = greedy_fit(cost[order], 0.0, room)
+    out = order[taken]
+    trial[out] = True
+    return out
 
 
 def polish(
@@ -292,13 +331,16 @@ def polish(
     tol: float = 1e-9,
     warm_start: CuttingPlaneState | None = None,
     screen: bool = True,
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
 ) -> PolishResult:
     """Improve a feasible TTK solution by fixed-set QPs and swap moves.
 
     Parameters
     ----------
-    X_lab, y_pm, X_cand, k, C : the TTK problem.
-    w, b : a feasible start (at most ``k`` candidates score positive).
+    X_lab, y_pm, X_cand, k, C : the TTK problem (with ``cost``, ``k`` only sizes the screen
+        and the first constraints: pass about the number of candidates the budget buys).
+    w, b : a feasible start (its positive candidates fit the budget).
     max_rounds : int
         Accepted swaps at most.
     max_pairs : int
@@ -312,12 +354,20 @@ def polish(
         With more than ``_FULL_CONSTRAINTS`` candidates, score every candidate once per
         accepted solution and check trial solutions on a :class:`CandidateScreen`'s working
         set (same path as checking all of them, fewer passes over ``X_cand``).
+    cost : ndarray of shape (m,) or None
+        Positive candidate costs (a money budget); ``None`` means unit costs.
+    budget : float or None
+        The money budget (required with ``cost``); ``None`` means ``k``.
 
     Returns
     -------
     PolishResult
     """
     m = X_cand.shape[0]
+    if cost is None:
+        cost, budget = np.ones(m), float(k)
+    cost = np.asarray(cost, dtype=np.float64)
+    limit = budget_limit(budget)
     scr = None
     if screen and m > _FULL_CONSTRAINTS:
         scr = CandidateScreen(X_cand, max(_SCREEN_PER_K * k, _SCREEN_MIN))
@@ -325,9 +375,10 @@ def polish(
         scores = scr.scores
     else:
         scores = X_cand @ w + b
-    S = top_k(scores, k)
+    S = budget_select(scores, cost, budget)
     in_S = np.zeros(m, dtype=bool)
     in_S[S] = True
+    cost_S = float(cost[S].sum())
     # Cuts of the cutting-plane QP solver (large n) stay valid whatever the set: share them.
     warm = CuttingPlaneState() if warm_start is None else warm_start
     # The first solve starts from the given point (feasible for S), not from the old state's.
@@ -352,15 +403,33 @@ def polish(
         # A swap changes the outsiders by one row each way: their n0 + 1 best by the hint
         # hold every trial's first constraints (the n0 best of the trial's outsiders).
         best_out = None
-        if m > _FULL_CONSTRAINTS and n0 + 1 <= m - k:
+        n_S = int(np.count_nonzero(in_S))
+        if m > _FULL_CONSTRAINTS and n0 + 1 <= m - n_S:
             best_out = top_k(np.where(in_S, -np.inf, hint), n0 + 1)
         improved = False
-        for a, c in _pairs(ins.size, outs.size, max_pairs):
+        n_tried = 0
+        for a, c in _iter_pairs(ins.size, outs.size):
+            if n_tried >= max_pairs:
+                break
             i, j = ins[a], outs[c]
+            if cost[j] > limit:
+                continue  # j alone breaks the budget: it can never score positive
+            drop, after = [i], cost_S - cost[i] + cost[j]
+            if after > limit:
+                # With costs one insider may not make room for j: drop further insiders,
+                # lowest score first, until j fits (never happens with unit costs).
+                for i2 in ins:
+                    if after <= limit:
+                        break
+                    if i2 != i:
+                        drop.append(i2)
+                        after -= cost[i2]
+            n_tried += 1
             trial = in_S.copy()
-            trial[i], trial[j] = False, True
+            trial[drop], trial[j] = False, True
+            added = _fill(trial, limit - after, cost, beta, beta_tol, hint)
             rows0 = None
-            if best_out is not None:
+            if best_out is not None and len(drop) == 1 and added.size == 0:
                 rows0 = _top_rows(hint, np.sort(np.r_[best_out[best_out != j], i]), n0)
             # A trial is accepted only below `target`; a lower bound at or above it rejects
             # the trial exactly as its full solve would, so the search path is unchanged.
@@ -371,6 +440,7 @@ def polish(
             n_qp += used
             if new.objective < target:
                 res, beta, in_S = new, new_beta, trial
+                cost_S = float(cost[in_S].sum())
                 history.append(res.objective)
                 n_swaps += 1
                 improved = True

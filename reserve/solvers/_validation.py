@@ -14,7 +14,17 @@ import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError
 
-__all__ = ["TransductiveData", "check_budget", "check_positive_real", "check_transductive"]
+__all__ = [
+    "TransductiveData",
+    "check_budget",
+    "check_cost_budget",
+    "check_positive_real",
+    "check_transductive",
+]
+
+#: Relative slack of "fits the budget" (the same as reserve.solvers._base.BUDGET_RTOL; not
+#: imported from there so that this bottom module stays free of the solvers).
+_BUDGET_RTOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -31,8 +41,8 @@ class TransductiveData:
         Row indices of candidate rows (``y == -1``), in increasing order.
     y_pm : ndarray of float64
         Labels of the labelled rows mapped to {-1, +1}.
-    k : int
-        Number of candidates to select.
+    k : int or None
+        Number of candidates to select (``None`` when a money budget replaces it).
     """
 
     X: np.ndarray
@@ -40,7 +50,7 @@ class TransductiveData:
     labelled: np.ndarray
     candidates: np.ndarray
     y_pm: np.ndarray
-    k: int
+    k: int | None
 
     @property
     def X_lab(self) -> np.ndarray:
@@ -100,6 +110,108 @@ def check_budget(k: object, n_candidates: int, name: str = "k") -> int:
     return k
 
 
+def check_cost_budget(
+    cost: object, budget: object, candidates: np.ndarray, n_samples: int
+) -> tuple[np.ndarray, float]:
+    """Validate a money budget: per-row costs and the budget they must fit.
+
+    Only the candidate rows' costs are checked and returned; labelled rows' entries are
+    ignored (they may be NaN). "Fits" allows a relative 1e-12 of rounding, as
+    :func:`reserve.solvers._base.budget_select` does.
+
+    Parameters
+    ----------
+    cost : array-like of shape (n_samples,)
+        Cost of each row; must be finite and > 0 on every candidate row.
+    budget : float
+        Positive and finite; at least the cheapest candidate's cost and below the total cost of
+        all candidates (else nothing, or everything, would be selected).
+    candidates : ndarray of int
+        Row indices of the candidates.
+    n_samples : int
+        Rows of ``X``.
+
+    Returns
+    -------
+    cost_cand : ndarray of float64
+        The candidates' costs, aligned with ``candidates``.
+    budget : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> c, B = check_cost_budget([np.nan, 2.0, 3.0], 4, np.array([1, 2]), 3)
+    >>> c.tolist(), B
+    ([2.0, 3.0], 4.0)
+    """
+    if cost is None or sp.issparse(cost):
+        raise InvalidInputError(
+            f"cost must be a 1-D numeric array; received {type(cost).__name__}. Pass one "
+            "positive number per row of X (e.g. the cell's price or area)."
+        )
+    try:
+        arr = np.asarray(cost)
+        if arr.dtype == object:  # e.g. a list mixing ints and floats from a table
+            arr = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.dtype.kind not in "iuf":
+        got = "values that are not numbers" if arr is None else f"dtype {arr.dtype}"
+        raise InvalidInputError(
+            f"cost must be numeric; received {type(cost).__name__} with {got}. Pass one "
+            "positive number per row of X (e.g. the cell's price or area)."
+        )
+    arr = arr.astype(np.float64)
+    if arr.ndim != 1 or arr.shape[0] != n_samples:
+        raise InvalidInputError(
+            f"cost must have shape ({n_samples},), one entry per row of X; received shape "
+            f"{arr.shape}. Pass a 1-D array aligned with X (labelled rows' entries are ignored)."
+        )
+    c = arr[candidates]
+    bad = ~np.isfinite(c)
+    if bad.any():
+        r = int(candidates[np.argmax(bad)])
+        raise InvalidInputError(
+            f"cost must be finite on every candidate row; received {int(bad.sum())} NaN or "
+            f"infinite value(s), first at row {r} ({arr[r]}). Give each candidate a finite "
+            "cost or drop it from the candidates."
+        )
+    bad = c <= 0
+    if bad.any():
+        r = int(candidates[np.argmax(bad)])
+        raise InvalidInputError(
+            f"cost must be > 0 on every candidate row; received {int(bad.sum())} value(s) "
+            f"<= 0, first at row {r} ({arr[r]}). Give each candidate a positive cost or "
+            "drop it from the candidates."
+        )
+    if isinstance(budget, bool) or not isinstance(budget, Real):
+        raise InvalidInputError(
+            f"budget must be a positive finite number; received {budget!r} "
+            f"({type(budget).__name__}). Pass the money budget, e.g. budget=1000.0."
+        )
+    B = float(budget)
+    if not (np.isfinite(B) and B > 0):
+        raise InvalidInputError(
+            f"budget must be a positive finite number; received {budget!r}. "
+            "Pass the money budget, e.g. budget=1000.0."
+        )
+    limit = B * (1.0 + _BUDGET_RTOL)
+    j = int(np.argmin(c))
+    if c[j] > limit:
+        raise InvalidInputError(
+            f"budget={B:g} is below the cheapest candidate's cost ({c[j]:g}, row "
+            f"{int(candidates[j])}): nothing fits. Raise budget to at least {c[j]:g}."
+        )
+    total = float(c.sum())
+    if total <= limit:
+        raise InvalidInputError(
+            f"budget={B:g} covers the total cost of all {c.size} candidates ({total:g}): every "
+            f"candidate would be selected. Choose a budget below {total:g}, "
+            "or add candidate rows (y == -1)."
+        )
+    return np.ascontiguousarray(c), B
+
+
 def _as_float_matrix(X: object) -> np.ndarray:
     if sp.issparse(X):
         raise InvalidInputError(
@@ -146,7 +258,7 @@ def _as_float_matrix(X: object) -> np.ndarray:
     return arr
 
 
-def check_transductive(X: object, y: object, k: object) -> TransductiveData:
+def check_transductive(X: object, y: object, k: object | None) -> TransductiveData:
     """Validate a transductive top-k problem.
 
     Parameters
@@ -155,8 +267,9 @@ def check_transductive(X: object, y: object, k: object) -> TransductiveData:
         Features of labelled and candidate rows together.
     y : array-like of shape (n_samples,)
         1 (detected), 0 (not detected) for labelled rows; -1 for candidates.
-    k : int
-        Number of candidates to select.
+    k : int or None
+        Number of candidates to select; ``None`` skips the check (a money budget replaces
+        ``k``: see :func:`check_cost_budget`).
 
     Returns
     -------
@@ -227,6 +340,6 @@ def check_transductive(X: object, y: object, k: object) -> TransductiveData:
             f"labelled rows must contain both classes 0 and 1; received only {got}. "
             "Add labelled rows of the missing class."
         )
-    kk = check_budget(k, candidates.size)
+    kk = None if k is None else check_budget(k, candidates.size)
     y_pm = np.where(yi[labelled] == 1, 1.0, -1.0)
     return TransductiveData(X=Xa, y=yi, labelled=labelled, candidates=candidates, y_pm=y_pm, k=kk)

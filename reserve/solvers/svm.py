@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from reserve.solvers._base import TopKClassifierMixin
+from reserve.solvers._base import TopKClassifierMixin, budget_cut
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import check_positive_real, check_transductive
 
-__all__ = ["SVM", "kth_largest", "shifted_intercept"]
+__all__ = ["SVM", "kth_largest", "shifted_intercept", "shifted_intercept_budget"]
 
 
 def kth_largest(scores: np.ndarray, k: int) -> float:
@@ -46,6 +46,29 @@ def shifted_intercept(raw_intercept: float, candidate_margins: np.ndarray, k: in
     -2.0
     """
     return float(min(raw_intercept, -kth_largest(candidate_margins, k + 1)))
+
+
+def shifted_intercept_budget(
+    raw_intercept: float, candidate_margins: np.ndarray, cost: np.ndarray, budget: float
+) -> float:
+    """Largest intercept ``<= raw_intercept`` under which the positive candidates fit ``budget``.
+
+    The money-budget form of :func:`shifted_intercept`. Positive candidates are always a prefix
+    of the decreasing-score order, so they fit exactly when the first candidate of that order
+    whose cumulative cost breaks the budget (:func:`reserve.solvers._base.budget_cut`) scores
+    ``<= 0``: the intercept is ``min(raw_intercept, -margin of that candidate)``. With unit
+    costs and ``budget = k`` it equals ``shifted_intercept(raw_intercept, margins, k)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = np.array([3.0, 2.0, 1.0])
+    >>> shifted_intercept_budget(0.0, m, np.array([1.0, 4.0, 1.0]), 3.0)  # 2.0 does not fit
+    -2.0
+    >>> shifted_intercept_budget(0.0, m, np.ones(3), 1) == shifted_intercept(0.0, m, 1)
+    True
+    """
+    return float(min(raw_intercept, -budget_cut(candidate_margins, cost, budget)))
 
 
 def midpoint_intercept(candidate_margins: np.ndarray, k: int) -> float:

@@ -9,12 +9,16 @@ import numpy as np
 
 from reserve.config import TTK_DEFAULTS
 from reserve.errors import InvalidInputError
-from reserve.solvers._base import TopKClassifierMixin, canonical_order
+from reserve.solvers._base import TopKClassifierMixin, budget_select, canonical_order
 from reserve.solvers._fd import feasible_direction
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
-from reserve.solvers._validation import check_positive_real, check_transductive
-from reserve.solvers.svm import shifted_intercept
+from reserve.solvers._validation import (
+    check_cost_budget,
+    check_positive_real,
+    check_transductive,
+)
+from reserve.solvers.svm import shifted_intercept_budget
 
 __all__ = ["TTK", "shifted_svm_start"]
 
@@ -22,7 +26,13 @@ _SOLVERS = ("fd", "mip")
 
 
 def shifted_svm_start(
-    X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, k: int, C: float
+    X_lab: np.ndarray,
+    y_pm: np.ndarray,
+    X_cand: np.ndarray,
+    k: int,
+    C: float,
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """The paper's starting point: a true-hinge SVM with ``b`` shifted to the k-constraint.
 
@@ -33,13 +43,20 @@ def shifted_svm_start(
     positive and the (k+1)-th sits on the boundary; if the SVM itself already marks fewer than
     ``k + 1`` candidates positive it is left unshifted, being optimal for the relaxed problem.
 
+    With a money budget (``cost``, ``budget``; ``k`` unused) the shift is to the score of the
+    first candidate, in decreasing score order, whose cumulative cost breaks the budget
+    (:func:`reserve.solvers.svm.shifted_intercept_budget`); unit costs and ``budget = k`` give
+    the same ``b`` as above, bit for bit.
+
     Returns
     -------
     w, b : the start
     b_svm : the SVM's own intercept
     """
+    if cost is None:
+        cost, budget = np.ones(X_cand.shape[0]), float(k)
     svm = solve_fixed_set(X_lab, y_pm, C)
-    return svm.w, shifted_intercept(svm.b, X_cand @ svm.w, k), svm.b
+    return svm.w, shifted_intercept_budget(svm.b, X_cand @ svm.w, cost, budget), svm.b
 
 
 class TTK(TopKClassifierMixin):
@@ -49,10 +66,17 @@ class TTK(TopKClassifierMixin):
     at most ``k`` candidate rows scoring positive, then selects exactly ``k`` candidates: the
     top ``k`` by score, ties to the lower row index.
 
+    With a money budget (``budget=B`` here and ``cost=c`` in :meth:`fit`) the constraint is
+    that the candidates scoring positive cost at most ``B`` in total, and the selection is
+    :func:`reserve.solvers._base.budget_select` of the final scores: best first, each
+    candidate taken when its cost still fits (so every positive candidate is selected). The
+    cell budget is the special case ``c = 1``, ``B = k`` and runs the same code.
+
     Parameters
     ----------
     k : int
-        Number of candidates to select (``0 < k < number of candidates``).
+        Number of candidates to select (``0 < k < number of candidates``). Not used when
+        ``fit`` is given ``cost``.
     C : float
         Hinge-loss weight.
     solver : {"fd", "mip"}
@@ -80,13 +104,22 @@ class TTK(TopKClassifierMixin):
     random_state : int or None
         TTK is deterministic; the seed is accepted for the same interface as the randomised
         baselines and is recorded in run summaries.
+    budget : float or None
+        Money budget: the selected candidates' costs (``cost`` in :meth:`fit`) add up to at
+        most ``budget`` (a relative 1e-12 of rounding allowed). Required with ``cost``, refused
+        without it.
 
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
-    selected_ : ndarray of shape (k,)
-        Row indices (into ``X``) of the chosen candidates, best first.
+    selected_ : ndarray of shape (k,) or (n_selected,)
+        Row indices (into ``X``) of the chosen candidates, best first (with a money budget,
+        as many as fit).
+    selected_cost_ : float
+        Total cost of ``selected_`` (``float(k)`` for the cell budget).
+    budget_ : float
+        The budget used: ``budget``, or ``k`` for the cell budget.
     candidates_ : ndarray
         Row indices of all candidates; ``candidate_scores_`` their scores.
     objective_ : float
@@ -103,8 +136,8 @@ class TTK(TopKClassifierMixin):
         Polish swaps accepted.
     stop_reason_ : str
         Why FD stopped: ``"max_iter"``, ``"no_progress"``, ``"zero_direction"`` (the boundary
-        constrains every direction), ``"infeasible_step"`` (rounding would have let more than
-        ``k`` candidates rise; the step was refused).
+        constrains every direction), ``"infeasible_step"`` (rounding would have let the
+        positives exceed the budget; the step was refused).
     status_ : str
         ``"local"`` for FD (+ polish): a feasible point with no proof of optimality; the MIP
         reports its own status (``"optimal"``, ``"time_limit"``, ...).
@@ -120,6 +153,10 @@ class TTK(TopKClassifierMixin):
     >>> model = TTK(k=5).fit(X, y)
     >>> model.selected_.shape
     (5,)
+    >>> cost = np.r_[np.full(30, np.nan), np.linspace(1.0, 3.0, 30)]  # labelled rows: unused
+    >>> money = TTK(budget=6.0).fit(X, y, cost=cost)
+    >>> bool(money.selected_cost_ <= 6.0), money.budget_
+    (True, 6.0)
     """
 
     def __init__(
@@ -138,6 +175,7 @@ class TTK(TopKClassifierMixin):
         mip_gap: float = 1e-6,
         threads: int = 1,
         random_state: int | None = None,
+        budget: float | None = None,
     ) -> None:
         self.k = k
         self.C = C
@@ -153,6 +191,7 @@ class TTK(TopKClassifierMixin):
         self.mip_gap = mip_gap
         self.threads = threads
         self.random_state = random_state
+        self.budget = budget
 
     def _check_params(self) -> float:
         if self.solver not in _SOLVERS:
@@ -185,8 +224,8 @@ class TTK(TopKClassifierMixin):
             check_positive_real(self.mip_gap, "mip_gap", allow_zero=True)
         return check_positive_real(self.C, "C")
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> TTK:
-        """Fit the scorer and select exactly ``k`` candidates.
+    def fit(self, X: np.ndarray, y: np.ndarray, cost: np.ndarray | None = None) -> TTK:
+        """Fit the scorer and select exactly ``k`` candidates, or what fits a money budget.
 
         Parameters
         ----------
@@ -195,6 +234,10 @@ class TTK(TopKClassifierMixin):
             regulariser assume comparable scales).
         y : array-like of shape (n_samples,)
             1 / 0 for labelled rows, -1 for candidates.
+        cost : array-like of shape (n_samples,) or None
+            Cost of each row for a money budget (``budget`` must be set; ``k`` is then not
+            used). Only the candidate rows' entries are read: finite and ``> 0``; labelled
+            rows' entries are ignored and may be NaN. ``None``: the cell budget ``k``.
 
         Returns
         -------
@@ -202,14 +245,33 @@ class TTK(TopKClassifierMixin):
         """
         t0 = time.perf_counter()
         C = self._check_params()
-        data = check_transductive(X, y, self.k)
-        k = data.k
+        if cost is None:
+            if self.budget is not None:
+                raise InvalidInputError(
+                    f"budget={self.budget!r} needs cost= in fit: a money budget is spent on "
+                    "per-row costs. Pass fit(X, y, cost=...), or leave budget=None and use k."
+                )
+            data = check_transductive(X, y, self.k)
+            # The cell budget is the money budget with unit costs (same code, exact sums).
+            c_cand, budget = np.ones(data.candidates.size), float(data.k)
+        else:
+            if self.budget is None:
+                raise InvalidInputError(
+                    "cost= in fit needs a money budget; received budget=None. Pass "
+                    "TTK(budget=...) (the most the selected candidates may cost in total)."
+                )
+            data = check_transductive(X, y, None)
+            c_cand, budget = check_cost_budget(cost, self.budget, data.candidates, data.X.shape[0])
         # Solve in a canonical row order so that the answer does not depend on the input order.
         lab = canonical_order(data.X, data.labelled)
-        X_lab, X_cand = data.X[lab], data.X[canonical_order(data.X, data.candidates)]
+        cand_rows = canonical_order(data.X, data.candidates)
+        X_lab, X_cand = data.X[lab], data.X[cand_rows]
+        c_solve = c_cand[np.searchsorted(data.candidates, cand_rows)]
         y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
 
-        w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, k, C)
+        w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, 0, C, c_solve, budget)
+        # With costs k only sizes working sets: about as many candidates as the start buys.
+        k = data.k if cost is None else int(budget_select(X_cand @ w + b, c_solve, budget).size)
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
         fd = feasible_direction(
             X_lab,
@@ -223,6 +285,8 @@ class TTK(TopKClassifierMixin):
             step_shrink=self.step_shrink,
             boundary_rtol=self.boundary_rtol,
             tol=self.tol,
+            cost=c_solve,
+            budget=budget,
         )
         w, b = fd.w, fd.b
         self.fd_objective_ = fd.objective
@@ -242,6 +306,8 @@ class TTK(TopKClassifierMixin):
                 max_rounds=self.polish_max_rounds,
                 max_pairs=self.polish_pairs,
                 tol=self.tol,
+                cost=c_solve,
+                budget=budget,
             )
             # The polish starts from the FD point's own set, so it cannot be worse; keep FD's
             # point if the QP solver's rounding made it so by a hair.
@@ -251,12 +317,14 @@ class TTK(TopKClassifierMixin):
             self.n_swaps_ = pol.n_swaps
         self.status_ = "local"
         if self.solver == "mip":
-            w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b)
+            w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b, c_solve, budget)
         self.coef_ = np.asarray(w, dtype=np.float64)
         self.intercept_ = float(b)
         self.objective_ = hinge_objective(self.coef_, self.intercept_, X_lab, y_pm, C)
         self.objective_history_ = history
-        self._select(data.X, data.candidates, k)
+        self._select(data.X, data.candidates, k, c_cand, budget)
+        self.selected_cost_ = float(c_cand[np.searchsorted(data.candidates, self.selected_)].sum())
+        self.budget_ = budget
         self.runtime_ = time.perf_counter() - t0
         return self
 
@@ -269,6 +337,8 @@ class TTK(TopKClassifierMixin):
         C: float,
         w: np.ndarray,
         b: float,
+        cost: np.ndarray,
+        budget: float,
     ) -> tuple[np.ndarray, float]:
         from reserve.solvers._mip import solve_ttk_mip
 
@@ -282,6 +352,8 @@ class TTK(TopKClassifierMixin):
             time_limit=float(self.time_limit),
             mip_gap=float(self.mip_gap),
             threads=int(self.threads),
+            cost=cost,
+            budget=budget,
         )
         self.status_ = res.status
         self.bound_ = res.bound
