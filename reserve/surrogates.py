@@ -36,12 +36,13 @@ Benchmark protocol (:func:`surrogate_splits`): the labelled national-forest cell
 the candidates are cut at random into ``n_splits`` disjoint folds (a seeded permutation),
 and each fold is one transductive problem: the labelled cells plus that fold's candidates,
 ``k`` = 5 % of the fold, features standardised over those rows as for the other benchmark
-datasets. Ten folds of about 566 candidates give instances of the paper's NY size (634
-cells), so the mean and sd over folds are comparable to the paper's, and the paired test
-compares methods on disjoint candidate pools. What the sd measures: the spread of
-precision@5% over random pools of the region's surveyed non-forest cells, *given* this one
-labelled set; it says nothing about how results would vary with another labelled set or
-region.
+datasets. Ten folds give problems close to the paper's NY size (634 cells; here 230 labelled
++ about 566 candidates, k = 28), so AATP and TTK-MIP run as they did there. Every candidate
+is scored exactly once, and the paired t-test compares methods on ten disjoint candidate
+pools. What the sd measures: the spread of precision@5% over random pools of the region's
+surveyed non-forest cells, *given* this one labelled set (all folds share it, so the folds
+are independent only conditionally on it); it says nothing about how results would vary
+with another labelled set, year or region.
 
 Caveats: the public layer holds national forests only (state land, refuges and parks count
 as candidates); ranger districts are administrative boundaries with private inholdings; a
