@@ -451,6 +451,139 @@ def test_bootstrap_resamples_differ_by_seed(cells):
     assert not np.array_equal(fa.to_numpy(), fb.to_numpy())
 
 
+# --------------------------------------------------------------------------- money budgets
+
+
+def with_cost(units: gpd.GeoDataFrame, seed: int = 0, equal: float | None = None):
+    """``units`` plus a ``price`` column (never a feature): lognormal, or all ``equal``."""
+    units = units.copy()
+    rng = np.random.default_rng(seed)
+    units["price"] = equal if equal is not None else np.round(rng.lognormal(0, 0.6, len(units)), 3)
+    return units
+
+
+@pytest.mark.parametrize("price", [1.0, 2.5])
+def test_equal_costs_reproduce_the_cell_budget(tmp_path, price):
+    path = write_units(tmp_path / "c.gpkg", with_cost(make_units(), equal=price))
+    by_cells = select_reserve(7, write_units(tmp_path / "plain.gpkg", make_units()))
+    by_money = select_reserve(7 * price, path, cost_column="price")
+    assert by_money.selected["cell_id"].tolist() == by_cells.selected["cell_id"].tolist()
+    assert by_money.summary["total_cost"] == pytest.approx(7 * price)
+    assert by_money.summary["budget_unit"] == "cost (price)"
+    np.testing.assert_array_equal(by_money.estimator.coef_, by_cells.estimator.coef_)
+    # the cost column is not a feature
+    assert "price" not in by_money.feature_names
+
+
+@pytest.mark.parametrize("method", SELECT_METHODS)
+def test_money_budget_is_respected_by_every_method(tmp_path, method):
+    units = with_cost(make_units(n_side=9, seed=3), seed=3)
+    path = write_units(tmp_path / "c.gpkg", units)
+    res = select_reserve(6.0, path, cost_column="price", method=method, time_limit=20)
+    sel = res.selected
+    assert 0 < len(sel) and sel["price"].sum() <= 6.0 + 1e-9
+    assert res.summary["total_cost"] == pytest.approx(sel["price"].sum())
+    # budget_select's walk: every candidate scoring above the lowest selected one either is
+    # selected or would not have fitted in what was left when the walk reached it
+    pu = res.planning_units
+    cand = pu[(pu["role"] == "candidate") & (pu["rank"] > 0)].sort_values(
+        ["score", "cell_id"], ascending=[False, True]
+    )
+    left = 6.0
+    for row in cand.itertuples():
+        if row.price <= left * (1 + 1e-12):
+            assert row.selected, f"cell {row.cell_id} fits but was skipped"
+            left -= row.price
+        else:
+            assert not row.selected
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 10_000), budget=st.floats(1.0, 12.0), n_in=st.integers(0, 3))
+def test_money_budget_and_locks_always_respected(seed, budget, n_in):
+    units = with_cost(make_units(n_side=8, seed=seed), seed=seed)
+    cand = np.flatnonzero(units["role"].to_numpy() == "candidate")
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(cand, size=n_in + 2, replace=False)
+    units["owned"] = False
+    units.loc[chosen[:n_in], "owned"] = True
+    units["urban"] = False
+    units.loc[chosen[n_in:], "urban"] = True
+    cost_in = float(units.loc[units["owned"], "price"].sum())
+    budget = budget + cost_in
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_units(Path(tmp) / "c.gpkg", units)
+        res = select_reserve(budget, path, cost_column="price", locked_in="owned",
+                             locked_out="urban")  # fmt: skip
+    pu = res.planning_units
+    assert pu.loc[pu["selected"], "price"].sum() <= budget * (1 + 1e-12)
+    assert pu.loc[pu["owned"], "selected"].all()
+    assert not pu.loc[pu["urban"], "selected"].any()
+    assert res.summary["total_cost"] == pytest.approx(pu.loc[pu["selected"], "price"].sum())
+
+
+def test_money_ranking_layer_prices_the_runners_up(tmp_path):
+    path = write_units(tmp_path / "c.gpkg", with_cost(make_units()))
+    res = select_reserve(5.0, path, cost_column="price", out=tmp_path / "out", map=False)
+    rk = res.ranking
+    assert rk["rank"].tolist() == list(range(1, len(rk) + 1))
+    np.testing.assert_allclose(rk["cumulative_cost"], np.cumsum(rk["price"]))
+    layers = [str(n) for n in pyogrio.list_layers(res.gpkg_path)[:, 0]]
+    assert "ranking" in layers
+    back = pyogrio.read_dataframe(res.gpkg_path, layer="ranking")
+    assert "cumulative_cost" in back.columns
+    summary = pyogrio.read_dataframe(res.gpkg_path, layer="run_summary")
+    assert summary["budget_unit"].iloc[0] == "cost (price)"
+
+
+@pytest.mark.parametrize(
+    "change, budget, message",
+    [
+        (lambda u: u.drop(columns="price"), 5.0, "not a column of planning_units"),
+        (lambda u: u.assign(price="cheap"), 5.0, "not numeric"),
+        (lambda u: u.assign(price=np.where(u["role"] == "candidate", 0.0, 1.0)), 5.0,
+         "zero or negative"),
+        (lambda u: u.assign(price=np.where(u.index == 3, np.nan, 1.0)), 5.0, "missing/NaN"),
+        (lambda u: u.assign(price=-1.0), 5.0, "zero or negative"),
+        (lambda u: u, 0.0, "positive total cost"),
+        (lambda u: u, float("nan"), "positive total cost"),
+        (lambda u: u.assign(price=1.0), 1e6, "buys every candidate"),
+        (lambda u: u.assign(price=10.0), 5.0, "buys no candidate"),
+    ],
+)  # fmt: skip
+def test_bad_costs_are_refused_and_nothing_is_written(tmp_path, change, budget, message):
+    units = with_cost(make_units())
+    units = units.assign(role=np.where(units.index == 3, "candidate", units["role"]))
+    path = write_units(tmp_path / "c.gpkg", change(units))
+    out = tmp_path / "out"
+    with pytest.raises(InvalidInputError, match=message):
+        select_reserve(budget, path, cost_column="price", out=out)
+    assert not (out / "reserve.gpkg").exists()
+
+
+def test_locked_in_costs_above_the_budget_are_refused(tmp_path):
+    units = with_cost(make_units(), equal=2.0)
+    cand = np.flatnonzero(units["role"].to_numpy() == "candidate")[:3]
+    units["owned"] = False
+    units.loc[cand, "owned"] = True
+    path = write_units(tmp_path / "c.gpkg", units)
+    with pytest.raises(InvalidInputError, match="costing 6"):
+        select_reserve(5.0, path, cost_column="price", locked_in="owned")
+    # exactly their cost: only they are selected
+    res = select_reserve(6.0, path, cost_column="price", locked_in="owned")
+    assert sorted(res.selected["cell_id"]) == sorted(units.loc[cand, "cell_id"])
+
+
+def test_cost_column_in_config_makes_the_budget_money(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('budget = 12.5\ncost_column = "price"\n')
+    assert resolve_config({}, cfg)["budget"] == 12.5
+    with pytest.raises(InvalidInputError, match="must be an integer"):
+        resolve_config({"budget": "12.5"})
+
+
 # --------------------------------------------------------------------------- several species
 
 
