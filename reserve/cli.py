@@ -361,14 +361,17 @@ def _print_selection(result: object) -> None:
 @click.argument("selection", required=False, type=click.Path())
 @click.option("--cell-ids", help="Selected cell ids, comma-separated (instead of SELECTION).")
 @click.option("--truth", "truth_path", type=click.Path(), help="Truth CSV (default: embedded).")
-def evaluate_command(selection: str | None, cell_ids: str | None, truth_path: str | None) -> None:
+@click.option("--species", help="Embedded region's virtual species (default: the first).")
+def evaluate_command(
+    selection: str | None, cell_ids: str | None, truth_path: str | None, species: str | None
+) -> None:
     """Precision of a selection (reserve.gpkg or ids) against the simulated true occupancy."""
     from reserve.evaluate import evaluate_selection, read_selection
 
     if (selection is None) == (cell_ids is None):
         raise InvalidInputError("pass either SELECTION (a reserve.gpkg) or --cell-ids, not both")
     ids = read_selection(selection) if selection else _int_list(cell_ids, "--cell-ids")
-    r = evaluate_selection(ids, truth_path)  # type: ignore[arg-type]
+    r = evaluate_selection(ids, truth_path, species)  # type: ignore[arg-type]
     click.echo(
         f"precision@{r['k']} = {r['n_occupied']}/{r['k']} = {r['precision']:.3f} "
         f"(expected {r['expected_precision']:.3f}; prevalence {r['prevalence']:.3f})"

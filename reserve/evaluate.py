@@ -107,6 +107,7 @@ def read_selection(path: str | os.PathLike[str]) -> np.ndarray:
 def evaluate_selection(
     selected_cell_ids: Sequence[int] | np.ndarray,
     truth_path: str | os.PathLike[str] | None = None,
+    species: str | None = None,
 ) -> dict[str, Any]:
     """Precision of ``selected_cell_ids`` against the true occupancy.
 
@@ -116,6 +117,8 @@ def evaluate_selection(
         The chosen cells (``cell_id`` of the ``planning_units`` layer), distinct.
     truth_path : path-like, optional
         Truth CSV; default the embedded region's.
+    species : str, optional
+        Without ``truth_path``: which embedded virtual species (see :func:`read_truth`).
 
     Returns
     -------
@@ -139,10 +142,15 @@ def evaluate_selection(
         raise InvalidInputError(
             f"selected_cell_ids repeats {uniq[counts > 1][:5].tolist()}; pass each cell once"
         )
+    if truth_path is not None and species is not None:
+        raise InvalidInputError(
+            f"pass truth_path or species, not both (got {str(truth_path)!r} and {species!r}); "
+            "species picks one of the embedded region's truth files"
+        )
     if truth_path is None:
         from reserve.default_region import default_truth_path
 
-        truth_path = default_truth_path()
+        truth_path = default_truth_path(species)
     truth = read_truth(truth_path)
     known = np.isin(ids, truth.index.to_numpy())
     if not known.all():

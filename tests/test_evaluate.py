@@ -119,3 +119,20 @@ def test_cli(truth, tmp_path):
     res = runner.invoke(main, ["evaluate", "--cell-ids", "10,99", "--truth", str(truth)])
     assert res.exit_code == 2 and "not in the truth" in res.output
     assert "Traceback" not in res.output
+
+
+def test_evaluate_a_selection_for_each_default_species():
+    quail = read_truth(species="Virtual Quail")
+    ids = quail.index[quail["occupied"].to_numpy()][:4]
+    assert evaluate_selection(ids, species="Virtual Quail")["precision"] == 1.0
+    r = evaluate_selection(ids)  # the thrush's truth by default
+    assert r["truth_path"].endswith("truth.csv.gz")
+    assert r["n_occupied"] == int(read_truth().loc[ids, "occupied"].sum())
+    with pytest.raises(InvalidInputError, match="not both"):
+        evaluate_selection(ids, "truth.csv.gz", species="Virtual Quail")
+    res = CliRunner().invoke(
+        main, ["evaluate", "--cell-ids", ",".join(map(str, ids)), "--species", "Virtual Quail"]
+    )
+    assert res.exit_code == 0 and "precision@4 = 4/4 = 1.000" in res.output
+    res = CliRunner().invoke(main, ["evaluate", "--cell-ids", "1", "--species", "Dodo"])
+    assert res.exit_code == 2 and "Virtual Quail" in res.output
