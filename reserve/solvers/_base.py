@@ -101,6 +101,28 @@ def greedy_fit(c: np.ndarray, total: float, limit: float) -> tuple[np.ndarray, f
     prefix that fits is taken at once (a cumulative sum seeded with ``total``, so the sums are
     exactly those of the sequential walk), the next entry is skipped, and the entries that can
     no longer fit are dropped before the next run.
+
+    Parameters
+    ----------
+    c : ndarray of shape (n,)
+        Positive costs, in the order to walk them.
+    total : float
+        Cost already spent.
+    limit : float
+        Largest total that fits (:func:`budget_limit` of the budget, or what is left of it).
+
+    Returns
+    -------
+    taken : ndarray of bool, shape (n,)
+    total : float
+        ``total`` plus the cost of the entries taken.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> taken, total = greedy_fit(np.array([2.0, 3.0, 1.0, 1.0]), 0.0, 4.0)
+    >>> taken.tolist(), total
+    ([True, False, True, True], 4.0)
     """
     taken = np.zeros(c.shape[0], dtype=bool)
     idx = np.arange(c.shape[0])
@@ -252,8 +274,9 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
     def predict(self, X: np.ndarray) -> np.ndarray:
         """1 where the score is positive, else 0.
 
-        On the training data of a TTK fit this marks at most ``k`` candidates; use
-        ``selected_`` for exactly ``k``.
+        On the training data of a TTK fit this marks at most ``k`` candidates (with a money
+        budget, candidates whose costs fit it); use ``selected_`` for exactly ``k`` (or the
+        full greedy selection under the budget).
         """
         return (self.decision_function(X) > 0).astype(np.int64)
 
