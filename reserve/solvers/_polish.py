@@ -301,9 +301,13 @@ def _fill(
     beta: np.ndarray,
     beta_tol: float,
     hint: np.ndarray,
+    cost_min: float = 0.0,
 ) -> np.ndarray:
     """Outsiders of ``trial`` that fit greedily in ``room``: by ``beta`` (if above ``beta_tol``),
-    then by ``hint``; ties to the lower row. Returns the rows added (``trial`` is updated)."""
+    then by ``hint``; ties to the lower row. Returns the rows added (``trial`` is updated).
+    ``cost_min`` (the cheapest candidate's cost) lets a ``room`` below it return at once."""
+    if room < cost_min:  # nothing can fit (always so with unit costs): skip the pass over m
+        return np.zeros(0, dtype=np.int64)
     rows = np.flatnonzero(~trial & (cost <= room))  # only these can fit at all
     if rows.size == 0:
         return rows
@@ -368,6 +372,7 @@ def polish(
         cost, budget = np.ones(m), float(k)
     cost = np.asarray(cost, dtype=np.float64)
     limit = budget_limit(budget)
+    cost_min = float(cost.min()) if cost.size else 0.0
     scr = None
     if screen and m > _FULL_CONSTRAINTS:
         scr = CandidateScreen(X_cand, max(_SCREEN_PER_K * k, _SCREEN_MIN))
@@ -427,7 +432,7 @@ def polish(
             n_tried += 1
             trial = in_S.copy()
             trial[drop], trial[j] = False, True
-            added = _fill(trial, limit - after, cost, beta, beta_tol, hint)
+            added = _fill(trial, limit - after, cost, beta, beta_tol, hint, cost_min)
             rows0 = None
             if best_out is not None and len(drop) == 1 and added.size == 0:
                 rows0 = _top_rows(hint, np.sort(np.r_[best_out[best_out != j], i]), n0)
