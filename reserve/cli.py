@@ -336,7 +336,11 @@ def _print_selection(result: object) -> None:
         console.print(
             f"locked: {s['n_locked_in']} in (selected, counted in the budget), "
             f"{s['n_locked_out']} out (never selected); the solver chose "
-            f"{s['effective_budget']} of the {s['budget']} cells"
+            + (
+                f"{s['effective_budget']} of the {s['budget']} cells"
+                if s.get("budget_unit", "cells") == "cells"
+                else f"within {s['effective_budget']:.6g} of the budget {s['budget']:g}"
+            )
         )
     if s.get("expected_presences") is not None and "," in str(s.get("species", "")):
         per = ", ".join(

@@ -233,3 +233,40 @@ def test_conflicting_locks_one_line_nothing_written(tmp_path):
     lines = res.stderr.strip().splitlines()
     assert lines[-1].startswith("reserve: error: locked_in and locked_out share")
     assert not (tmp_path / "out" / "reserve.gpkg").exists()
+
+
+def test_select_with_a_money_budget(tmp_path):
+    units = make_units()
+    units["price"] = np.round(np.random.default_rng(1).lognormal(0, 0.5, len(units)), 3)
+    cand = np.flatnonzero((units["role"] == "candidate").to_numpy())
+    units["mine"] = np.isin(np.arange(len(units)), cand[:1])
+    cells = write_units(tmp_path / "cells.gpkg", units)
+    out = tmp_path / "out"
+    res = run("--budget", "6.5", "--cost-column", "price", "--cells", str(cells), "--out",
+              str(out), "--map", str(tmp_path / "m.html"), "--locked-in", "mine")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
+    assert header.split()[2:4] == ["price", "locked"]
+    summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary").iloc[0]
+    assert summary["budget_unit"] == "cost (price)" and summary["total_cost"] <= 6.5 + 1e-9
+    assert f"spent {summary['total_cost']:.6g}" in res.stdout
+    assert "within" in res.stdout and "of the budget 6.5" in res.stdout
+    assert "cost (price)" in (tmp_path / "m.html").read_text()
+    bad = run("--budget", "6.5", "--cost-column", "nope", "--cells", str(cells), "--out",
+              str(tmp_path / "bad"))  # fmt: skip
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines()[-1].startswith("reserve: error: cost_column='nope'")
+    assert not (tmp_path / "bad" / "reserve.gpkg").exists()
+
+
+def test_select_for_two_species(tmp_path):
+    from tests.test_select import two_species
+
+    cells = write_units(tmp_path / "cells.gpkg", two_species())
+    res = run("--budget", "6", "--cells", str(cells), "--species", "Forest Bird",
+              "--species", "Crop Bird", "--out", str(tmp_path / "out"), "--map",
+              str(tmp_path / "m.html"))  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert "expected precision" in res.stdout and "Crop Bird" in res.stdout
+    sel = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")
+    assert {"score__forest_bird", "score__crop_bird"} <= set(sel.columns) and len(sel) == 6
