@@ -24,19 +24,17 @@ Run: ``python -m benchmarks.bench_costs [--seeds 0,1,2] [--budgets 50,150,500]``
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pyogrio
 
-from benchmarks.bench_default_region import simulated_region
+from benchmarks.bench_default_region import region_cli, region_for_seed
 from pipelines.land_price import PRICE_COLUMN, land_price
-from reserve.default_region import default_planning_units, default_truth_path
+from reserve.default_region import FILES
 from reserve.evaluate import read_truth
 from reserve.select import select_reserve
 from reserve.solvers._base import budget_select
@@ -162,31 +160,15 @@ def report(records: list[dict], seeds: list[int], budgets: list[float]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_seed(seed: int, budgets: list[float], work: Path) -> list[dict]:
+    """Every budget on simulation ``seed`` (0: the shipped region)."""
+    cells, folder = region_for_seed(seed, work)
+    return run_region(seed, cells, folder / FILES["truth"], budgets, work)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--budgets", default="50,150,500")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    budgets = [float(b) for b in args.budgets.split(",")]
-    records: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        for seed in seeds:
-            if seed == 0:  # the shipped region
-                cells, truth = default_planning_units(), default_truth_path()
-            else:
-                cells, _, truth, _ = simulated_region(seed, work)
-            records += run_region(seed, Path(cells), Path(truth), budgets, work)
-    text = report(records, seeds, budgets)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-    tmp_out.write_text(text, encoding="utf-8")
-    os.replace(tmp_out, args.out)
-    return 0
+    return region_cli(argv, __doc__, OUT, "0,1,2", "50,150,500", run_seed, report, float)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ import platform
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyogrio
@@ -138,26 +140,52 @@ def report(records: list[dict], seeds: list[int], budgets: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="0,1,2,3,4")
-    parser.add_argument("--budgets", default="10,30,100")
-    parser.add_argument("--out", type=Path, default=OUT)
+def region_for_seed(seed: int, work: Path) -> tuple[Path, Path]:
+    """Planning units and data folder of simulation ``seed``: 0 is the shipped region."""
+    if seed == 0:
+        return Path(default_planning_units()), default_data_dir()
+    cells, folder, _, _ = simulated_region(seed, work)
+    return Path(cells), folder
+
+
+def region_cli(
+    argv: list[str] | None,
+    doc: str,
+    out: Path,
+    seeds: str,
+    budgets: str,
+    run: Callable[[int, list, Path], list[dict]],
+    report: Callable[[list[dict], list[int], list], str],
+    cast: Callable[[str], Any] = int,
+) -> int:
+    """The benchmarks' shared command line: run every seed, print and write the report.
+
+    ``run(seed, budgets, work)`` returns records, ``report(records, seeds, budgets)`` the
+    markdown, written atomically to ``--out``.
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--seeds", default=seeds)
+    parser.add_argument("--budgets", default=budgets)
+    parser.add_argument("--out", type=Path, default=out)
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    budgets = [int(k) for k in args.budgets.split(",")]
+    seed_list = [int(s) for s in args.seeds.split(",")]
+    budget_list = [cast(k) for k in args.budgets.split(",")]
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in seeds:
-            records += run_seed(seed, budgets, Path(tmp))
-    text = report(records, seeds, budgets)
+        for seed in seed_list:
+            records += run(seed, budget_list, Path(tmp))
+    text = report(records, seed_list, budget_list)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
     tmp_out.write_text(text, encoding="utf-8")
     os.replace(tmp_out, args.out)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    return region_cli(argv, __doc__, OUT, "0,1,2,3,4", "10,30,100", run_seed, report)
 
 
 if __name__ == "__main__":

@@ -24,19 +24,17 @@ Run: ``python -m benchmarks.bench_multi [--seeds 0,1,2] [--budgets 10,30,100]`` 
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pyogrio
 
-from benchmarks.bench_default_region import simulated_region
+from benchmarks.bench_default_region import region_cli, region_for_seed
 from reserve.config import DEFAULT_REGION, species_slug
-from reserve.default_region import FILES, default_data_dir, default_planning_units
+from reserve.default_region import FILES
 from reserve.evaluate import read_truth
 from reserve.select import select_reserve
 
@@ -139,30 +137,15 @@ def report(records: list[dict], seeds: list[int], budgets: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_seed(seed: int, budgets: list[int], work: Path) -> list[dict]:
+    """Every budget on simulation ``seed`` (0: the shipped region)."""
+    cells, folder = region_for_seed(seed, work)
+    return run_region(seed, cells, folder, budgets)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--budgets", default="10,30,100")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    budgets = [int(k) for k in args.budgets.split(",")]
-    records: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in seeds:
-            if seed == 0:  # the shipped region
-                cells, folder = default_planning_units(), default_data_dir()
-            else:
-                cells, folder, _, _ = simulated_region(seed, Path(tmp))
-            records += run_region(seed, Path(cells), Path(folder), budgets)
-    text = report(records, seeds, budgets)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-    tmp_out.write_text(text, encoding="utf-8")
-    os.replace(tmp_out, args.out)
-    return 0
+    return region_cli(argv, __doc__, OUT, "0,1,2", "10,30,100", run_seed, report)
 
 
 if __name__ == "__main__":
