@@ -116,6 +116,13 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
     "--locked-threshold", type=float, default=INGEST_DEFAULTS.locked_threshold, show_default=True
 )
 @click.option(
+    "--region-threshold",
+    type=float,
+    default=INGEST_DEFAULTS.region_threshold,
+    show_default=True,
+    help="A private cell is a candidate only if more than this share of it is in the region.",
+)
+@click.option(
     "--protocols",
     default=",".join(INGEST_DEFAULTS.protocols),
     show_default=True,

@@ -33,6 +33,7 @@ PLANNING_UNIT_COLUMNS = (
     "effort_km",
     "public_fraction",
     "locked_out",
+    "region_fraction",
 )
 
 
@@ -96,6 +97,9 @@ class IngestDefaults:
         A cell whose public-land fraction exceeds this is public.
     locked_threshold : float
         A cell whose locked-out fraction exceeds this is locked out.
+    region_threshold : float
+        A private cell is a candidate only when more than this fraction of it lies inside the
+        region (a planner buys land in the region, not across its border).
     chunksize : int
         Rows parsed per chunk while streaming EBD / SED text; bounds memory.
     engine : str
@@ -110,6 +114,7 @@ class IngestDefaults:
     max_speed_kmh: float = 100.0
     public_threshold: float = 0.5
     locked_threshold: float = 0.5
+    region_threshold: float = 0.5
     chunksize: int = 500_000
     engine: str = "local"
 

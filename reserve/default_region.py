@@ -22,7 +22,7 @@ import importlib.resources
 import os
 from pathlib import Path
 
-from reserve.config import DEFAULT_REGION, species_slug
+from reserve.config import DEFAULT_REGION, INGEST_DEFAULTS, PLANNING_UNIT_COLUMNS, species_slug
 from reserve.errors import DataFileError, InvalidInputError
 
 __all__ = [
@@ -132,6 +132,9 @@ def cache_key() -> str:
     digest = hashlib.sha256()
     settings = (
         reserve.__version__,
+        # a changed ingest default or planning-units schema must not reuse an old cache
+        INGEST_DEFAULTS,
+        PLANNING_UNIT_COLUMNS,
         DEFAULT_REGION.species_all,
         DEFAULT_REGION.months,
         DEFAULT_REGION.cell_size,

@@ -26,6 +26,8 @@ column                     type        meaning
 ``effort_km``              float64     total distance travelled (stationary counts 0)
 ``public_fraction``        float64     fraction of the cell inside the public polygons
 ``locked_out``             bool        locked-out fraction > ``locked_threshold``
+``region_fraction``        float64     fraction of the cell inside the region; a private
+                                       cell at or below ``region_threshold`` is ``other``
 ``label__<slug>``          int64       several species only: ``label`` of each species, the
                                        first included (``<slug>``: ``species_slug(name)``,
                                        e.g. ``wood_thrush``)
@@ -259,6 +261,7 @@ def ingest(
     locked_out: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     public_threshold: float = INGEST_DEFAULTS.public_threshold,
     locked_threshold: float = INGEST_DEFAULTS.locked_threshold,
+    region_threshold: float = INGEST_DEFAULTS.region_threshold,
     complete: bool = True,
     protocols: Sequence[str] | None = INGEST_DEFAULTS.protocols,
     max_hours: float | None = INGEST_DEFAULTS.max_hours,
@@ -307,6 +310,9 @@ def ingest(
         Polygons whose cells must never be selected.
     public_threshold, locked_threshold : float
         Fractions above which a cell is public / locked out.
+    region_threshold : float
+        A private cell is a candidate only when more than this fraction of it lies inside
+        the region (cells the region's edge merely clips are ``other``).
     complete, protocols, max_hours, max_km, max_observers, max_speed_kmh, start_date,
     end_date, months, years, deduplicate
         eBird filters; see :mod:`reserve.ebird`. ``None`` disables a limit.
@@ -334,6 +340,10 @@ def ingest(
         raise InvalidInputError(f"locked_threshold={locked_threshold!r} must lie in [0, 1]")
     if not (0.0 <= public_threshold <= 1.0):
         raise InvalidInputError(f"public_threshold={public_threshold!r} must lie in [0, 1]")
+    if not (0.0 <= region_threshold < 1.0):
+        raise InvalidInputError(
+            f"region_threshold={region_threshold!r} must lie in [0, 1); pass e.g. 0.5"
+        )
     layers = _layers(categorical, continuous, legend)
     for layer in layers:
         if not Path(layer.path).is_file():
@@ -415,7 +425,11 @@ def ingest(
     else:
         locked_geom = read_polygons(locked_out, grid.crs, name="locked_out")
         locked = cover_fraction(polygons, locked_geom) > locked_threshold
-    role = assign_roles(public_fraction, surveyed, locked, public_threshold=public_threshold)
+    region_fraction = cover_fraction(polygons, region_xy)
+    outside = region_fraction <= region_threshold
+    role = assign_roles(
+        public_fraction, surveyed, locked, public_threshold=public_threshold, outside=outside
+    )
 
     table = pd.DataFrame(
         {
@@ -428,6 +442,7 @@ def ingest(
             "effort_km": agg["effort_km"].fillna(0.0).to_numpy(dtype=float),
             "public_fraction": public_fraction.astype(float),
             "locked_out": locked.astype(bool),
+            "region_fraction": region_fraction.astype(float),
         }
     )
     for name, slug in zip(names[: len(slugs)], slugs, strict=True):

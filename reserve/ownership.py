@@ -113,8 +113,12 @@ def cover_fraction(cells: np.ndarray, polygons: shapely.Geometry) -> np.ndarray:
     if cell_idx.size == 0:
         return out
     shapely.prepare(polygons)
-    inter = shapely.intersection(cells[cell_idx], polygons)
-    out[cell_idx] = shapely.area(inter) / shapely.area(cells[cell_idx])
+    # cells wholly inside need no intersection (most of them, for a region outline)
+    inside = shapely.contains_properly(polygons, cells[cell_idx])
+    out[cell_idx[inside]] = 1.0
+    edge = cell_idx[~inside]
+    inter = shapely.intersection(cells[edge], polygons)
+    out[edge] = shapely.area(inter) / shapely.area(cells[edge])
     return np.clip(out, 0.0, 1.0)
 
 
@@ -124,6 +128,7 @@ def assign_roles(
     locked_out: np.ndarray | None = None,
     *,
     public_threshold: float = INGEST_DEFAULTS.public_threshold,
+    outside: np.ndarray | None = None,
 ) -> np.ndarray:
     """Role of every cell: ``train``, ``candidate`` or ``other`` (see the module docstring).
 
@@ -136,6 +141,8 @@ def assign_roles(
         Cells that must never be selected.
     public_threshold : float
         A cell is public when its fraction is strictly above this.
+    outside : bool array, optional
+        Cells mostly outside the region: never candidates (``other`` unless they train).
     """
     if not (0.0 <= float(public_threshold) <= 1.0):
         raise InvalidInputError(
@@ -147,7 +154,8 @@ def assign_roles(
     locked = (
         np.zeros(len(public), dtype=bool) if locked_out is None else np.asarray(locked_out, bool)
     )
+    out = np.zeros(len(public), dtype=bool) if outside is None else np.asarray(outside, bool)
     role = np.full(len(public), "other", dtype=object)
     role[public & surveyed] = "train"
-    role[~public & ~locked] = "candidate"
+    role[~public & ~locked & ~out] = "candidate"
     return role

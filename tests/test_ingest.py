@@ -156,7 +156,11 @@ def test_features_roles_and_summary(inputs):
     surveyed = pu["label"] >= 0
     assert (pu.loc[public & surveyed, "role"] == "train").all()
     assert (pu.loc[public & ~surveyed, "role"] == "other").all()
-    assert (pu.loc[~public, "role"] == "candidate").all()
+    # a private cell is a candidate only when more than half of it lies in the region
+    inside = pu["region_fraction"] > 0.5
+    assert (pu.loc[~public & inside, "role"] == "candidate").all()
+    assert (pu.loc[~public & ~inside, "role"] == "other").all() and (~inside).any()
+    assert pu["region_fraction"].between(0.0, 1.0).all() and (pu["region_fraction"] == 1.0).any()
     assert (pu["role"] == "train").sum() > 0
     summary = pyogrio.read_dataframe(res.path, layer="ingest_summary")
     items = summary.set_index("item")

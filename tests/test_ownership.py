@@ -59,3 +59,21 @@ def test_roles_table():
     assert got.tolist() == ["train", "other", "candidate", "other", "candidate", "train"]
     with pytest.raises(InvalidInputError, match="public_threshold"):
         assign_roles(public, surveyed, public_threshold=2)
+
+
+def test_cover_fraction_matches_plain_intersection_for_inside_edge_and_outside_cells():
+    x0, y0 = np.repeat(np.arange(6.0), 6), np.tile(np.arange(6.0), 6)
+    cells = shapely.box(x0, y0, x0 + 1, y0 + 1)
+    region = shapely.Polygon([(0.5, 0.2), (4.7, 0.9), (3.3, 5.5), (0.1, 3.9)])
+    expected = shapely.area(shapely.intersection(cells, region)) / shapely.area(cells)
+    got = cover_fraction(cells, region)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    assert (got == 1.0).any() and (got == 0.0).any() and ((got > 0) & (got < 1)).any()
+
+
+def test_cells_mostly_outside_the_region_are_never_candidates():
+    public = np.array([0.0, 0.0, 0.9, 0.9, 0.0])
+    surveyed = np.array([True, False, True, True, True])
+    outside = np.array([False, True, False, True, True])
+    roles = assign_roles(public, surveyed, outside=outside).tolist()
+    assert roles == ["candidate", "other", "train", "train", "other"]
