@@ -404,8 +404,21 @@ def benchmark_group() -> None:
 )
 @click.option("--seed", default=0, show_default=True)
 @click.option("--time-limit", default=30.0, show_default=True, help="Seconds per TTK-MIP fit.")
-@click.option("--fit-time-limit", default=10.0, show_default=True, help="Seconds per TSVM fit.")
+@click.option(
+    "--fit-time-limit", default=10.0, show_default=True, help="Seconds per TSVM final fit."
+)
 @click.option("--jobs", "n_jobs", default=2, show_default=True, help="Worker processes.")
+@click.option(
+    "--cv-ttk",
+    type=click.Choice(["fd", "full"]),
+    default="fd",
+    show_default=True,
+    help="TTK-FD's CV fits: fd = without the polish (final fit polishes), full = with it.",
+)
+@click.option("--cv-jobs", default=1, show_default=True, help="Worker processes inside each CV.")
+@click.option(
+    "--cv-fit-time-limit", default=3.0, show_default=True, help="Seconds per TSVM CV fit."
+)
 @click.option("--data-dir", default=None, help="Read <dataset>.csv here instead of the bundle.")
 @click.option("--out", "out_dir", default="benchmarks/results", show_default=True)
 @click.option("--progress/--no-progress", default=True, show_default=True)

@@ -36,12 +36,23 @@ class CSelection:
         Held-out precision of every run; NaN where the fit failed (``SolverError``).
     mean_scores : ndarray of shape (len(Cs),)
         Mean over runs; NaN for a ``C`` with any failed run (such a ``C`` is never chosen).
+    n_limited : int
+        Fits that stopped at a time limit and returned their best point so far (a TSVM with
+        ``stop_reason_ == "max_time"``, a TTK-MIP whose ``status_`` is not ``"optimal"``).
     """
 
     best_C: float
     Cs: tuple[float, ...]
     scores: np.ndarray = field(repr=False)
     mean_scores: np.ndarray
+    n_limited: int = 0
+
+
+def _time_limited(est: BaseEstimator) -> bool:
+    if getattr(est, "stop_reason_", None) == "max_time":
+        return True
+    status = getattr(est, "status_", None)
+    return status is not None and status not in ("local", "optimal")
 
 
 def _check_int(value: object, name: str, low: int) -> int:
@@ -60,12 +71,13 @@ def _run_one(
     held: np.ndarray,
     Cs: tuple[float, ...],
     k_fraction: float,
-) -> np.ndarray:
+) -> tuple[np.ndarray, int]:
     Xcv = np.vstack([X[train], X[held]])
     ycv = np.concatenate([y[train], -np.ones(held.size, dtype=np.int64)])
     k = max(1, round(k_fraction * held.size))
     y_held = y[held]
     out = np.full(len(Cs), np.nan)
+    n_limited = 0
     for i, C in enumerate(Cs):
         est = clone(estimator).set_params(C=C, k=k)
         try:
@@ -73,7 +85,8 @@ def _run_one(
         except SolverError:
             continue
         out[i] = float(y_held[est.selected_ - train.size].mean())
-    return out
+        n_limited += _time_limited(est)
+    return out, n_limited
 
 
 def select_C(
@@ -155,7 +168,7 @@ def select_C(
     runs = Parallel(n_jobs=n_jobs)(
         delayed(_run_one)(estimator, Xl, yl, tr, he, Cs, float(k_fraction)) for tr, he in tasks
     )
-    scores = np.column_stack(runs)
+    scores = np.column_stack([r[0] for r in runs])
     means = scores.mean(axis=1)
     if np.isnan(means).all():
         raise SolverError(
@@ -163,7 +176,8 @@ def select_C(
             f"{Cs}; standardise the features or change the grid."
         )
     best = int(np.nanargmax(means))
-    return CSelection(best_C=Cs[best], Cs=Cs, scores=scores, mean_scores=means)
+    n_limited = sum(r[1] for r in runs)
+    return CSelection(best_C=Cs[best], Cs=Cs, scores=scores, mean_scores=means, n_limited=n_limited)
 
 
 def select_and_fit(

@@ -154,3 +154,121 @@ def test_bcr27_fake_folder_runs_into_its_own_files(tmp_path, monkeypatch):
         rows = list(csv.DictReader(fh))
     assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
     assert all(int(r["k"]) >= 1 for r in rows)
+
+
+def _spy_select_C(monkeypatch):
+    """Record the polish flag of every estimator the benchmark cross-validates."""
+    import reserve.benchmark as bm
+
+    seen = []
+    real = bm.select_C
+
+    def spy(est, *args, **kwargs):
+        seen.append(est.get_params()["polish"])
+        return real(est, *args, **kwargs)
+
+    monkeypatch.setattr(bm, "select_C", spy)
+    return seen
+
+
+def _noisy(tmp_path):
+    """200 rows, 6 features: TTK's polish improves on FD on both splits of seed 0."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6))
+    y = np.where(X[:, 0] + rng.normal(size=200) > 0, 1, -1)
+    data = tmp_path / "noisy"
+    data.mkdir()
+    _write(data / "sonar.csv", X, list(y))
+    return data
+
+
+@pytest.mark.parametrize("cv_ttk", ["fd", "full"])
+def test_cv_ttk_decides_the_cv_estimator_and_the_final_fit_always_polishes(
+    tmp_path, monkeypatch, cv_ttk
+):
+    from reserve.benchmark import _prepare, run_table3
+    from reserve.solvers import TTK
+
+    data = _noisy(tmp_path)
+    seen = _spy_select_C(monkeypatch)
+    recs = run_table3(["sonar"], ["TTK-FD"], n_splits=2, n_jobs=1, cv_ttk=cv_ttk, data_dir=data)
+    assert seen == [cv_ttk == "full"] * 2
+    label = "TTK-FD without polish" if cv_ttk == "fd" else ""
+    assert [r.cv_estimator for r in recs] == [label, label]
+    # the scored fit is the full TTK (FD + polish) with the chosen C, whatever the CV used
+    gaps = []
+    for sp, r in zip(_prepare(["sonar"], 2, 0.05, 0, data), recs, strict=True):
+        full = TTK(k=sp.k, C=r.C, polish=True, random_state=sp.seed).fit(sp.X, sp.y_fit)
+        fd = TTK(k=sp.k, C=r.C, polish=False, random_state=sp.seed).fit(sp.X, sp.y_fit)
+        assert r.train_objective == pytest.approx(full.objective_, rel=1e-9)
+        gaps.append(fd.objective_ - full.objective_)
+    assert max(gaps) > 1e-6  # the polish matters on these splits, so the check can fail
+    md = format_table3(recs)
+    assert ("chosen by CV fits without the polish" in md) == (cv_ttk == "fd")
+    assert "| of which CV / final fits (s) |" in md
+
+
+def test_parallel_cv_gives_the_same_records_as_serial(tmp_path):
+    from reserve.benchmark import run_table3
+
+    kw = dict(n_splits=2, n_jobs=1, data_dir=_noisy(tmp_path))
+    a = run_table3(["sonar"], ["SVM", "TTK-FD"], cv_jobs=1, **kw)
+    b = run_table3(["sonar"], ["SVM", "TTK-FD"], cv_jobs=2, **kw)
+    assert [(r.method, r.C, r.precision, r.train_objective) for r in a] == [
+        (r.method, r.C, r.precision, r.train_objective) for r in b
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [({"cv_ttk": "half"}, "unknown cv_ttk 'half'"), ({"cv_jobs": 0}, "cv_jobs must be an integer")],
+)
+def test_bad_cv_options_are_refused_before_any_fit(kw, match):
+    from reserve.benchmark import run_table3
+    from reserve.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=match):
+        run_table3(["sonar"], ["SVM"], n_splits=2, n_jobs=1, **kw)
+
+
+def test_cli_passes_cv_options_and_writes_the_elapsed_time(tmp_path):
+    data = _tiny(tmp_path)
+    out = tmp_path / "out"
+    args = ["--table", "3", "--datasets", "sonar", "--methods", "SVM,TTK-FD", "--splits", "2",
+            "--jobs", "1", "--cv-jobs", "2", "--cv-ttk", "full", "--data-dir", str(data),
+            "--out", str(out)]  # fmt: skip
+    res = _invoke(args)
+    assert res.exit_code == 0, res.output
+    md = (out / "paper_table3.md").read_text()
+    assert "without the polish" not in md
+    assert "Elapsed:" in md and "x 2 CV workers each" in md
+    bad = _invoke([*args[:-2], "--cv-ttk", "half", "--out", str(tmp_path / "o2")])
+    assert bad.exit_code == 2 and not (tmp_path / "o2").exists()
+
+
+def test_tsvm_cv_fits_get_their_own_time_limit_and_are_counted(tmp_path, monkeypatch):
+    import reserve.benchmark as bm
+
+    calls = []
+    real = bm.make_estimator
+
+    def spy(method, **kw):
+        calls.append((method, kw["fit_time_limit"], kw.get("polish", True)))
+        return real(method, **kw)
+
+    monkeypatch.setattr(bm, "make_estimator", spy)
+    data = _noisy(tmp_path)
+    recs = bm.run_table3(["sonar"], ["TSVM", "TTK-FD"], n_splits=2, n_jobs=1, data_dir=data,
+                         fit_time_limit=7.0, cv_fit_time_limit=1e-9)  # fmt: skip
+    # each task builds one CV estimator and one final estimator
+    expected = [("TSVM", 1e-9, True), ("TSVM", 7.0, True),
+                ("TTK-FD", 1e-9, False), ("TTK-FD", 7.0, True)]  # fmt: skip
+    assert sorted(calls) == sorted(expected * 2)
+    tsvm = [r for r in recs if r.method == "TSVM"]
+    assert [r.cv_limited for r in tsvm] == [50, 50]  # every CV fit stopped at 1e-9 s
+    assert [r.note for r in tsvm] == ["", ""]  # the final fits had 7 s and converged
+    assert all(r.cv_limited == 0 for r in recs if r.method == "TTK-FD")
+    md = bm.format_table3(recs)
+    assert "TSVM on sonar: 100 in 2 splits" in md
+    with pytest.raises(bm.InvalidInputError, match="cv_fit_time_limit must be"):
+        bm.run_table3(["sonar"], ["TSVM"], n_splits=2, n_jobs=1, cv_fit_time_limit=0)

@@ -88,3 +88,20 @@ def test_bad_inputs():
     y2[0] = 1
     with pytest.raises(InvalidInputError, match="at least n_folds"):
         select_C(SVM(), X, y2)
+
+
+@pytest.mark.parametrize("polish", [False, True])
+def test_parallel_cv_of_ttk_chooses_the_same_C_as_serial(polish):
+    # the benchmark's TTK-FD CV (with and without the polish) over joblib workers
+    from reserve.solvers import TTK
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(140, 3))
+    y = (X[:, 0] + rng.normal(size=140) > 0.5).astype(np.int64)
+    y[120:] = -1
+    est = TTK(k=1, polish=polish)
+    a = select_C(est, X, y, random_state=11, n_jobs=1)
+    b = select_C(est, X, y, random_state=11, n_jobs=2)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    assert a.best_C == b.best_C
+    assert np.unique(a.mean_scores).size > 1  # the grid matters here, so agreement means something
