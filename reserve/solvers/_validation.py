@@ -19,8 +19,12 @@ __all__ = [
     "check_budget",
     "check_cost_budget",
     "check_positive_real",
+    "check_solver_params",
     "check_transductive",
 ]
+
+#: Solvers of the TTK estimators (``solver=``).
+SOLVERS = ("fd", "mip")
 
 #: Relative slack of "fits the budget" (the same as reserve.solvers._base.BUDGET_RTOL; not
 #: imported from there so that this bottom module stays free of the solvers).
@@ -61,6 +65,47 @@ class TransductiveData:
     def X_cand(self) -> np.ndarray:
         """Feature rows of the candidate set."""
         return self.X[self.candidates]
+
+
+def check_solver_params(est: object, counts: dict[str, int]) -> float:
+    """The checks TTK-style estimators share: ``solver``, integer counts, MIP limits and ``C``.
+
+    Parameters
+    ----------
+    est : estimator
+        With attributes ``solver``, ``C``, ``threads``, ``time_limit``, ``mip_gap`` and every
+        name in ``counts``.
+    counts : dict
+        Names of non-negative integer parameters and the default each message suggests.
+
+    Returns
+    -------
+    float
+        ``C``, checked positive.
+    """
+    solver = est.solver
+    if solver not in SOLVERS:
+        raise InvalidInputError(
+            f"solver must be one of {', '.join(SOLVERS)}; received {solver!r}. "
+            'Use solver="fd" (default) or solver="mip".'
+        )
+    for name, default in counts.items():
+        value = getattr(est, name)
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+            raise InvalidInputError(
+                f"{name} must be a non-negative integer; received {value!r}. "
+                f"Pass e.g. {name}={default}."
+            )
+    if solver == "mip":
+        threads = est.threads
+        if threads < 1:
+            raise InvalidInputError(
+                f"threads must be at least 1 for solver='mip'; received {threads}. "
+                "Pass threads=1 (SCIP's standard solve uses one thread)."
+            )
+        check_positive_real(est.time_limit, "time_limit")
+        check_positive_real(est.mip_gap, "mip_gap", allow_zero=True)
+    return check_positive_real(est.C, "C")
 
 
 def check_positive_real(value: object, name: str, *, allow_zero: bool = False) -> float:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -40,7 +39,12 @@ from reserve.solvers._base import canonical_order, top_k
 from reserve.solvers._fd import augmented_norms, line_search, project_direction
 from reserve.solvers._polish import _pairs, solve_subset
 from reserve.solvers._qp import CuttingPlaneState, solve_fixed_set
-from reserve.solvers._validation import _as_float_matrix, check_budget, check_positive_real
+from reserve.solvers._validation import (
+    _as_float_matrix,
+    check_budget,
+    check_positive_real,
+    check_solver_params,
+)
 
 __all__ = [
     "MultiData",
@@ -56,8 +60,6 @@ __all__ = [
     "solve_multi_mip",
     "species_objectives",
 ]
-
-_SOLVERS = ("fd", "mip")
 
 
 # --------------------------------------------------------------------------------------------
@@ -894,27 +896,7 @@ class MultiTTK(_MultiTopKMixin):
         self.random_state = random_state
 
     def _check_params(self) -> float:
-        if self.solver not in _SOLVERS:
-            raise InvalidInputError(
-                f"solver must be one of {', '.join(_SOLVERS)}; received {self.solver!r}. "
-                'Use solver="fd" (default) or solver="mip".'
-            )
-        for name in ("max_iter", "threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-                raise InvalidInputError(
-                    f"{name} must be a non-negative integer; received {value!r}. "
-                    f"Pass e.g. {name}={500 if name == 'max_iter' else 1}."
-                )
-        if self.solver == "mip":
-            if self.threads < 1:
-                raise InvalidInputError(
-                    f"threads must be at least 1 for solver='mip'; received {self.threads}. "
-                    "Pass threads=1 (SCIP's standard solve uses one thread)."
-                )
-            check_positive_real(self.time_limit, "time_limit")
-            check_positive_real(self.mip_gap, "mip_gap", allow_zero=True)
-        return check_positive_real(self.C, "C")
+        return check_solver_params(self, {"max_iter": 500, "threads": 1})
 
     def fit(self, X: np.ndarray, Y: np.ndarray) -> MultiTTK:
         """Fit one scorer per species and select exactly ``k`` shared cells.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from numbers import Integral
 
 import numpy as np
 
@@ -16,13 +15,12 @@ from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import (
     check_cost_budget,
     check_positive_real,
+    check_solver_params,
     check_transductive,
 )
 from reserve.solvers.svm import shifted_intercept_budget
 
 __all__ = ["TTK", "shifted_svm_start"]
-
-_SOLVERS = ("fd", "mip")
 
 
 def shifted_svm_start(
@@ -194,18 +192,8 @@ class TTK(TopKClassifierMixin):
         self.budget = budget
 
     def _check_params(self) -> float:
-        if self.solver not in _SOLVERS:
-            raise InvalidInputError(
-                f"solver must be one of {', '.join(_SOLVERS)}; received {self.solver!r}. "
-                'Use solver="fd" (default) or solver="mip".'
-            )
-        for name in ("max_iter", "polish_max_rounds", "polish_pairs", "threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-                raise InvalidInputError(
-                    f"{name} must be a non-negative integer; received {value!r}. "
-                    f"Pass e.g. {name}={getattr(TTK_DEFAULTS, name, 1)}."
-                )
+        counts = ("max_iter", "polish_max_rounds", "polish_pairs", "threads")
+        C = check_solver_params(self, {n: getattr(TTK_DEFAULTS, n, 1) for n in counts})
         step = check_positive_real(self.step_shrink, "step_shrink")
         if step > 1.0:
             raise InvalidInputError(
@@ -214,15 +202,7 @@ class TTK(TopKClassifierMixin):
             )
         check_positive_real(self.boundary_rtol, "boundary_rtol")
         check_positive_real(self.tol, "tol", allow_zero=True)
-        if self.solver == "mip":
-            if self.threads < 1:
-                raise InvalidInputError(
-                    f"threads must be at least 1 for solver='mip'; received {self.threads}. "
-                    "Pass threads=1 (SCIP's standard solve uses one thread)."
-                )
-            check_positive_real(self.time_limit, "time_limit")
-            check_positive_real(self.mip_gap, "mip_gap", allow_zero=True)
-        return check_positive_real(self.C, "C")
+        return C
 
     def fit(self, X: np.ndarray, y: np.ndarray, cost: np.ndarray | None = None) -> TTK:
         """Fit the scorer and select exactly ``k`` candidates, or what fits a money budget.
