@@ -245,13 +245,19 @@ def _as_species(value: Any) -> list[str] | None:
     return [n.strip() for n in names]
 
 
-def _as_money(value: Any) -> float:
-    """A money budget: a positive finite number."""
+def _positive_float(value: Any) -> float | None:
+    """``value`` as a positive finite float, or None when it is not one."""
     try:
         v = float(value) if not isinstance(value, bool) else float("nan")
     except (TypeError, ValueError):
-        v = float("nan")
-    if not np.isfinite(v) or v <= 0:
+        return None
+    return v if np.isfinite(v) and v > 0 else None
+
+
+def _as_money(value: Any) -> float:
+    """A money budget: a positive finite number."""
+    v = _positive_float(value)
+    if v is None:
         raise InvalidInputError(
             f"budget must be a positive total cost when --cost-column is given; received "
             f"{value!r}. Pass e.g. --budget 1500 (in the cost column's units)"
@@ -262,11 +268,8 @@ def _as_money(value: Any) -> float:
 def _as_C(value: Any) -> float | str:
     if isinstance(value, str) and value.strip().lower() in ("cv", "auto"):
         return "cv"
-    try:
-        c = float(value) if not isinstance(value, bool) else float("nan")
-    except (TypeError, ValueError):
-        c = float("nan")
-    if not np.isfinite(c) or c <= 0:
+    c = _positive_float(value)
+    if c is None:
         raise InvalidInputError(
             f"C must be a positive number or 'cv' (cross-validation); received {value!r}"
         )
