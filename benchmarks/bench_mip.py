@@ -225,6 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit-formulations", type=float, default=60.0)
     p.add_argument("--limit-scale", type=float, default=90.0)
     p.add_argument("--formulation-splits", default="0,2", help="diabetes splits to compare on")
+    p.add_argument(
+        "--ladder",
+        default="8:250,500;30:100,200,500;60:100,200",
+        help="scale section: d:n,n;d:n,... (n = m; each d stops at its first unproved size)",
+    )
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     _emit(
@@ -246,7 +251,11 @@ def main(argv: list[str] | None = None) -> None:
         splits = [int(v) for v in a.formulation_splits.split(",")]
         formulations([("diabetes", s) for s in splits], a.limit_formulations)
     if "scale" in sections:
-        scale({8: [250, 500], 30: [100, 200, 500], 60: [100, 200]}, a.limit_scale)
+        ladder = {
+            int(d): [int(n) for n in sizes.split(",")]
+            for d, sizes in (part.split(":") for part in a.ladder.split(";"))
+        }
+        scale(ladder, a.limit_scale)
     _emit(f"\nTotal wall time {time.perf_counter() - t0:.0f} s.")
 
 
