@@ -58,13 +58,14 @@ def _fd(Xa, yf, k):
     return est, time.perf_counter() - t0
 
 
-def table2(splits: int, limits: dict[str, float]) -> None:
+def table2(splits: int, limits: dict[str, float], solver: str = "auto") -> None:
     _emit("\n## Table 2, MIP column\n")
     _emit(
         _row(
             [
                 "dataset",
                 "split",
+                "solver",
                 "n, m, d, k",
                 "FD+polish obj",
                 "MIP obj",
@@ -78,13 +79,20 @@ def table2(splits: int, limits: dict[str, float]) -> None:
             ]
         )
     )
-    _emit(_row(["---"] * 12))
+    _emit(_row(["---"] * 13))
     for name, limit in limits.items():
         for seed in range(splits):
             Xa, yf, Xl, y_pm, Xc, k = _split(name, seed)
             est, _ = _fd(Xa, yf, k)
             r = solve_ttk_mip(
-                Xl, y_pm, Xc, k, 1.0, warm_start=(est.coef_, est.intercept_), time_limit=limit
+                Xl,
+                y_pm,
+                Xc,
+                k,
+                1.0,
+                warm_start=(est.coef_, est.intercept_),
+                time_limit=limit,
+                solver=solver,
             )
             fd_gap = (est.objective_ - r.objective) / r.objective
             _emit(
@@ -92,6 +100,7 @@ def table2(splits: int, limits: dict[str, float]) -> None:
                     [
                         name,
                         seed,
+                        r.solver,
                         f"{Xl.shape[0]}, {Xc.shape[0]}, {Xl.shape[1]}, {k}",
                         f"{est.objective_:.4f}",
                         f"{r.objective:.4f}",
@@ -176,8 +185,11 @@ def synthetic(n: int, d: int, seed: int = 0):
     return X, y_fit, max(1, round(0.05 * n))
 
 
-def scale(ladder: dict[int, list[int]], limit: float) -> None:
-    _emit(f"\n## Scale (synthetic, n = m, k = 5% of m, C = 1, time limit {limit:g} s)\n")
+def scale(ladder: dict[int, list[int]], limit: float, solver: str = "auto") -> None:
+    _emit(
+        f"\n## Scale (synthetic, n = m, k = 5% of m, C = 1, time limit {limit:g} s, "
+        f"solver {solver})\n"
+    )
     _emit(_row(["d", "n = m", "k", "status", "gap", "time (s)", "bounds (s)", "nodes", "FD gap"]))
     _emit(_row(["---"] * 9))
     for d, sizes in ladder.items():
@@ -194,6 +206,7 @@ def scale(ladder: dict[int, list[int]], limit: float) -> None:
                 1.0,
                 warm_start=(est.coef_, est.intercept_),
                 time_limit=limit,
+                solver=solver,
             )
             fd_gap = (est.objective_ - r.objective) / r.objective
             _emit(
@@ -219,6 +232,16 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sections", default="table2,formulations,scale")
     p.add_argument("--splits", type=int, default=10)
+    p.add_argument(
+        "--solver",
+        default="auto",
+        help="table2 and scale sections: auto (SCIP, or Gurobi) or bnb (our branch and bound)",
+    )
+    p.add_argument(
+        "--datasets",
+        default="diabetes,ionosphere,sonar",
+        help="table2 section: which of diabetes, ionosphere, sonar to run",
+    )
     p.add_argument("--limit-diabetes", type=float, default=60.0)
     p.add_argument("--limit-ionosphere", type=float, default=100.0)
     p.add_argument("--limit-sonar", type=float, default=30.0)
@@ -239,14 +262,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     sections = a.sections.split(",")
     if "table2" in sections:
-        table2(
-            a.splits,
-            {
-                "diabetes": a.limit_diabetes,
-                "ionosphere": a.limit_ionosphere,
-                "sonar": a.limit_sonar,
-            },
-        )
+        limits = {
+            "diabetes": a.limit_diabetes,
+            "ionosphere": a.limit_ionosphere,
+            "sonar": a.limit_sonar,
+        }
+        chosen = a.datasets.split(",")
+        unknown = sorted(set(chosen) - set(limits))
+        if unknown:
+            p.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(limits)}")
+        table2(a.splits, {name: limits[name] for name in chosen}, a.solver)
     if "formulations" in sections:
         splits = [int(v) for v in a.formulation_splits.split(",")]
         formulations([("diabetes", s) for s in splits], a.limit_formulations)
@@ -255,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
             int(d): [int(n) for n in sizes.split(",")]
             for d, sizes in (part.split(":") for part in a.ladder.split(";"))
         }
-        scale(ladder, a.limit_scale)
+        scale(ladder, a.limit_scale, a.solver)
     _emit(f"\nTotal wall time {time.perf_counter() - t0:.0f} s.")
 
 

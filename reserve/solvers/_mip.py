@@ -57,7 +57,7 @@ from reserve.solvers._validation import check_budget, check_cost_budget, check_p
 __all__ = ["FORMULATIONS", "SOLVERS", "MIPResult", "solve_ttk_mip"]
 
 #: Values accepted by ``solver``.
-SOLVERS: tuple[str, ...] = ("auto", "scip", "gurobi")
+SOLVERS: tuple[str, ...] = ("auto", "scip", "gurobi", "bnb")
 #: Values accepted by ``formulation`` (``"tight"`` measured fastest; see benchmarks/results).
 FORMULATIONS: tuple[str, ...] = ("tight", "simple", "indicator")
 
@@ -103,7 +103,7 @@ class MIPResult:
     runtime : float
         Wall time of the whole call in seconds, bound tightening included.
     solver : str
-        ``"scip"`` or ``"gurobi"``: the solver that ran.
+        ``"scip"``, ``"gurobi"`` or ``"bnb"``: the solver that ran.
     selected : ndarray of int64, shape (k,) or (n_selected,)
         Positions (``0 .. m-1``) of the chosen candidates by the returned scores, best first:
         the ``k`` best, or with costs :func:`reserve.solvers._base.budget_select`'s choice.
@@ -291,6 +291,7 @@ class _Relaxation:
         st.tol_feas = 1e-8
         st.max_iter = 100
         self._nv = nv
+        self.point: tuple[np.ndarray, float] | None = None
         self._solver = clarabel.DefaultSolver(P, q, A, np.concatenate(rhs), cones, st)
 
     def set_big_m(self, pos: int, value: float) -> None:
@@ -315,10 +316,16 @@ class _Relaxation:
         return val + 1e-6 * (1.0 + abs(val))
 
     def lower_bound(self) -> float:
-        """Optimum of the relaxation, padded downwards (``-inf`` if the solve failed)."""
+        """Optimum of the relaxation, padded downwards (``-inf`` if the solve failed).
+
+        The minimiser's ``(w, b)`` is kept in :attr:`point` (``None`` if the solve failed).
+        """
         sol = self._solver.solve()
+        self.point = None
         if str(sol.status) != "Solved":
             return -math.inf
+        x = np.asarray(sol.x)
+        self.point = (x[: self.d].copy(), float(x[self.d]))
         val = float(min(sol.obj_val, sol.obj_val_dual))
         return val - 1e-7 * (1.0 + abs(val))  # solved to 1e-8; pad tenfold
 
@@ -647,7 +654,8 @@ def _check_inputs(
     if solver not in SOLVERS:
         raise InvalidInputError(
             f"solver must be one of {', '.join(map(repr, SOLVERS))}; received {solver!r}. "
-            "Use 'auto' to pick Gurobi when its licence fits, else SCIP."
+            "Use 'auto' to pick Gurobi when its licence fits, else SCIP; 'bnb' for the "
+            "package's own branch and bound."
         )
     if formulation not in FORMULATIONS:
         raise InvalidInputError(
@@ -700,9 +708,12 @@ def solve_ttk_mip(
         Stop once ``(objective - bound) / objective <= mip_gap`` is proved.
     threads : int
         Threads for Gurobi. SCIP's standard solve is sequential and ignores it.
-    solver : {"auto", "scip", "gurobi"}
+    solver : {"auto", "scip", "gurobi", "bnb"}
         ``"auto"`` runs Gurobi if ``gurobipy`` is installed and its licence accepts the model
         size (the pip licence stops at 200 variables with a quadratic objective), else SCIP.
+        ``"bnb"``: the package's own branch and bound over the candidates with convex-QP
+        nodes (:mod:`reserve.solvers._bnb`); needs no MIP solver, and proves the
+        high-dimensional benchmarks (sonar) that SCIP leaves with wide gaps.
     formulation : {"tight", "simple", "indicator"}
         ``"tight"``: per-candidate big-M from one convex bound problem each, with fixing.
         ``"simple"``: ``M_j = sqrt(2 UB) ||z_j|| + b_max`` in closed form.
@@ -753,7 +764,7 @@ def solve_ttk_mip(
                 "solver='gurobi' needs gurobipy, which is not installed. Install it with:\n"
                 "pip install gurobipy\n(or pass solver='scip' or 'auto' to use SCIP)."
             )
-    if gp is None:
+    if gp is None and solver != "bnb":
         _import_scip()  # fail before any work if SCIP is missing
 
     # Centre: scores and objective are unchanged with b' = b + mu . w.
@@ -797,7 +808,11 @@ def solve_ttk_mip(
     args += (formulation, limits)
     t_m = time.perf_counter()
     raw = None
-    if gp is not None:
+    if solver == "bnb":
+        from reserve.solvers._bnb import solve_bnb
+
+        raw = solve_bnb(*args)
+    elif gp is not None:
         try:
             raw = _solve_gurobi(gp, *args)
         except gp.GurobiError as exc:
@@ -855,6 +870,8 @@ def solve_ttk_mip(
         "warm_start_accepted": raw["warm_start_accepted"],
         "formulation": formulation,
     }
+    if "n_open" in raw:
+        details["n_open"] = raw["n_open"]  # bnb: nodes left open at the end
     if gurobi_note:
         details["note"] = gurobi_note
     return MIPResult(

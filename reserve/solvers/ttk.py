@@ -99,6 +99,11 @@ class TTK(TopKClassifierMixin):
         Relative gap at which the MIP solver may stop.
     threads : int
         Threads for the MIP solver.
+    mip_solver : {"auto", "scip", "gurobi", "bnb"}
+        Which exact solver ``solver="mip"`` runs: ``"auto"`` (Gurobi when installed with a
+        licence that fits the model, else SCIP), or the package's own branch and bound
+        ``"bnb"`` (convex-QP nodes; proves high-dimensional instances SCIP leaves open; see
+        :func:`reserve.solvers._mip.solve_ttk_mip`).
     random_state : int or None
         TTK is deterministic; the seed is accepted for the same interface as the randomised
         baselines and is recorded in run summaries.
@@ -174,6 +179,7 @@ class TTK(TopKClassifierMixin):
         threads: int = 1,
         random_state: int | None = None,
         budget: float | None = None,
+        mip_solver: str = "auto",
     ) -> None:
         self.k = k
         self.C = C
@@ -190,6 +196,7 @@ class TTK(TopKClassifierMixin):
         self.threads = threads
         self.random_state = random_state
         self.budget = budget
+        self.mip_solver = mip_solver
 
     def _check_params(self) -> float:
         counts = ("max_iter", "polish_max_rounds", "polish_pairs", "threads")
@@ -202,6 +209,15 @@ class TTK(TopKClassifierMixin):
             )
         check_positive_real(self.boundary_rtol, "boundary_rtol")
         check_positive_real(self.tol, "tol", allow_zero=True)
+        if self.solver == "mip":
+            from reserve.solvers._mip import SOLVERS as MIP_SOLVERS
+
+            if self.mip_solver not in MIP_SOLVERS:
+                raise InvalidInputError(
+                    f"mip_solver must be one of {', '.join(MIP_SOLVERS)}; received "
+                    f"{self.mip_solver!r}. Use mip_solver='auto' (SCIP, or Gurobi when "
+                    "installed) or 'bnb' (the package's own branch and bound)."
+                )
         return C
 
     def fit(self, X: np.ndarray, y: np.ndarray, cost: np.ndarray | None = None) -> TTK:
@@ -332,6 +348,7 @@ class TTK(TopKClassifierMixin):
             time_limit=float(self.time_limit),
             mip_gap=float(self.mip_gap),
             threads=int(self.threads),
+            solver=self.mip_solver,
             cost=cost,
             budget=budget,
         )
