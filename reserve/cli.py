@@ -232,7 +232,7 @@ def ingest_command(**kw: object) -> None:
     type=click.Path(),
     help=f"HTML map (default {SELECT_DEFAULTS.map_dir}/<cells>_<method>_k<budget>.html).",
 )
-@click.option("--time-limit", help="Seconds per exact (ttk-mip) fit.")
+@click.option("--time-limit", help="Seconds per exact (ttk-mip, ttk-bnb) fit.")
 @click.option(
     "--locked-in",
     help="Cells always selected, counted in the budget: a boolean column or a polygon file.",

@@ -161,8 +161,9 @@ class DefaultRegion:
 DEFAULT_REGION = DefaultRegion()
 
 
-#: Methods of ``reserve select --method``: TTK (feasible direction, exact MIP), the baselines.
-SELECT_METHODS = ("ttk", "ttk-mip", "svm", "tsvm", "svmperf", "toppush", "aatp")
+#: Methods of ``reserve select --method``: TTK (feasible direction; exact by SCIP or by the
+#: package's own branch and bound), the baselines.
+SELECT_METHODS = ("ttk", "ttk-mip", "ttk-bnb", "svm", "tsvm", "svmperf", "toppush", "aatp")
 
 
 @dataclass(frozen=True)
@@ -172,8 +173,9 @@ class SelectDefaults:
     Attributes
     ----------
     method : str
-        ``ttk`` (feasible direction + polish), ``ttk-mip`` (exact) or a baseline: ``svm``,
-        ``tsvm``, ``svmperf``, ``toppush``, ``aatp``.
+        ``ttk`` (feasible direction + polish), ``ttk-mip`` (exact, SCIP or Gurobi),
+        ``ttk-bnb`` (exact, the package's own branch and bound; stronger on many features) or
+        a baseline: ``svm``, ``tsvm``, ``svmperf``, ``toppush``, ``aatp``.
     C : float or "cv"
         Hinge-loss weight; ``"cv"`` chooses it from ``Cs`` by the paper's repeated 2-fold
         transductive cross-validation on the training cells. The default is a fixed C = 1
@@ -192,7 +194,7 @@ class SelectDefaults:
     map_dir : str
         Folder of the HTML map when no map path is given (``maps/<name>.html``).
     time_limit : float
-        Seconds allowed to the exact solver (``ttk-mip``) per fit.
+        Seconds allowed to the exact solver (``ttk-mip``, ``ttk-bnb``) per fit.
     map_max_cells : int
         Most candidate and training cells drawn on the map as polygons; beyond it the
         lowest-scoring candidates are thinned (selected cells are always drawn).

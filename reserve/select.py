@@ -576,8 +576,10 @@ def _estimator(
     money = {} if budget is None else {"budget": budget}
     if method == "ttk":
         return TTK(k=k, C=C, solver="fd", random_state=seed, **money)
-    if method == "ttk-mip":
-        return TTK(k=k, C=C, solver="mip", time_limit=time_limit, random_state=seed, **money)
+    if method in ("ttk-mip", "ttk-bnb"):
+        exact = "bnb" if method == "ttk-bnb" else "auto"
+        return TTK(k=k, C=C, solver="mip", mip_solver=exact, time_limit=time_limit,
+                   random_state=seed, **money)  # fmt: skip
     cls = {"svm": SVM, "tsvm": TSVM, "svmperf": SVMPerf, "toppush": TopPush, "aatp": AATP}
     return cls[method](k=k, C=C)
 
@@ -604,7 +606,7 @@ def _fit_select(
         n_species = y.shape[1] if y.ndim == 2 else 1
         est = _estimator(method, k, C, seed, time_limit, n_species=n_species).fit(X, y)
         return est, np.asarray(est.selected_, dtype=np.int64)
-    if method in ("ttk", "ttk-mip"):
+    if method in ("ttk", "ttk-mip", "ttk-bnb"):
         est = _estimator(method, k, C, seed, time_limit, budget=budget).fit(X, y, cost=cost)
         return est, np.asarray(est.selected_, dtype=np.int64)
     from reserve.solvers._base import budget_select
@@ -935,7 +937,7 @@ def select_reserve(
         Replace existing outputs; without it an existing output is an error, raised before
         any work.
     time_limit : float
-        Seconds per exact (``ttk-mip``) fit.
+        Seconds per exact (``ttk-mip``, ``ttk-bnb``) fit.
     locked_in : str or path-like, optional
         Cells always selected (already owned or committed), counted in the budget: the name
         of a boolean column of ``planning_units`` or a polygon file (cells more than half

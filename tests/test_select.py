@@ -169,8 +169,18 @@ def test_every_method_selects_k(tmp_path, method):
     path = write_units(tmp_path / "c.gpkg", n_side=7)
     res = select_reserve(3, path, method=method, time_limit=10.0)
     assert len(res.selected) == 3 and res.summary["method"] == method
-    if method == "ttk-mip":
+    if method in ("ttk-mip", "ttk-bnb"):
         assert np.isfinite(res.summary["bound"])
+
+
+def test_both_exact_solvers_prove_the_same_optimum(tmp_path):
+    # SCIP and the package's branch and bound are independent exact solvers of one model.
+    path = write_units(tmp_path / "c.gpkg", n_side=7)
+    scip = select_reserve(3, path, method="ttk-mip", time_limit=30.0)
+    bnb = select_reserve(3, path, method="ttk-bnb", time_limit=30.0)
+    assert scip.summary["solver_status"] == bnb.summary["solver_status"] == "optimal"
+    assert bnb.summary["objective"] == pytest.approx(scip.summary["objective"], rel=1e-6)
+    assert bnb.summary["bound"] <= bnb.summary["objective"]
 
 
 def test_writes_outputs_only_when_out_is_given(cells, tmp_path, monkeypatch):
