@@ -58,7 +58,7 @@ def _fd(Xa, yf, k):
     return est, time.perf_counter() - t0
 
 
-def table2(splits: int, limits: dict[str, float], solver: str = "auto") -> None:
+def table2(splits: int, limits: dict[str, float], solver: str = "auto", first: int = 0) -> None:
     _emit("\n## Table 2, MIP column\n")
     _emit(
         _row(
@@ -81,7 +81,7 @@ def table2(splits: int, limits: dict[str, float], solver: str = "auto") -> None:
     )
     _emit(_row(["---"] * 13))
     for name, limit in limits.items():
-        for seed in range(splits):
+        for seed in range(first, first + splits):
             Xa, yf, Xl, y_pm, Xc, k = _split(name, seed)
             est, _ = _fd(Xa, yf, k)
             r = solve_ttk_mip(
@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sections", default="table2,formulations,scale")
     p.add_argument("--splits", type=int, default=10)
+    p.add_argument("--first-split", type=int, default=0, help="table2: first split to run")
     p.add_argument(
         "--solver",
         default="auto",
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         unknown = sorted(set(chosen) - set(limits))
         if unknown:
             p.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(limits)}")
-        table2(a.splits, {name: limits[name] for name in chosen}, a.solver)
+        table2(a.splits, {name: limits[name] for name in chosen}, a.solver, a.first_split)
     if "formulations" in sections:
         splits = [int(v) for v in a.formulation_splits.split(",")]
         formulations([("diabetes", s) for s in splits], a.limit_formulations)

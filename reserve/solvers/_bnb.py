@@ -5,15 +5,17 @@ approximation cuts. On sonar (d = 60, n = m = 104) it keeps a 45% gap after two 
 branch and bound instead solves each node's continuous relaxation exactly as a convex QP
 (Clarabel) and branches on the candidates themselves:
 
-* a node fixes some candidates *out* (``w . z_j + b <= 0``) and some *in* (free to score
-  positive; they use up their share of the budget); the rest are *free*, under the big-M rows
-  ``w . z_j + b <= M_j eta_j`` with ``0 <= eta <= 1`` and ``sum eta = k_rem`` (or the knapsack
-  row). Its relaxation optimum is a lower bound on every TTK point the node covers;
+* a node fixes some candidates *out* (``w . z_j + b <= 0``) and some *in* (allowed to score
+  positive, up to the valid ``M_j``, spending their share of the budget); the rest are
+  *free*, under the big-M rows ``w . z_j + b <= M_j eta_j`` with ``0 <= eta <= 1`` and the
+  budget row ``sum c_j eta_j <= B`` (``c = 1``, ``B = k`` for the cell budget). Its
+  relaxation optimum is a lower bound on every TTK point the node covers;
 * the relaxation's ``(w, b)``, with ``b`` lowered until its positive candidates fit the
   budget, is a feasible point: a candidate incumbent at every node, and when lowering ``b``
   costs nothing the node is solved;
 * otherwise the free candidate with the highest score is branched on: out, or in (when it
-  still fits). Every TTK point lies in one of the two children, so no optimum is lost;
+  still fits). Every TTK point lies in one of the two children, so no optimum is lost. Both
+  children are solved when they are created and stored with their bound;
 * nodes are processed best bound first (the deepest on ties), and a node whose bound is
   within the relative gap target of the incumbent is pruned.
 
