@@ -132,3 +132,18 @@ def make_cost_instance(seed: int):
     budget = float(rng.uniform(max(c.max(), 0.1 * c.sum()), 0.35 * c.sum()))
     C = float(rng.choice([0.1, 1.0, 10.0]))
     return X, np.r_[y_lab, -np.ones(m, dtype=int)], cost, budget, C
+
+
+def binding_instance(seed: int, n: int = 10, m: int = 7, d: int = 2):
+    """Tiny instance whose candidates sit mostly on the positive side, so the budget binds.
+
+    Returns X, y (labelled rows then candidates, y == -1), X_lab, y_pm (labels in {-1, +1})
+    and X_cand.
+    """
+    rng = np.random.default_rng(seed)
+    y_lab = np.r_[0, 1, rng.integers(0, 2, n - 2)]
+    X_lab = rng.standard_normal((n, d)) + np.where(y_lab[:, None] == 1, 1.0, -1.0)
+    X_cand = rng.standard_normal((m, d)) * 1.5 + 0.8
+    X = np.vstack([X_lab, X_cand])
+    y = np.r_[y_lab, -np.ones(m, dtype=np.int64)]
+    return X, y, X_lab, np.where(y_lab == 1, 1.0, -1.0), X_cand

@@ -19,26 +19,20 @@ from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers.ttk import TTK
-from tests._oracle import brute_force_ttk, brute_force_ttk_cost, make_cost_instance
+from tests._oracle import (
+    binding_instance,
+    brute_force_ttk,
+    brute_force_ttk_cost,
+    make_cost_instance,
+)
 
 PROVED = ("optimal", "gap_limit")
-
-
-def _tiny(seed: int, n: int = 10, m: int = 7, d: int = 2):
-    """Candidates lean positive, so the budget binds (as in test_mip)."""
-    rng = np.random.default_rng(seed)
-    y_lab = np.r_[0, 1, rng.integers(0, 2, n - 2)]
-    X_lab = rng.standard_normal((n, d)) + np.where(y_lab[:, None] == 1, 1.0, -1.0)
-    X_cand = rng.standard_normal((m, d)) * 1.5 + 0.8
-    X = np.vstack([X_lab, X_cand])
-    y = np.r_[y_lab, -np.ones(m, dtype=np.int64)]
-    return X, y, X_lab, np.where(y_lab == 1, 1.0, -1.0), X_cand
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("formulation", ["tight", "simple"])
 def test_matches_brute_force_oracle(seed, formulation):
-    X, y, X_lab, y_pm, X_cand = _tiny(seed)
+    X, y, X_lab, y_pm, X_cand = binding_instance(seed)
     k, C = 2, 1.0
     oracle_obj, *_ = brute_force_ttk(X, y, k, C)
     # "simple" skips the tightening, so the branch and bound does all the proving.
@@ -60,7 +54,7 @@ def test_the_oracle_instances_need_branching():
     # settle these instances, so the tree search is exercised (more than one node).
     nodes = []
     for seed in range(6):
-        _, _, X_lab, y_pm, X_cand = _tiny(seed)
+        _, _, X_lab, y_pm, X_cand = binding_instance(seed)
         r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="bnb", formulation="simple")
         nodes.append(r.n_nodes)
     assert max(nodes) > 1
@@ -87,7 +81,7 @@ def test_costs_match_the_brute_force_oracle(seed):
 
 def test_agrees_with_scip_on_a_larger_instance():
     # 40 labelled rows, 30 candidates, k = 4: far beyond brute force's comfort, proved by both.
-    _, _, X_lab, y_pm, X_cand = _tiny(8, n=40, m=30, d=5)
+    _, _, X_lab, y_pm, X_cand = binding_instance(8, n=40, m=30, d=5)
     scip = solve_ttk_mip(X_lab, y_pm, X_cand, 4, 1.0, time_limit=60, solver="scip")
     bnb = solve_ttk_mip(X_lab, y_pm, X_cand, 4, 1.0, time_limit=60, solver="bnb")
     assert scip.status in PROVED and bnb.status in PROVED
@@ -97,7 +91,7 @@ def test_agrees_with_scip_on_a_larger_instance():
 
 
 def test_never_worse_than_the_warm_start():
-    _, _, X_lab, y_pm, X_cand = _tiny(3, n=14, m=9, d=3)
+    _, _, X_lab, y_pm, X_cand = binding_instance(3, n=14, m=9, d=3)
     w0, b0 = np.array([0.1, 0.1, 0.1]), 50.0  # every candidate positive: repaired first
     r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, warm_start=(w0, b0), solver="bnb")
     s = np.sort(X_cand @ w0 + b0)[::-1]
@@ -122,7 +116,7 @@ def test_time_limit_returns_a_feasible_incumbent_and_an_honest_gap():
 def test_a_failed_relaxation_is_never_counted_as_proof(monkeypatch):
     # If no node relaxation can be solved, nothing may be pruned: the bound stays what the
     # tightening proved and the status must not claim optimality.
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
 
     def fail(self, out_mask, in_mask):
         return -math.inf, None, None
@@ -135,7 +129,7 @@ def test_a_failed_relaxation_is_never_counted_as_proof(monkeypatch):
 
 
 def test_needs_no_mip_solver(monkeypatch):
-    X, y, X_lab, y_pm, X_cand = _tiny(1)
+    X, y, X_lab, y_pm, X_cand = binding_instance(1)
     monkeypatch.setitem(sys.modules, "pyscipopt", None)
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="bnb")
@@ -144,7 +138,7 @@ def test_needs_no_mip_solver(monkeypatch):
 
 
 def test_through_the_estimator():
-    X, y, *_ = _tiny(2)
+    X, y, *_ = binding_instance(2)
     fd = TTK(k=2, C=1.0).fit(X, y)
     est = TTK(k=2, C=1.0, solver="mip", mip_solver="bnb", mip_gap=1e-9).fit(X, y)
     assert est.mip_solver_ == "bnb" and est.status_ in PROVED
@@ -154,7 +148,7 @@ def test_through_the_estimator():
 
 
 def test_an_unknown_mip_solver_is_refused_before_fitting():
-    X, y, *_ = _tiny(0)
+    X, y, *_ = binding_instance(0)
     with pytest.raises(InvalidInputError, match="mip_solver must be one of") as info:
         TTK(k=2, solver="mip", mip_solver="cplex").fit(X, y)
     assert "'bnb'" in str(info.value) and "\n" not in str(info.value)

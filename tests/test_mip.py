@@ -12,20 +12,14 @@ from reserve.errors import InvalidInputError, MissingDependencyError
 from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._qp import hinge_objective
-from tests._oracle import brute_force_ttk, brute_force_ttk_cost, make_cost_instance
+from tests._oracle import (
+    binding_instance,
+    brute_force_ttk,
+    brute_force_ttk_cost,
+    make_cost_instance,
+)
 
 PROVED = ("optimal", "gap_limit")
-
-
-def _tiny(seed: int, n: int = 10, m: int = 7, d: int = 2):
-    """Tiny instance whose candidates sit mostly on the positive side, so the budget binds."""
-    rng = np.random.default_rng(seed)
-    y_lab = np.r_[0, 1, rng.integers(0, 2, n - 2)]
-    X_lab = rng.standard_normal((n, d)) + np.where(y_lab[:, None] == 1, 1.0, -1.0)
-    X_cand = rng.standard_normal((m, d)) * 1.5 + 0.8
-    X = np.vstack([X_lab, X_cand])
-    y = np.r_[y_lab, -np.ones(m, dtype=np.int64)]
-    return X, y, X_lab, np.where(y_lab == 1, 1.0, -1.0), X_cand
 
 
 def _n_positive(r, X_cand) -> int:
@@ -34,7 +28,7 @@ def _n_positive(r, X_cand) -> int:
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_matches_brute_force_oracle(seed):
-    X, y, X_lab, y_pm, X_cand = _tiny(seed)
+    X, y, X_lab, y_pm, X_cand = binding_instance(seed)
     k, C = 2, 1.0
     oracle_obj, *_ = brute_force_ttk(X, y, k, C)
     r = solve_ttk_mip(X_lab, y_pm, X_cand, k, C, time_limit=20, mip_gap=1e-9)
@@ -48,7 +42,7 @@ def test_matches_brute_force_oracle(seed):
 def test_budget_binds_on_the_oracle_instances():
     # Guard for the test above: without the budget the SVM would select more than k,
     # so agreement with the oracle really exercises the integer part.
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
     from reserve.solvers._qp import solve_fixed_set
 
     svm = solve_fixed_set(X_lab, y_pm, 1.0)
@@ -57,7 +51,7 @@ def test_budget_binds_on_the_oracle_instances():
 
 @pytest.mark.parametrize("formulation", ["tight", "simple", "indicator"])
 def test_formulations_agree(formulation):
-    _, _, X_lab, y_pm, X_cand = _tiny(5, n=12, m=8, d=3)
+    _, _, X_lab, y_pm, X_cand = binding_instance(5, n=12, m=8, d=3)
     ref = solve_ttk_mip(X_lab, y_pm, X_cand, 3, 2.0, time_limit=20, mip_gap=1e-9)
     r = solve_ttk_mip(
         X_lab, y_pm, X_cand, 3, 2.0, time_limit=20, mip_gap=1e-9, formulation=formulation
@@ -67,7 +61,7 @@ def test_formulations_agree(formulation):
 
 
 def test_objective_and_selection_are_recomputed_from_w_b():
-    _, _, X_lab, y_pm, X_cand = _tiny(7, n=14, m=9, d=3)
+    _, _, X_lab, y_pm, X_cand = binding_instance(7, n=14, m=9, d=3)
     k = 3
     r = solve_ttk_mip(X_lab, y_pm, X_cand, k, 1.0, time_limit=20)
     assert r.objective == hinge_objective(r.w, r.b, X_lab, y_pm, 1.0)
@@ -80,7 +74,7 @@ def test_objective_and_selection_are_recomputed_from_w_b():
 
 
 def test_never_worse_than_the_warm_start_even_an_infeasible_one():
-    _, _, X_lab, y_pm, X_cand = _tiny(3, n=14, m=9, d=3)
+    _, _, X_lab, y_pm, X_cand = binding_instance(3, n=14, m=9, d=3)
     k, C = 2, 1.0
     # A poor start that scores every candidate positive: the solver must repair it
     # (lower b) and still return at most its objective once repaired.
@@ -95,7 +89,7 @@ def test_never_worse_than_the_warm_start_even_an_infeasible_one():
 
 
 def test_warm_start_from_optimum_is_kept_and_proved():
-    X, y, X_lab, y_pm, X_cand = _tiny(1)
+    X, y, X_lab, y_pm, X_cand = binding_instance(1)
     oracle_obj, w, b, _ = brute_force_ttk(X, y, 2, 1.0)
     r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, warm_start=(w, b), time_limit=20)
     assert r.objective <= hinge_objective(w, b, X_lab, y_pm, 1.0) + 1e-9
@@ -105,7 +99,7 @@ def test_warm_start_from_optimum_is_kept_and_proved():
 
 def test_centring_is_exact():
     # Shifting every feature by a constant changes only the intercept of the optimum.
-    _, _, X_lab, y_pm, X_cand = _tiny(2)
+    _, _, X_lab, y_pm, X_cand = binding_instance(2)
     shift = np.array([100.0, -40.0])
     a = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, time_limit=20, mip_gap=1e-9)
     c = solve_ttk_mip(X_lab + shift, y_pm, X_cand + shift, 2, 1.0, time_limit=20, mip_gap=1e-9)
@@ -134,7 +128,7 @@ def test_time_limit_returns_feasible_incumbent_and_says_so():
 
 @pytest.mark.parametrize("bad", [0, -1.0, 0.0, float("nan"), "60"])
 def test_time_limit_must_be_positive(bad):
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
     with pytest.raises(InvalidInputError, match="time_limit"):
         solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, time_limit=bad)
 
@@ -152,7 +146,7 @@ def test_time_limit_must_be_positive(bad):
     ],
 )
 def test_bad_parameters_are_refused(kwargs, word):
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
     args = {"k": 2, "C": 1.0} | kwargs
     k, C = args.pop("k"), args.pop("C")
     with pytest.raises(InvalidInputError, match=word):
@@ -160,7 +154,7 @@ def test_bad_parameters_are_refused(kwargs, word):
 
 
 def test_bad_arrays_are_refused():
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
     with pytest.raises(InvalidInputError, match="y_pm"):
         solve_ttk_mip(X_lab, np.abs(y_pm), X_cand, 2, 1.0)
     with pytest.raises(InvalidInputError, match="columns"):
@@ -170,7 +164,7 @@ def test_bad_arrays_are_refused():
 
 
 def test_missing_scip_gives_the_install_line(monkeypatch):
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
     monkeypatch.setitem(sys.modules, "pyscipopt", None)  # makes `import pyscipopt` fail
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     with pytest.raises(MissingDependencyError) as info:
@@ -179,7 +173,7 @@ def test_missing_scip_gives_the_install_line(monkeypatch):
 
 
 def test_gurobi_requested_but_missing(monkeypatch):
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     with pytest.raises(MissingDependencyError, match="pip install gurobipy"):
         solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="gurobi")
@@ -194,7 +188,7 @@ def test_gurobi_requested_but_missing(monkeypatch):
 def test_ttk_mip_end_to_end_matches_oracle_and_beats_fd(seed):
     from reserve.solvers.ttk import TTK
 
-    X, y, *_ = _tiny(seed)
+    X, y, *_ = binding_instance(seed)
     k = 2
     oracle_obj, *_ = brute_force_ttk(X, y, k, 1.0)
     fd = TTK(k=k, C=1.0).fit(X, y)
@@ -228,7 +222,7 @@ def test_ttk_mip_time_limit_is_reported():
 def test_ttk_mip_refuses_non_positive_time_limit(bad):
     from reserve.solvers.ttk import TTK
 
-    X, y, *_ = _tiny(0)
+    X, y, *_ = binding_instance(0)
     with pytest.raises(InvalidInputError, match="time_limit"):
         TTK(k=2, solver="mip", time_limit=bad).fit(X, y)
 
@@ -236,7 +230,7 @@ def test_ttk_mip_refuses_non_positive_time_limit(bad):
 def test_ttk_mip_without_scip_gives_the_install_line(monkeypatch):
     from reserve.solvers.ttk import TTK
 
-    X, y, *_ = _tiny(0)
+    X, y, *_ = binding_instance(0)
     monkeypatch.setitem(sys.modules, "pyscipopt", None)
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     with pytest.raises(MissingDependencyError, match="pip install pyscipopt"):
@@ -323,7 +317,7 @@ def test_formulations_agree_with_costs(formulation):
 
 @pytest.mark.parametrize("c", [1.0, 2.5])
 def test_equal_costs_build_the_cell_budget_model(c):
-    _, _, X_lab, y_pm, X_cand = _tiny(5, n=12, m=8, d=3)
+    _, _, X_lab, y_pm, X_cand = binding_instance(5, n=12, m=8, d=3)
     k = 3
     a = solve_ttk_mip(X_lab, y_pm, X_cand, k, 2.0, time_limit=20, mip_gap=1e-9)
     b = solve_ttk_mip(
@@ -358,7 +352,7 @@ def test_a_warm_start_over_the_budget_is_repaired():
     ],
 )
 def test_bad_costs_are_refused(kwargs, fragment):
-    _, _, X_lab, y_pm, X_cand = _tiny(0)
+    _, _, X_lab, y_pm, X_cand = binding_instance(0)
     with pytest.raises(InvalidInputError) as info:
         solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, **kwargs)
     assert fragment in str(info.value)
@@ -373,7 +367,7 @@ def test_bad_costs_are_refused(kwargs, fragment):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_gurobi_matches_the_oracle_when_installed(seed, formulation):
     pytest.importorskip("gurobipy")
-    X, y, X_lab, y_pm, X_cand = _tiny(seed)
+    X, y, X_lab, y_pm, X_cand = binding_instance(seed)
     oracle_obj, *_ = brute_force_ttk(X, y, 2, 1.0)
     r = solve_ttk_mip(
         X_lab, y_pm, X_cand, 2, 1.0, time_limit=20, mip_gap=1e-9, solver="gurobi",

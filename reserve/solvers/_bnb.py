@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from reserve.errors import SolverError
-from reserve.solvers._mip import _Budget, _make_feasible
+from reserve.solvers._mip import _Budget, _make_feasible, clarabel_settings
 from reserve.solvers._qp import hinge_objective
 
 __all__ = ["solve_bnb"]
@@ -94,15 +94,8 @@ class _NodeRelaxation:
         self._M = np.maximum(M, 0.0)
         P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n + m)], format="csc")
         q = np.r_[np.zeros(d + 1), np.full(n, C), np.zeros(m)]
-        st = clarabel.DefaultSettings()
-        st.verbose = False
-        st.presolve_enable = False  # required for data updates
-        st.tol_gap_abs = 1e-8
-        st.tol_gap_rel = 1e-8
-        st.tol_feas = 1e-8
-        st.max_iter = 100
         cones = [clarabel.NonnegativeConeT(A.shape[0])]
-        self._solver = clarabel.DefaultSolver(P, q, A, self._rhs.copy(), cones, st)
+        self._solver = clarabel.DefaultSolver(P, q, A, self._rhs.copy(), cones, clarabel_settings())
 
     def solve(self, out_mask: np.ndarray, in_mask: np.ndarray):
         """``(bound, w, b)`` of the node; ``(-inf, None, None)`` if the solve failed."""

@@ -208,6 +208,21 @@ def _polish(Xl, y_pm, Xc, bud, C, w, b):
 # --------------------------------------------------------------------------------------------
 
 
+def clarabel_settings() -> clarabel.DefaultSettings:
+    """Clarabel settings for the bound problems: quiet, tolerances 1e-8, data updates allowed.
+
+    Bounds computed from these solves are padded by 1e-7 relative (ten times the tolerance).
+    """
+    st = clarabel.DefaultSettings()
+    st.verbose = False
+    st.presolve_enable = False  # required for data updates
+    st.tol_gap_abs = 1e-8
+    st.tol_gap_rel = 1e-8
+    st.tol_feas = 1e-8
+    st.max_iter = 100
+    return st
+
+
 class _Relaxation:
     """The MIP's continuous relaxation, as one Clarabel conic problem.
 
@@ -283,16 +298,11 @@ class _Relaxation:
         if f and not np.array_equal(A.indices[first], 2 * n + o + np.arange(f)):
             raise SolverError("internal error: unexpected sparsity pattern of the relaxation.")
         self._m_pos = first.astype(np.int64)
-        st = clarabel.DefaultSettings()
-        st.verbose = False
-        st.presolve_enable = False  # required for data updates
-        st.tol_gap_abs = 1e-8
-        st.tol_gap_rel = 1e-8
-        st.tol_feas = 1e-8
-        st.max_iter = 100
         self._nv = nv
         self.point: tuple[np.ndarray, float] | None = None
-        self._solver = clarabel.DefaultSolver(P, q, A, np.concatenate(rhs), cones, st)
+        self._solver = clarabel.DefaultSolver(
+            P, q, A, np.concatenate(rhs), cones, clarabel_settings()
+        )
 
     def set_big_m(self, pos: int, value: float) -> None:
         """Replace ``M`` of the ``pos``-th free candidate (same sparsity, no rebuild)."""
