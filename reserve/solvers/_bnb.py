@@ -157,7 +157,9 @@ def solve_bnb(
     -------
     dict
         ``w``, ``b`` (the incumbent), ``bound``, ``status`` (``"optimal"`` when every node was
-        pruned within the gap target, else ``"time_limit"``), ``n_nodes``, ``n_open``,
+        pruned within the gap target, ``"time_limit"``, or ``"not_proved"`` when a node's
+        relaxation failed and its bound was kept unimproved), ``n_nodes`` (relaxations
+        solved), ``n_open``,
         ``warm_start_accepted`` (always True: the start is the first incumbent) and
         ``solver`` (``"bnb"``).
     """
@@ -209,14 +211,14 @@ def solve_bnb(
             return None
         key = scores / np.maximum(M[free], 1e-12) if by_eta else scores
         order = np.argsort(-key, kind="stable")[:strong]
-        return value, free[order[scores[order] > 0.0]], in_mask
+        return value, free[order[scores[order] > 0.0]]
 
-    # heap entries: (bound, -depth, counter, fixed out, fixed in, branching candidates, in mask)
+    # heap entries: (bound, -depth, counter, fixed out, fixed in, branching candidates)
     heap: list = []
     counter = 0
     root = evaluate((), (), -math.inf)
     if root is not None:
-        heap.append((root[0], 0, counter, (), (), root[1], root[2]))
+        heap.append((root[0], 0, counter, (), (), root[1]))
     status = "optimal"
     while heap:
         if heap[0][0] >= _prune_level(state["ub"], gap):
@@ -224,7 +226,9 @@ def solve_bnb(
         if time.perf_counter() > t_end:
             status = "time_limit"
             break
-        value, neg_depth, _, outs, ins, cands, in_mask = heapq.heappop(heap)
+        value, neg_depth, _, outs, ins, cands = heapq.heappop(heap)
+        in_mask = fixed_in.copy()
+        in_mask[list(ins)] = True
         # Strong branching over the best-scoring candidates: solve both children of each and
         # keep the candidate whose weaker child gains most (the product rule).
         best = None
@@ -244,7 +248,7 @@ def solve_bnb(
         for o, i, r in best[1] if best is not None else ():
             if r is not None:
                 counter += 1
-                heapq.heappush(heap, (r[0], neg_depth - 1, counter, o, i, r[1], r[2]))
+                heapq.heappush(heap, (r[0], neg_depth - 1, counter, o, i, r[1]))
     ub, w_best, b_best = state["ub"], state["w"], state["b"]
     pruned, unresolved, n_nodes = state["pruned"], state["unresolved"], state["n_nodes"]
     if math.isfinite(unresolved) and status == "optimal":
