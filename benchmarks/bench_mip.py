@@ -58,6 +58,13 @@ def _fd(Xa, yf, k):
     return est, time.perf_counter() - t0
 
 
+def _exact(Xl, y_pm, Xc, k, est, limit, **kw):
+    """The exact solve at C = 1, warm-started from the fitted TTK ``est``."""
+    return solve_ttk_mip(
+        Xl, y_pm, Xc, k, 1.0, warm_start=(est.coef_, est.intercept_), time_limit=limit, **kw
+    )
+
+
 def table2(splits: int, limits: dict[str, float], solver: str = "auto", first: int = 0) -> None:
     _emit("\n## Table 2, MIP column\n")
     _emit(
@@ -84,16 +91,7 @@ def table2(splits: int, limits: dict[str, float], solver: str = "auto", first: i
         for seed in range(first, first + splits):
             Xa, yf, Xl, y_pm, Xc, k = _split(name, seed)
             est, _ = _fd(Xa, yf, k)
-            r = solve_ttk_mip(
-                Xl,
-                y_pm,
-                Xc,
-                k,
-                1.0,
-                warm_start=(est.coef_, est.intercept_),
-                time_limit=limit,
-                solver=solver,
-            )
+            r = _exact(Xl, y_pm, Xc, k, est, limit, solver=solver)
             fd_gap = (est.objective_ - r.objective) / r.objective
             _emit(
                 _row(
@@ -140,16 +138,7 @@ def formulations(instances: list[tuple[str, int]], limit: float) -> None:
         Xa, yf, Xl, y_pm, Xc, k = _split(name, seed)
         est, _ = _fd(Xa, yf, k)
         for form in ("tight", "simple", "indicator"):
-            r = solve_ttk_mip(
-                Xl,
-                y_pm,
-                Xc,
-                k,
-                1.0,
-                warm_start=(est.coef_, est.intercept_),
-                time_limit=limit,
-                formulation=form,
-            )
+            r = _exact(Xl, y_pm, Xc, k, est, limit, formulation=form)
             d = r.details
             _emit(
                 _row(
@@ -198,16 +187,7 @@ def scale(ladder: dict[int, list[int]], limit: float, solver: str = "auto") -> N
             lab = y_fit != -1
             y_pm = np.where(y_fit[lab] == 1, 1.0, -1.0)
             est, _ = _fd(X, y_fit, k)
-            r = solve_ttk_mip(
-                X[lab],
-                y_pm,
-                X[~lab],
-                k,
-                1.0,
-                warm_start=(est.coef_, est.intercept_),
-                time_limit=limit,
-                solver=solver,
-            )
+            r = _exact(X[lab], y_pm, X[~lab], k, est, limit, solver=solver)
             fd_gap = (est.objective_ - r.objective) / r.objective
             _emit(
                 _row(

@@ -147,3 +147,9 @@ def binding_instance(seed: int, n: int = 10, m: int = 7, d: int = 2):
     X = np.vstack([X_lab, X_cand])
     y = np.r_[y_lab, -np.ones(m, dtype=np.int64)]
     return X, y, X_lab, np.where(y_lab == 1, 1.0, -1.0), X_cand
+
+
+def split_cost_instance(X, y, cost):
+    """``X_lab, y_pm, X_cand, cand_cost`` of a :func:`make_cost_instance` problem."""
+    lab = y != -1
+    return X[lab], np.where(y[lab] == 1, 1.0, -1.0), X[~lab], cost[~lab]

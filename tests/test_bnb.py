@@ -24,6 +24,7 @@ from tests._oracle import (
     brute_force_ttk,
     brute_force_ttk_cost,
     make_cost_instance,
+    split_cost_instance,
 )
 
 PROVED = ("optimal", "gap_limit")
@@ -63,9 +64,7 @@ def test_the_oracle_instances_need_branching():
 @pytest.mark.parametrize("seed", [2, 3, 6, 11])
 def test_costs_match_the_brute_force_oracle(seed):
     X, y, cost, budget, C = make_cost_instance(seed)
-    lab = y != -1
-    X_lab, y_pm = X[lab], np.where(y[lab] == 1, 1.0, -1.0)
-    X_cand, c = X[~lab], cost[~lab]
+    X_lab, y_pm, X_cand, c = split_cost_instance(X, y, cost)
     oracle_obj, *_ = brute_force_ttk_cost(X, y, cost, budget, C)
     r = solve_ttk_mip(
         X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, time_limit=30, mip_gap=1e-9,

@@ -17,6 +17,7 @@ from tests._oracle import (
     brute_force_ttk,
     brute_force_ttk_cost,
     make_cost_instance,
+    split_cost_instance,
 )
 
 PROVED = ("optimal", "gap_limit")
@@ -261,17 +262,12 @@ def test_tightening_and_fixing_agree_with_the_plain_big_m(seed):
 # --------------------------------------------------------------------------------------------
 
 
-def _split(X, y, cost):
-    lab = y != -1
-    return X[lab], np.where(y[lab] == 1, 1.0, -1.0), X[~lab], cost[~lab]
-
-
 @pytest.mark.parametrize("seed", [2, 3, 6, 11])
 def test_costs_match_the_brute_force_oracle_and_beat_fd(seed):
     from reserve.solvers.ttk import TTK
 
     X, y, cost, budget, C = make_cost_instance(seed)
-    X_lab, y_pm, X_cand, c = _split(X, y, cost)
+    X_lab, y_pm, X_cand, c = split_cost_instance(X, y, cost)
     oracle_obj, *_ = brute_force_ttk_cost(X, y, cost, budget, C)
     r = solve_ttk_mip(
         X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, time_limit=20, mip_gap=1e-9
@@ -298,7 +294,7 @@ def test_costs_bind_on_the_oracle_instances():
 
     for seed in (2, 3, 6, 11):
         X, y, cost, budget, C = make_cost_instance(seed)
-        X_lab, y_pm, X_cand, c = _split(X, y, cost)
+        X_lab, y_pm, X_cand, c = split_cost_instance(X, y, cost)
         svm = solve_fixed_set(X_lab, y_pm, C)
         assert c[X_cand @ svm.w + svm.b > 0].sum() > budget
 
@@ -306,7 +302,7 @@ def test_costs_bind_on_the_oracle_instances():
 @pytest.mark.parametrize("formulation", ["simple", "indicator"])
 def test_formulations_agree_with_costs(formulation):
     X, y, cost, budget, C = make_cost_instance(0)
-    args = (*_split(X, y, cost)[:3], None, C)
+    args = (*split_cost_instance(X, y, cost)[:3], None, C)
     kw = {"cost": cost[y == -1], "budget": budget, "time_limit": 20, "mip_gap": 1e-9}
     ref = solve_ttk_mip(*args, **kw)
     r = solve_ttk_mip(*args, formulation=formulation, **kw)
@@ -331,7 +327,7 @@ def test_equal_costs_build_the_cell_budget_model(c):
 
 def test_a_warm_start_over_the_budget_is_repaired():
     X, y, cost, budget, C = make_cost_instance(3)
-    X_lab, y_pm, X_cand, c = _split(X, y, cost)
+    X_lab, y_pm, X_cand, c = split_cost_instance(X, y, cost)
     w0, b0 = np.full(X.shape[1], 0.1), 50.0  # every candidate positive
     r = solve_ttk_mip(
         X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, warm_start=(w0, b0), time_limit=20

@@ -67,7 +67,7 @@ class _NodeRelaxation:
     def __init__(self, Xl, y_pm, Xc, C, M, cost, limit) -> None:
         n, d = Xl.shape
         m = Xc.shape[0]
-        self.d, self.m = d, m
+        self.d = d
         zeros = lambda r, c: sp.csr_matrix((r, c))  # noqa: E731
         eye = lambda r: sp.identity(r, format="csr")  # noqa: E731
         A = sp.vstack(
@@ -149,9 +149,8 @@ def solve_bnb(
         Unused (the node relaxations always use the big-M rows with ``M``); accepted for the
         common call signature.
     limits : dict
-        ``"time"`` (seconds) and ``"gap"`` (relative gap target); for experiments,
-        ``"strong"`` (candidates tried by strong branching, default 1: none) and
-        ``"branch_key"`` (``"score"``, the default, or ``"eta"``).
+        ``"time"`` (seconds) and ``"gap"`` (relative gap target). The branching rule is set
+        by the module constants ``_STRONG`` and ``_BRANCH_KEY`` (experiments only).
 
     Returns
     -------
@@ -166,8 +165,7 @@ def solve_bnb(
     del formulation
     t_end = time.perf_counter() + max(limits["time"], 0.0)
     gap = float(limits["gap"])
-    strong = int(limits.get("strong", _STRONG))
-    by_eta = limits.get("branch_key", _BRANCH_KEY) == "eta"
+    by_eta = _BRANCH_KEY == "eta"
     M = np.maximum(M, 0.0)
     node_qp = _NodeRelaxation(Xl, y_pm, Xc, C, M, bud.cost, bud.limit)
     state = {
@@ -210,7 +208,7 @@ def solve_bnb(
             state["unresolved"] = min(state["unresolved"], value)
             return None
         key = scores / np.maximum(M[free], 1e-12) if by_eta else scores
-        order = np.argsort(-key, kind="stable")[:strong]
+        order = np.argsort(-key, kind="stable")[:_STRONG]
         return value, free[order[scores[order] > 0.0]]
 
     # heap entries: (bound, -depth, counter, fixed out, fixed in, branching candidates)

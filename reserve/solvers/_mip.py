@@ -299,7 +299,6 @@ class _Relaxation:
             raise SolverError("internal error: unexpected sparsity pattern of the relaxation.")
         self._m_pos = first.astype(np.int64)
         self._nv = nv
-        self.point: tuple[np.ndarray, float] | None = None
         self._solver = clarabel.DefaultSolver(
             P, q, A, np.concatenate(rhs), cones, clarabel_settings()
         )
@@ -326,16 +325,10 @@ class _Relaxation:
         return val + 1e-6 * (1.0 + abs(val))
 
     def lower_bound(self) -> float:
-        """Optimum of the relaxation, padded downwards (``-inf`` if the solve failed).
-
-        The minimiser's ``(w, b)`` is kept in :attr:`point` (``None`` if the solve failed).
-        """
+        """Optimum of the relaxation, padded downwards (``-inf`` if the solve failed)."""
         sol = self._solver.solve()
-        self.point = None
         if str(sol.status) != "Solved":
             return -math.inf
-        x = np.asarray(sol.x)
-        self.point = (x[: self.d].copy(), float(x[self.d]))
         val = float(min(sol.obj_val, sol.obj_val_dual))
         return val - 1e-7 * (1.0 + abs(val))  # solved to 1e-8; pad tenfold
 
