@@ -1,11 +1,36 @@
-"""Solvers: arrays in, arrays out; no geographic imports (STYLE principle 3)."""
+"""Solvers: arrays in, arrays out; no geographic imports (STYLE principle 3).
 
+The estimators, the method registry, and the few array helpers other stages use (ranking within
+a budget, the transductive input check, the hinge objective) are public here; the modules whose
+names start with ``_`` are this package's own.
+"""
+
+from reserve.solvers._base import budget_select, top_k
+from reserve.solvers._qp import hinge_objective
+from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
 from reserve.solvers.multi import MultiSVM, MultiTTK
+from reserve.solvers.registry import METHODS, canonical_method, make_estimator
 from reserve.solvers.svm import SVM
 from reserve.solvers.svmperf import SVMPerf
 from reserve.solvers.toppush import TopPush
 from reserve.solvers.tsvm import TSVM
 from reserve.solvers.ttk import TTK
 
-__all__ = ["AATP", "SVM", "TSVM", "TTK", "MultiSVM", "MultiTTK", "SVMPerf", "TopPush"]
+__all__ = [
+    "AATP",
+    "METHODS",
+    "SVM",
+    "TSVM",
+    "TTK",
+    "MultiSVM",
+    "MultiTTK",
+    "SVMPerf",
+    "TopPush",
+    "budget_select",
+    "canonical_method",
+    "check_transductive",
+    "hinge_objective",
+    "make_estimator",
+    "top_k",
+]

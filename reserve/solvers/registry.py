@@ -12,7 +12,16 @@ from typing import Any
 from reserve.errors import InvalidInputError
 
 #: Method names, in the order the command line lists them.
-METHODS: tuple[str, ...] = ("ttk", "ttk-mip", "ttk-bnb", "svm", "tsvm", "svmperf", "toppush", "aatp")
+METHODS: tuple[str, ...] = (
+    "ttk",
+    "ttk-mip",
+    "ttk-bnb",
+    "svm",
+    "tsvm",
+    "svmperf",
+    "toppush",
+    "aatp",
+)
 
 #: The paper's column names and the method each one is.
 PAPER_NAMES: dict[str, str] = {
