@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,59 +43,15 @@ import pandas as pd
 from pyproj import CRS
 
 from reserve.errors import DataFileError, OutputExistsError
+from reserve.io.atomic import atomic_target, remove_stale_temporaries
 
-__all__ = ["FIXED_TIMESTAMP", "LAYERS", "atomic_target", "identified_crs",
-           "remove_stale_temporaries", "write_geopackage"]  # fmt: skip
+__all__ = ["FIXED_TIMESTAMP", "LAYERS", "identified_crs", "write_geopackage"]
 
 #: Layer names of ``reserve.gpkg``.
 LAYERS = ("planning_units", "selected", "run_summary", "ranking")
 
 #: Value of GDAL's ``OGR_CURRENT_DATE`` while writing (``gpkg_contents.last_change``).
 FIXED_TIMESTAMP = "2000-01-01T00:00:00.000Z"
-
-_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp(\..*)?$")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
-    """Delete temporary files of ``target`` left by runs that were killed.
-
-    Temporary files are named ``.<target name>.<pid>.tmp...`` beside the target; only those
-    whose process no longer exists are removed.
-
-    Returns
-    -------
-    list of Path
-        The files removed.
-    """
-    target = Path(target)
-    removed = []
-    if not target.parent.is_dir():
-        return removed
-    for p in target.parent.iterdir():
-        m = _TMP.match(p.name)
-        if m and m["name"] == target.name and not _alive(int(m["pid"])):
-            try:
-                p.unlink()
-                removed.append(p)
-            except OSError:  # raced with another cleaner; harmless
-                pass
-    return removed
-
-
-def atomic_target(target: str | os.PathLike[str], suffix: str = "") -> Path:
-    """The hidden temporary path beside ``target`` that is later renamed onto it."""
-    target = Path(target)
-    return target.with_name(f".{target.name}.{os.getpid()}.tmp{suffix}")
 
 
 class _IdentifiedCRS(CRS):

@@ -94,6 +94,7 @@ from reserve.ebird import (
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 from reserve.grid import Grid, aggregate_checklists, equal_area_crs, require_equal_area
 from reserve.habitat import RasterLayer, habitat_features
+from reserve.io.atomic import replacing
 from reserve.ownership import assign_roles, cover_fraction, read_polygons
 
 __all__ = ["PLANNING_UNIT_COLUMNS", "IngestResult", "ingest", "parse_region"]
@@ -662,11 +663,6 @@ def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
     """Write both layers to a temporary file beside ``path``, then rename it into place."""
     import pyogrio
 
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.gpkg")
-    try:
+    with replacing(path, ".gpkg") as tmp:
         pyogrio.write_dataframe(units, tmp, layer="planning_units", driver="GPKG")
         pyogrio.write_dataframe(summary, tmp, layer="ingest_summary", driver="GPKG", append=True)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

@@ -368,7 +368,7 @@ def write_map(
     -------
     Path
     """
-    from reserve.export import atomic_target, remove_stale_temporaries
+    from reserve.io.atomic import atomic_target, remove_stale_temporaries
 
     path = Path(path)
     if path.exists() and not overwrite:

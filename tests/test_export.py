@@ -13,7 +13,8 @@ import pyogrio
 import pytest
 
 from reserve.errors import OutputExistsError
-from reserve.export import FIXED_TIMESTAMP, LAYERS, remove_stale_temporaries, write_geopackage
+from reserve.export import FIXED_TIMESTAMP, LAYERS, write_geopackage
+from reserve.io.atomic import remove_stale_temporaries
 from reserve.select import select_reserve
 from tests.test_select import write_units
 

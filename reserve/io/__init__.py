@@ -1,0 +1,1 @@
+"""eBird input and atomic output."""
