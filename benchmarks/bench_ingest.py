@@ -169,7 +169,9 @@ _CHILD = """
 import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 from reserve.ingest import ingest
+from reserve.io import ChecklistFilter
 args = json.loads(sys.argv[1])
+args["filters"] = ChecklistFilter(**args.pop("filters", {}))
 t = time.perf_counter()
 res = ingest(**args)
 dt = time.perf_counter() - t
@@ -301,8 +303,7 @@ def real() -> None:
             categorical={"landcover": SHARED / "landcover" / "modis_mcd12q1_umd_2018_bcr27.tif"},
             legend={"landcover": SHARED / "landcover" / "mcd12q1_umd_classes.csv"},
             public=public,
-            years=[2018],
-            months=[5, 6],
+            filters={"years": [2018], "months": [5, 6]},  # ChecklistFilter keywords
         )
         r = run_child(args)
     c = r["counts"]

@@ -156,7 +156,10 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
 @click.option("--overwrite", is_flag=True, help="Replace an existing output.")
 def ingest_command(**kw: object) -> None:
     """Grid eBird checklists of one species (or several) into labelled planning units."""
+    from dataclasses import fields
+
     from reserve.ingest import ingest
+    from reserve.io import ChecklistFilter
 
     kw["categorical"] = _named_paths(kw["categorical"], "--categorical")  # type: ignore[arg-type]
     kw["continuous"] = _named_paths(kw["continuous"], "--continuous")  # type: ignore[arg-type]
@@ -167,6 +170,8 @@ def ingest_command(**kw: object) -> None:
     kw["years"] = _int_list(kw["years"], "--years")  # type: ignore[arg-type]
     protocols = str(kw["protocols"])
     kw["protocols"] = None if protocols.lower() == "all" else protocols.split(",")
+    filter_names = [f.name for f in fields(ChecklistFilter) if f.name in kw]
+    kw["filters"] = ChecklistFilter(**{name: kw.pop(name) for name in filter_names})
     names = tuple(kw.pop("species"))  # type: ignore[call-overload]
     species = names[0] if len(names) == 1 else names  # one --species: the one-species columns
     result = ingest(kw.pop("ebd"), kw.pop("sed"), species, kw.pop("output"), **kw)

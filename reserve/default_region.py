@@ -176,6 +176,7 @@ def default_planning_units(
             "folder or set XDG_CACHE_HOME"
         ) from None
     from reserve.ingest import ingest  # heavy (geopandas, rasterio): only on a cache miss
+    from reserve.io import ChecklistFilter
 
     files = ingest_inputs()
     ingest(
@@ -189,7 +190,7 @@ def default_planning_units(
         legend={"landcover": files["legend"]},
         continuous={"elevation": files["elevation"]},
         public=files["public"],
-        months=list(DEFAULT_REGION.months),
+        filters=ChecklistFilter(months=list(DEFAULT_REGION.months)),
         overwrite=True,
     )
     return path

@@ -1,7 +1,7 @@
 """eBird EBD + SED -> one GeoPackage of gridded, labelled planning units with habitat features.
 
 :func:`ingest` is the one place that runs the sequence: read and filter checklists
-(:mod:`reserve.ebird`), grid them (:mod:`reserve.grid`), summarise rasters per cell
+(:mod:`reserve.io`), grid them (:mod:`reserve.grid`), summarise rasters per cell
 (:mod:`reserve.habitat`), and assign ownership roles (:mod:`reserve.ownership`).
 
 Output schema
@@ -64,9 +64,9 @@ import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import numpy as np
@@ -81,23 +81,23 @@ from reserve.config import (
     SPECIES_LABEL_PREFIX,
     species_slug,
 )
-from reserve.ebird import (
-    DETECTED_PREFIX,
-    DaskObservations,
-    FilterLog,
-    dask_client,
-    dask_observations,
-    load_observations,
-    species_list,
-    split_by,
-)
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 from reserve.grid import Grid, aggregate_checklists, equal_area_crs, require_equal_area
 from reserve.habitat import RasterLayer, habitat_features
+from reserve.io import (
+    DETECTED_PREFIX,
+    ChecklistFilter,
+    FilterLog,
+    load_observations,
+    species_list,
+)
 from reserve.io.atomic import replacing
 from reserve.ownership import assign_roles, cover_fraction, read_polygons
 
 __all__ = ["PLANNING_UNIT_COLUMNS", "IngestResult", "ingest", "parse_region"]
+
+if TYPE_CHECKING:
+    from reserve.io.dask_engine import DaskObservations
 
 _WGS84 = pyproj.CRS.from_epsg(4326)
 
@@ -251,6 +251,7 @@ def ingest(
     species: str | Sequence[str],
     output: str | os.PathLike[str],
     *,
+    filters: ChecklistFilter | None = None,
     region: str | os.PathLike[str] | Sequence[float] | shapely.Geometry | None = None,
     region_layer: str | None = None,
     cell_size: float = INGEST_DEFAULTS.cell_size,
@@ -263,17 +264,6 @@ def ingest(
     public_threshold: float = INGEST_DEFAULTS.public_threshold,
     locked_threshold: float = INGEST_DEFAULTS.locked_threshold,
     region_threshold: float = INGEST_DEFAULTS.region_threshold,
-    complete: bool = True,
-    protocols: Sequence[str] | None = INGEST_DEFAULTS.protocols,
-    max_hours: float | None = INGEST_DEFAULTS.max_hours,
-    max_km: float | None = INGEST_DEFAULTS.max_km,
-    max_observers: int | None = INGEST_DEFAULTS.max_observers,
-    max_speed_kmh: float | None = INGEST_DEFAULTS.max_speed_kmh,
-    start_date: str | None = None,
-    end_date: str | None = None,
-    months: Sequence[int] | None = None,
-    years: Sequence[int] | None = None,
-    deduplicate: bool = True,
     chunksize: int = INGEST_DEFAULTS.chunksize,
     engine: str = INGEST_DEFAULTS.engine,
     scheduler: str | None = None,
@@ -287,46 +277,25 @@ def ingest(
     ebd, sed : path-like
         eBird Basic Dataset and Sampling Event Data (plain, ``.gz`` or ``.zip``).
     species : str or sequence of str
-        Common or scientific name. A sequence (even of one name) labels every species in the
-        same pass: ``label`` / ``n_detections`` are the first species', and each species adds
-        ``label__<slug>`` / ``n_detections__<slug>`` (see the module docstring). Two names of
-        the same species, or with the same slug, are refused.
+        Common or scientific name. A sequence (even of one name) labels every species in one
+        pass and adds ``label__<slug>`` / ``n_detections__<slug>`` (see the module docstring).
     output : path-like
         ``.gpkg`` to write (atomically: a temporary file beside it, then a rename).
-    region : bbox, polygon file or geometry, optional
-        See :func:`parse_region`. Default: the bounding box of the kept checklists.
-    region_layer : str, optional
-        Layer of a multi-layer region file.
-    cell_size : float
-        Cell side in metres.
-    crs : CRS or str, optional
-        Equal-area CRS of the grid; default a Lambert azimuthal equal-area centred on the region.
-    categorical, continuous : mapping name -> raster path, optional
-        Rasters summarised per cell (class fractions; mean and sd).
-    legend : mapping name -> CSV path or {value: name}, optional
-        Class names of categorical rasters.
-    public : path or paths, optional
-        Public-land polygons. Without them every cell is private (no ``train`` cells).
-    locked_out : path or paths, optional
-        Polygons whose cells must never be selected.
-    public_threshold, locked_threshold : float
-        Fractions above which a cell is public / locked out.
-    region_threshold : float
-        A private cell is a candidate only when more than this fraction of it lies inside
-        the region (cells the region's edge merely clips are ``other``).
-    complete, protocols, max_hours, max_km, max_observers, max_speed_kmh, start_date,
-    end_date, months, years, deduplicate
-        eBird filters; see :mod:`reserve.ebird`. ``None`` disables a limit.
-    chunksize : int
-        Rows per streamed chunk.
-    engine : {"local", "dask"}
-        ``"dask"`` reads, filters, de-duplicates, zero-fills and grids on a Dask cluster; the
-        client receives only per-cell totals (one row per surveyed cell), so the download may
-        be larger than its memory. The planning units are identical to the local engine's.
-    scheduler : str, optional
-        Dask scheduler address; default a local cluster.
-    progress : bool
-        Show a progress bar on stderr while reading (local engine).
+    filters : ChecklistFilter, optional
+        eBird best-practice filters (default ``ChecklistFilter()``); the region is their polygon.
+    region, region_layer : bbox, polygon file or geometry; str, optional
+        See :func:`parse_region`; default the bounding box of the kept checklists.
+    cell_size, crs : float; CRS or str, optional
+        Cell side in metres; equal-area grid CRS (default a LAEA centred on the region).
+    categorical, continuous, legend : mapping name -> path, optional
+        Rasters summarised per cell (class fractions; mean, sd); class names of categorical ones.
+    public, locked_out : path or paths, optional
+        Public-land polygons (without them no cell is ``train``); polygons never selected.
+    public_threshold, locked_threshold, region_threshold : float
+        Fractions of a cell above which it is public / locked out / inside the region.
+    chunksize, engine, scheduler, progress
+        Rows per streamed chunk; ``"local"`` or ``"dask"`` (a cluster that sends only per-cell
+        totals: the same units); Dask scheduler (default local); progress bar (local engine).
     overwrite : bool
         Replace an existing ``output``.
 
@@ -337,15 +306,99 @@ def ingest(
     path = _check_output(output, overwrite)
     names = species_list(species)
     slugs = () if isinstance(species, str) else tuple(species_slug(n) for n in names)
-    if not (0.0 <= locked_threshold <= 1.0):
-        raise InvalidInputError(f"locked_threshold={locked_threshold!r} must lie in [0, 1]")
-    if not (0.0 <= public_threshold <= 1.0):
-        raise InvalidInputError(f"public_threshold={public_threshold!r} must lie in [0, 1]")
-    if not (0.0 <= region_threshold < 1.0):
-        raise InvalidInputError(
-            f"region_threshold={region_threshold!r} must lie in [0, 1); pass e.g. 0.5"
-        )
+    thresholds = _check_thresholds(public_threshold, locked_threshold, region_threshold)
     layers = _layers(categorical, continuous, legend)
+    _check_files(ebd, sed, layers, public, locked_out)
+    region_ll = parse_region(region, region_layer)
+    where = (region, region_ll, None if crs is None else require_equal_area(crs))
+    reading = dict(chunksize=chunksize, engine=engine, scheduler=scheduler, progress=progress)
+    obs, grid, region_xy, agg, log = _observe(
+        ebd, sed, species, _with_region(filters, region_ll), reading, where, cell_size, slugs
+    )
+    units = _planning_units(
+        grid, region_xy, agg, layers, names, slugs, public, locked_out, thresholds
+    )
+    summary = _summary(log, units, grid, names, slugs, ebd, sed, region, layers, public, locked_out)
+    _write(units, summary, path)
+    return IngestResult(path, units, summary, obs, grid)
+
+
+def _observe(
+    ebd: Any,
+    sed: Any,
+    species: str | Sequence[str],
+    filters: ChecklistFilter,
+    reading: Mapping[str, Any],
+    where: tuple[Any, shapely.Geometry | None, pyproj.CRS | None],
+    cell_size: float,
+    slugs: Sequence[str],
+) -> tuple[pd.DataFrame | None, Grid, shapely.Geometry, pd.DataFrame, FilterLog]:
+    """Read, filter, zero-fill and grid the checklists; aggregate them per cell.
+
+    ``where`` is ``(region, region_ll, grid_crs)`` as in :func:`_grid_region`. Returns the
+    checklists with their ``cell_id`` (``None`` with the Dask engine: they stay on the
+    workers), the grid, the region in the grid CRS, the per-cell totals and the filter log.
+    """
+    log = FilterLog()
+    if reading["engine"] == "dask":
+        from reserve.io.dask_engine import dask_client, dask_observations
+
+        with dask_client(reading["scheduler"], reuse=True) as client:
+            held = dask_observations(
+                ebd, sed, species, filters, client=client, log=log, chunksize=reading["chunksize"]
+            )
+            grid, region_xy, agg = _grid_on_cluster(held, *where, cell_size, slugs)
+        return None, grid, region_xy, agg, log
+    obs = load_observations(ebd, sed, species, filters, log=log, **reading)
+    lon = obs["longitude"].to_numpy()
+    lat = obs["latitude"].to_numpy()
+    region, region_ll, grid_crs = where
+    region_xy, grid_crs = _grid_region(region, region_ll, _bounds(lon, lat), grid_crs)
+    x, y = _to_grid(grid_crs).transform(lon, lat)
+    grid = _covering_grid(region_xy, _bounds(x, y), cell_size, grid_crs)
+    obs = obs.assign(cell_id=grid.cell_of(x, y))
+    return obs, grid, region_xy, _aggregate(obs, slugs), log
+
+
+def _planning_units(
+    grid: Grid,
+    region_xy: shapely.Geometry,
+    agg: pd.DataFrame,
+    layers: Sequence[RasterLayer],
+    names: Sequence[str],
+    slugs: Sequence[str],
+    public: Any,
+    locked_out: Any,
+    thresholds: tuple[float, float, float],
+) -> gpd.GeoDataFrame:
+    """Every cell of the region or with a kept checklist: totals, roles and habitat features."""
+    cells = np.union1d(grid.cells_in(region_xy), agg.index.to_numpy())
+    agg = agg.reindex(cells)
+    polygons = grid.polygons(cells)
+    features = habitat_features(grid, cells, layers) if layers else pd.DataFrame(index=cells)
+    surveyed = agg["n_checklists"].notna().to_numpy()
+    ownership = _ownership(grid, polygons, region_xy, surveyed, public, locked_out, thresholds)
+    table = _cell_table(cells, agg, ownership, names, slugs)
+    feats = features.reindex(cells).reset_index(drop=True).astype(np.float64)
+    table = pd.concat([table, feats], axis=1)
+    return gpd.GeoDataFrame(table, geometry=polygons, crs=grid.crs)
+
+
+def _check_thresholds(public: float, locked: float, region: float) -> tuple[float, float, float]:
+    """The three thresholds of :func:`ingest`, checked."""
+    if not (0.0 <= locked <= 1.0):
+        raise InvalidInputError(f"locked_threshold={locked!r} must lie in [0, 1]")
+    if not (0.0 <= public <= 1.0):
+        raise InvalidInputError(f"public_threshold={public!r} must lie in [0, 1]")
+    if not (0.0 <= region < 1.0):
+        raise InvalidInputError(f"region_threshold={region!r} must lie in [0, 1); pass e.g. 0.5")
+    return public, locked, region
+
+
+def _check_files(
+    ebd: Any, sed: Any, layers: Sequence[RasterLayer], public: Any, locked_out: Any
+) -> None:
+    """Refuse a missing input file before anything is read."""
     for layer in layers:
         if not Path(layer.path).is_file():
             raise DataFileError(f"raster {str(layer.path)!r} ({layer.name}) does not exist")
@@ -356,73 +409,47 @@ def ingest(
     for name, f in (("ebd", ebd), ("sed", sed)):
         if not Path(f).is_file():
             raise DataFileError(f"{name}={str(f)!r} does not exist; check the path")
-    region_ll = parse_region(region, region_layer)
-    grid_crs = None if crs is None else require_equal_area(crs)
 
-    log = FilterLog()
-    filters = dict(
-        complete=complete,
-        protocols=protocols,
-        max_hours=max_hours,
-        max_km=max_km,
-        max_observers=max_observers,
-        max_speed_kmh=max_speed_kmh,
-        start_date=start_date,
-        end_date=end_date,
-        months=months,
-        years=years,
-        polygon=region_ll,
-        chunksize=chunksize,
-    )
-    obs: pd.DataFrame | None
-    if engine == "dask":
-        with dask_client(scheduler, reuse=True) as client:
-            held = dask_observations(
-                ebd, sed, species, client=client, deduplicate=deduplicate, log=log, **filters
-            )
-            grid, region_xy, agg = _grid_on_cluster(
-                held, region, region_ll, grid_crs, cell_size, slugs
-            )
-        obs = None
-    else:
-        obs = load_observations(
-            ebd,
-            sed,
-            species,
-            deduplicate=deduplicate,
-            log=log,
-            progress=progress,
-            engine=engine,
-            scheduler=scheduler,
-            **filters,
+
+def _with_region(
+    filters: ChecklistFilter | None, region_ll: shapely.Geometry | None
+) -> ChecklistFilter:
+    """The filters with the region as their polygon (the ingest's region is the filter's)."""
+    filters = ChecklistFilter() if filters is None else filters
+    if filters.polygon is not None:
+        raise InvalidInputError(
+            "filters.polygon is set; pass the region as region= (a bbox, a polygon file or a "
+            "geometry) and leave filters.polygon None"
         )
-        lon = obs["longitude"].to_numpy()
-        lat = obs["latitude"].to_numpy()
-        region_xy, grid_crs = _grid_region(region, region_ll, _bounds(lon, lat), grid_crs)
-        x, y = _to_grid(grid_crs).transform(lon, lat)
-        grid = _covering_grid(region_xy, _bounds(x, y), cell_size, grid_crs)
-        obs = obs.assign(cell_id=grid.cell_of(x, y))
-        agg = _aggregate(obs, slugs)
-    cells = np.union1d(grid.cells_in(region_xy), agg.index.to_numpy())
-    agg = agg.reindex(cells)
-    surveyed = agg["n_checklists"].notna().to_numpy()
-    polygons = grid.polygons(cells)
+    return replace(filters, polygon=region_ll)
 
-    # Features
-    features = habitat_features(grid, cells, layers) if layers else pd.DataFrame(index=cells)
 
-    # Ownership
+def _ownership(
+    grid: Grid,
+    polygons: np.ndarray,
+    region_xy: shapely.Geometry,
+    surveyed: np.ndarray,
+    public: Any,
+    locked_out: Any,
+    thresholds: tuple[float, float, float],
+) -> dict[str, np.ndarray]:
+    """Public and region fractions, locked-out flags and roles of the cells ``polygons``.
+
+    ``thresholds`` is ``(public_threshold, locked_threshold, region_threshold)``.
+    """
+    public_threshold, locked_threshold, region_threshold = thresholds
+    n = len(polygons)
     if public is None:
         warnings.warn(
             "no public polygons given: every cell is private, so no cell has role 'train'",
             UserWarning,
-            stacklevel=2,
+            stacklevel=4,
         )
-        public_fraction = np.zeros(len(cells))
+        public_fraction = np.zeros(n)
     else:
         public_fraction = cover_fraction(polygons, read_polygons(public, grid.crs, name="public"))
     if locked_out is None:
-        locked = np.zeros(len(cells), dtype=bool)
+        locked = np.zeros(n, dtype=bool)
     else:
         locked_geom = read_polygons(locked_out, grid.crs, name="locked_out")
         locked = cover_fraction(polygons, locked_geom) > locked_threshold
@@ -431,19 +458,36 @@ def ingest(
     role = assign_roles(
         public_fraction, surveyed, locked, public_threshold=public_threshold, outside=outside
     )
+    return {
+        "role": role,
+        "public_fraction": public_fraction,
+        "locked_out": locked,
+        "region_fraction": region_fraction,
+        "surveyed": surveyed,
+    }
 
+
+def _cell_table(
+    cells: np.ndarray,
+    agg: pd.DataFrame,
+    ownership: Mapping[str, np.ndarray],
+    names: Sequence[str],
+    slugs: Sequence[str],
+) -> pd.DataFrame:
+    """The leading columns of ``planning_units`` (:data:`PLANNING_UNIT_COLUMNS`, species pairs)."""
+    surveyed = ownership["surveyed"]
     table = pd.DataFrame(
         {
             "cell_id": cells.astype(np.int64),
-            "role": role.astype(str),
+            "role": ownership["role"].astype(str),
             "label": np.where(surveyed, agg["label"].fillna(-1), -1).astype(np.int64),
             "n_checklists": agg["n_checklists"].fillna(0).to_numpy().astype(np.int64),
             "n_detections": agg["n_detections"].fillna(0).to_numpy().astype(np.int64),
             "effort_hours": agg["effort_hours"].fillna(0.0).to_numpy(dtype=float),
             "effort_km": agg["effort_km"].fillna(0.0).to_numpy(dtype=float),
-            "public_fraction": public_fraction.astype(float),
-            "locked_out": locked.astype(bool),
-            "region_fraction": region_fraction.astype(float),
+            "public_fraction": ownership["public_fraction"].astype(float),
+            "locked_out": ownership["locked_out"].astype(bool),
+            "region_fraction": ownership["region_fraction"].astype(float),
         }
     )
     for name, slug in zip(names[: len(slugs)], slugs, strict=True):
@@ -457,15 +501,9 @@ def ingest(
                 f"{SPECIES_LABEL_PREFIX + slug} holds only 0 and -1. Check the name, the dates "
                 "and the region",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-    feats = features.reindex(cells).reset_index(drop=True).astype(np.float64)
-    table = pd.concat([table, feats], axis=1)
-    units = gpd.GeoDataFrame(table, geometry=polygons, crs=grid.crs)
-
-    summary = _summary(log, units, grid, names, slugs, ebd, sed, region, layers, public, locked_out)
-    _write(units, summary, path)
-    return IngestResult(path, units, summary, obs, grid)
+    return table
 
 
 def _aggregate(table: pd.DataFrame, slugs: Sequence[str]) -> pd.DataFrame:
@@ -558,6 +596,8 @@ def _cells_task(
     part: pd.DataFrame, grid: Grid, order: str, n_buckets: int, slugs: Sequence[str] = ()
 ) -> list[pd.DataFrame]:
     """Assign one partition's checklists to cells; split the few columns needed by cell."""
+    from reserve.io.dask_engine import split_by
+
     x, y = _to_grid(grid.crs).transform(part["longitude"].to_numpy(), part["latitude"].to_numpy())
     cell = grid.cell_of(x, y)
     table = pd.DataFrame(

@@ -14,9 +14,9 @@ How an instance is made (the project's own stages, in ingest's order):
 1. **Checklists**: both files of the folder (2018, "train", and 2017, "test"; 36,330
    checklists). They are already complete, Stationary/Traveling, zero-filled, May-June,
    <= 5 h, <= 5 km, <= 10 observers, with shared checklists collapsed and BBS-like stops
-   removed, so of :mod:`reserve.ebird`'s filters only the speed limit (<= 100 km/h,
-   :func:`reserve.ebird.filter_effort`) and the region (inside the BCR 27 polygon,
-   :func:`reserve.ebird.filter_region`) still remove anything. A checklist can take two rows
+   removed, so of :mod:`reserve.io`'s filters only the speed limit (<= 100 km/h,
+   :func:`reserve.io.filter_effort`) and the region (inside the BCR 27 polygon,
+   :func:`reserve.io.filter_region`) still remove anything. A checklist can take two rows
    (a pivot quirk of the files): :func:`collapse_pivot` keeps one row per checklist with the
    maximum of each species column; an all-NA species column is an "X" count, i.e. detected.
 2. **Cells**: a 3 km equal-area grid (:class:`reserve.grid.Grid`, Lambert azimuthal equal
@@ -71,11 +71,11 @@ import pyproj
 import shapely
 
 from reserve.config import INGEST_DEFAULTS
-from reserve.ebird import filter_effort, filter_region
 from reserve.errors import DataFileError, InvalidInputError
 from reserve.grid import Grid, aggregate_checklists, equal_area_crs
 from reserve.habitat import categorical_fractions
 from reserve.ingest import parse_region
+from reserve.io import filter_effort, filter_region
 from reserve.ownership import assign_roles, cover_fraction, read_polygons
 
 __all__ = [

@@ -19,7 +19,8 @@ from rasterio.transform import from_origin
 from reserve.cli import main
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 from reserve.ingest import PLANNING_UNIT_COLUMNS, ingest, parse_region
-from tests.test_ebird import (
+from reserve.io import ChecklistFilter
+from tests.test_io import (
     NEW_EBD,
     NEW_SED,
     OLD_EBD,
@@ -257,7 +258,7 @@ def test_polygons_without_crs(inputs):
 
 def test_empty_after_filtering_names_the_step(inputs):
     with pytest.raises(InvalidInputError, match="sed:dates"):
-        run(inputs, years=[1999])
+        run(inputs, filters=ChecklistFilter(years=[1999]))
     _no_output(inputs["dir"])
 
 
@@ -403,16 +404,16 @@ def test_several_species_equal_one_ingest_per_species(several):
 
 
 def test_several_species_read_the_files_once(several, monkeypatch):
-    from reserve import ebird
+    from reserve.io import readers
 
     opened = []
-    original = ebird.iter_table
+    original = readers.iter_table
 
     def spy(path, *args, **kwargs):
         opened.append(Path(path).name)
         return original(path, *args, **kwargs)
 
-    monkeypatch.setattr(ebird, "iter_table", spy)
+    monkeypatch.setattr(readers, "iter_table", spy)
     _one(several, THREE[:2], "two")
     assert sorted(opened) == ["ebd3.txt", "sed.txt"]
 
@@ -490,9 +491,9 @@ def scheduler():
 
 
 def test_dask_engine_gives_exactly_the_local_planning_units(inputs, monkeypatch, scheduler):
-    from reserve import ebird
+    from reserve.io import dask_engine
 
-    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 2000)  # several tasks on a small file
+    monkeypatch.setattr(dask_engine, "DASK_BLOCK_BYTES", 2000)  # several tasks on a small file
     local = run(inputs)
     dask = run(inputs, output=inputs["dir"] / "dask.gpkg", engine="dask", scheduler=scheduler)
     pd.testing.assert_frame_equal(
@@ -519,9 +520,9 @@ def test_dask_grids_on_the_workers_with_groups_split_across_tasks(tmp_path, monk
     """Groups spread over byte ranges; the client gathers per-cell totals, never checklists."""
     from distributed import Client
 
-    from reserve import ebird
+    from reserve.io import dask_engine
 
-    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 1500)
+    monkeypatch.setattr(dask_engine, "DASK_BLOCK_BYTES", 1500)
     sed_rows, ebd_rows = [], []
     for i in range(90):
         # 90 checklists at 6 sites (3 cells of 2 km); every 4th in one of 5 groups that span
@@ -573,9 +574,9 @@ def test_dask_grids_on_the_workers_with_groups_split_across_tasks(tmp_path, monk
 
 
 def test_dask_engine_gives_the_local_units_for_several_species(several, monkeypatch, scheduler):
-    from reserve import ebird
+    from reserve.io import dask_engine
 
-    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 2000)
+    monkeypatch.setattr(dask_engine, "DASK_BLOCK_BYTES", 2000)
     with pytest.warns(UserWarning, match="Hermit Thrush"):
         local = _one(several, THREE, "local3")
     with pytest.warns(UserWarning, match="Hermit Thrush"):

@@ -11,8 +11,8 @@ import pytest
 import shapely
 
 from reserve.config import DEFAULT_REGION
-from reserve.ebird import load_observations, read_header
 from reserve.errors import InvalidInputError
+from reserve.io import ChecklistFilter, load_observations, read_header
 from reserve.simulate import (
     EBD_HEADER,
     SED_HEADER,
@@ -32,6 +32,12 @@ from reserve.simulate import (
 
 REGION = shapely.box(-83.3, 33.0, -83.0, 33.25)  # about 28 x 28 km: ~90 cells of 3 km
 SPECIES = DEFAULT_REGION.species
+
+#: Every checklist filter off (the simulated checklists are read as they are).
+NO_FILTERS = ChecklistFilter(
+    complete=False, protocols=None, max_hours=None, max_km=None, max_observers=None,
+    max_speed_kmh=None,
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +122,7 @@ def test_no_detection_in_an_unoccupied_cell(landscape, tmp_path):
     grid, cells, _, occupied, _ = landscape
     sed, ebd = _simulate(landscape, n_checklists=6000)
     ebd_path, sed_path = _write(tmp_path, sed, ebd)
-    obs = load_observations(
-        ebd_path, sed_path, SPECIES, complete=False, protocols=None, max_hours=None,
-        max_km=None, max_observers=None, max_speed_kmh=None,
-    )  # fmt: skip
+    obs = load_observations(ebd_path, sed_path, SPECIES, NO_FILTERS)
     to_grid = pyproj.Transformer.from_crs(4326, grid.crs, always_xy=True)
     x, y = to_grid.transform(obs["longitude"].to_numpy(), obs["latitude"].to_numpy())
     cell = grid.cell_of(x, y)
@@ -236,14 +239,8 @@ def test_second_species_is_detected_on_the_same_checklists(landscape, tmp_path):
     # Both species in one EBD (the second's rows appended): the reader separates them.
     both = pd.concat([ebd, rows], ignore_index=True)
     ebd_path, sed_path = _write(tmp_path, sed, both)
-    obs = load_observations(
-        ebd_path, sed_path, [SPECIES, QUAIL[0]], complete=False, protocols=None,
-        max_hours=None, max_km=None, max_observers=None, max_speed_kmh=None,
-    )  # fmt: skip
-    first = load_observations(
-        ebd_path, sed_path, SPECIES, complete=False, protocols=None,
-        max_hours=None, max_km=None, max_observers=None, max_speed_kmh=None,
-    )  # fmt: skip
+    obs = load_observations(ebd_path, sed_path, [SPECIES, QUAIL[0]], NO_FILTERS)
+    first = load_observations(ebd_path, sed_path, SPECIES, NO_FILTERS)
     assert obs["detected"].tolist() == first["detected"].tolist()
     assert obs["detected__virtual_quail"].sum() == len(hit)
     assert not (obs["detected__virtual_quail"] & obs["detected__virtual_thrush"]).any()

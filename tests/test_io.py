@@ -1,4 +1,4 @@
-"""Tests for reserve.ebird: reading both layouts, every best-practice step, real auk files."""
+"""Tests for reserve.io: reading both layouts, every best-practice step, real auk files."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import csv
 import gzip
 import zipfile
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,9 @@ import shapely
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reserve import ebird
+from reserve import io as ebird
 from reserve.errors import DataFileError, InvalidInputError
+from reserve.io import ChecklistFilter, dask_engine
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "real" / "ebird-bcr27"
 
@@ -139,7 +141,7 @@ def write(path, header, rows, compress=None, trailing_tab=False):
     return path
 
 
-NO_FILTERS = dict(
+NO_FILTERS = ChecklistFilter(
     complete=False,
     protocols=None,
     max_hours=None,
@@ -175,7 +177,7 @@ def test_read_checklists_layouts_and_compression(tmp_path, layout, compress, tra
     header = OLD_SED if layout == "old" else NEW_SED
     rows = [checklist("S1"), checklist("S2", minutes="30", km=""), checklist("S3", lat="40.25")]
     path = write(tmp_path / "sed", header, rows, compress, trailing_tab)
-    got = ebird.read_checklists(path, **NO_FILTERS)
+    got = ebird.read_checklists(path, NO_FILTERS)
     assert ids(got) == ["S1", "S2", "S3"]
     assert got.set_index("sampling_event_identifier").loc["S3", "latitude"] == 40.25
     assert got.set_index("sampling_event_identifier").loc["S2", "duration_minutes"] == 30.0
@@ -227,7 +229,7 @@ def test_malformed_rows_are_counted_and_dropped(tmp_path):
     with open(path, "a") as f:  # a line with far too many fields, and a truncated one
         f.write("\t".join(["x"] * (len(NEW_SED) + 5)) + "\n" + "S7\t2018-05-01\n")
     log = ebird.FilterLog()
-    got = ebird.read_checklists(path, log=log, **NO_FILTERS)
+    got = ebird.read_checklists(path, NO_FILTERS, log=log)
     assert ids(got) == ["S1", "S5"]
     assert log.counts[("sed", "malformed")] == [2, 5]
 
@@ -507,7 +509,7 @@ def test_real_zerofill_example_gives_729_checklists_and_the_file_counts():
         by_species[r["COMMON NAME"]].add(r["SAMPLING EVENT IDENTIFIER"])
     assert len(by_species) == 3
     for species, events in by_species.items():
-        got = ebird.load_observations(ebd, sed, species, deduplicate=False, **NO_FILTERS)
+        got = ebird.load_observations(ebd, sed, species, replace(NO_FILTERS, deduplicate=False))
         assert len(got) == 729
         assert int(got["detected"].sum()) == len(events)
         assert set(got.loc[got.detected, "sampling_event_identifier"]) == events
@@ -520,8 +522,8 @@ def test_real_nh_thrush_old_layout_parses_and_deduplicates():
     groups = {r["GROUP IDENTIFIER"] for r in rows if r["GROUP IDENTIFIER"]}
     in_groups = sum(bool(r["GROUP IDENTIFIER"]) for r in rows)
     log = ebird.FilterLog()
-    no_effort = {k: v for k, v in NO_FILTERS.items() if k != "complete"}
-    got = ebird.load_observations(ebd, sed, "Swainson's Thrush", log=log, **no_effort)
+    no_effort = replace(NO_FILTERS, complete=True)
+    got = ebird.load_observations(ebd, sed, "Swainson's Thrush", no_effort, log=log)
     assert log.kept("sed", "complete") == 14355
     assert len(got) == 14355 - in_groups + len(groups)
     assert got["checklist_id"].is_unique
@@ -577,7 +579,7 @@ def test_byte_ranges_read_every_line_exactly_once(tmp_path_factory, block):
 
 def test_dask_engine_equals_the_local_engine(tmp_path, monkeypatch):
     pytest.importorskip("distributed", reason="the Dask engine needs dask[distributed]")
-    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", 1500)  # several tasks on a tiny file
+    monkeypatch.setattr(dask_engine, "DASK_BLOCK_BYTES", 1500)  # several tasks on a tiny file
     sed_rows = [
         checklist(f"S{i}", minutes=str(20 * (i % 25)), group=f"G{i // 7}" if i % 5 == 0 else "")
         for i in range(60)
@@ -616,7 +618,7 @@ def test_dask_groups_split_across_byte_ranges_are_deduplicated_exactly(
 ):
     """One checklist per group even when its members and detections sit in different tasks."""
     block = 1200
-    monkeypatch.setattr(ebird, "DASK_BLOCK_BYTES", block)
+    monkeypatch.setattr(dask_engine, "DASK_BLOCK_BYTES", block)
     filler = [checklist(f"S{100 + i}", minutes=str(10 + i)) for i in range(1, 30)]
     # Group GX: S900 first in the file, S150 (the kept member: smallest id as text) in the
     # middle, S500 last; S0 is smaller still but incomplete, so it never competes.
@@ -645,11 +647,13 @@ def test_dask_groups_split_across_byte_ranges_are_deduplicated_exactly(
 
     for dedup in (True, False):
         logs = [ebird.FilterLog(), ebird.FilterLog()]
-        kw = dict(deduplicate=dedup, chunksize=5)
-        local = ebird.load_observations(ebd, sed, "Wood Thrush", log=logs[0], **kw)
+        kw = dict(chunksize=5)
+        dedup_only = ChecklistFilter(deduplicate=dedup)
+        local = ebird.load_observations(ebd, sed, "Wood Thrush", dedup_only, log=logs[0], **kw)
         dask = ebird.load_observations(
-            ebd, sed, "Wood Thrush", log=logs[1], engine="dask", scheduler=scheduler, **kw
-        )
+            ebd, sed, "Wood Thrush", dedup_only, log=logs[1], engine="dask", scheduler=scheduler,
+            **kw,
+        )  # fmt: skip
         pd.testing.assert_frame_equal(local, dask, check_exact=True)
         assert logs[0].to_frame().equals(logs[1].to_frame())
     # Oracle for the de-duplicated table, written by hand.
@@ -664,7 +668,7 @@ def test_dask_groups_split_across_byte_ranges_are_deduplicated_exactly(
 def test_split_by_keeps_every_row_once_in_order():
     frame = pd.DataFrame({"v": np.arange(50)})
     bucket = (np.arange(50) * 7) % 4
-    pieces = ebird.split_by(frame, bucket, 5)
+    pieces = dask_engine.split_by(frame, bucket, 5)
     assert len(pieces) == 5 and pieces[4].empty
     for j, piece in enumerate(pieces):
         assert piece["v"].tolist() == [v for v in range(50) if bucket[v] == j]

@@ -1,0 +1,350 @@
+"""Stream eBird EBD and SED text: both column layouts, plain, gzip or zip.
+
+Both EBD column layouts in circulation are accepted: the older one (``PROTOCOL TYPE``,
+``PROJECT CODE``, ``TRIP COMMENTS``) and the newer one (``OBSERVATION TYPE``, ``PROTOCOL NAME``,
+``PROJECT NAMES`` / ``PROJECT IDENTIFIERS``, ``CHECKLIST COMMENTS``). Header names are trimmed and
+made lower_snake (``" LOCALITY TYPE"`` becomes ``locality_type``) and the newer names are mapped
+onto one canonical set (``protocol_name`` becomes ``protocol_type``). Files may be plain text,
+gzip or zip (detected from their first bytes). Every column is read as text; the parsers of
+:mod:`reserve.io.parse` type the columns used. Files are streamed in chunks of ``chunksize``
+rows, so memory depends on the rows kept, not the file size.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+import re
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import pandas as pd
+
+from reserve.config import INGEST_DEFAULTS
+from reserve.errors import DataFileError
+
+__all__ = [
+    "EBD_REQUIRED",
+    "SED_REQUIRED",
+    "check_columns",
+    "header_from_line",
+    "iter_table",
+    "normalise_columns",
+    "open_binary",
+    "read_header",
+]
+
+
+#: Newer (and a few older) header names mapped onto the canonical names used here.
+ALIASES = {
+    "protocol_name": "protocol_type",
+    "trip_comments": "checklist_comments",
+    "project_code": "project_identifiers",
+    "breeding_bird_atlas_code": "breeding_code",
+    "breeding_bird_atlas_category": "breeding_category",
+}
+
+
+#: Columns a Sampling Event Data file must have (canonical names).
+SED_REQUIRED = (
+    "sampling_event_identifier",
+    "latitude",
+    "longitude",
+    "observation_date",
+    "protocol_type",
+    "duration_minutes",
+    "effort_distance_km",
+    "number_observers",
+    "all_species_reported",
+    "group_identifier",
+)
+
+
+#: Columns an EBD file must have (canonical names).
+EBD_REQUIRED = (
+    "sampling_event_identifier",
+    "category",
+    "common_name",
+    "scientific_name",
+    "observation_count",
+)
+
+
+def normalise_columns(names: Iterable[str]) -> list[str]:
+    """Trim header names, make them lower_snake and map layout variants onto canonical names.
+
+    Empty names (a trailing tab) become ``_unnamed_<position>``.
+
+    Examples
+    --------
+    >>> normalise_columns(["SAMPLING EVENT IDENTIFIER", " LOCALITY TYPE", "PROTOCOL NAME", ""])
+    ['sampling_event_identifier', 'locality_type', 'protocol_type', '_unnamed_3']
+    """
+    out = []
+    for i, name in enumerate(names):
+        snake = re.sub(r"[^0-9a-z]+", "_", name.strip().lower()).strip("_")
+        out.append(ALIASES.get(snake, snake) if snake else f"_unnamed_{i}")
+    return out
+
+
+@contextmanager
+def open_binary(path: Path) -> Iterator[tuple[BinaryIO, Callable[[], int], int]]:
+    """Open plain, gzip or zip text; yield (stream, bytes-consumed function, total bytes)."""
+    if not path.is_file():
+        raise DataFileError(
+            f"file {str(path)!r} does not exist or is not a file; check the path "
+            "(eBird downloads are .txt, .txt.gz or .zip)"
+        )
+    with open(path, "rb") as raw:
+        magic = raw.read(4)
+        raw.seek(0)
+        total = path.stat().st_size
+        if magic[:2] == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                yield gz, raw.tell, total  # type: ignore[misc]
+        elif magic == b"PK\x03\x04":
+            with zipfile.ZipFile(raw) as zf:
+                members = [
+                    m
+                    for m in zf.infolist()
+                    if not m.is_dir() and m.filename.lower().endswith((".txt", ".tsv", ".csv"))
+                ]
+                if not members:
+                    raise DataFileError(
+                        f"zip file {str(path)!r} holds no .txt member; pass the EBD or SED text "
+                        "file (or a zip containing it)"
+                    )
+                member = max(members, key=lambda m: m.file_size)
+                with zf.open(member) as stream:
+                    size = member.file_size
+                    yield stream, stream.tell, size  # type: ignore[misc]
+        else:
+            yield raw, raw.tell, total
+
+
+def read_header(path: str | os.PathLike[str]) -> list[str]:
+    """Return the normalised header of an EBD or SED file (plain, gzip or zip).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "s.txt"
+    >>> _ = p.write_text("SAMPLING EVENT IDENTIFIER\\tPROTOCOL TYPE\\n")
+    >>> read_header(p)
+    ['sampling_event_identifier', 'protocol_type']
+    """
+    with open_binary(Path(path)) as (stream, _, _):
+        return header_from_line(stream.readline(), Path(path))
+
+
+def header_from_line(line: bytes, path: Path) -> list[str]:
+    try:
+        text = line.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataFileError(
+            f"file {str(path)!r} is not UTF-8 text ({exc}); pass an eBird EBD or SED .txt file"
+        ) from None
+    return normalise_columns(text.rstrip("\r\n").split("\t"))
+
+
+def check_columns(header: list[str], required: Sequence[str], path: Path, kind: str) -> None:
+    missing = [c for c in required if c not in header]
+    if kind == "SED" and "common_name" in header and "scientific_name" in header:
+        # An EBD holds every SED column too, but one row per species, not per checklist.
+        missing.append("(no species columns)")
+    if not missing:
+        return
+    hint = ""
+    if kind == "SED" and "common_name" in header:
+        hint = " It looks like an EBD (observations) file; pass it as the EBD, not the SED."
+    elif kind == "EBD" and "common_name" not in header and "sampling_event_identifier" in header:
+        hint = " It looks like a sampling event (SED) file; pass it as the SED, not the EBD."
+    raise DataFileError(
+        f"file {str(path)!r} is not an eBird {kind} file: its header lacks column(s) "
+        f"{', '.join(missing)} (found {len(header)} columns starting {header[:3]}).{hint} "
+        f"Fix: pass the tab-separated {kind} text from an eBird download."
+    )
+
+
+class _Counting(io.RawIOBase):
+    """A read-only stream that reports progress after every read."""
+
+    def __init__(self, stream: BinaryIO, on_read: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_read = on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        self._on_read()
+        return len(data)
+
+
+def iter_table(
+    path: str | os.PathLike[str],
+    columns: Sequence[str],
+    *,
+    required: Sequence[str] = (),
+    kind: str = "EBD",
+    chunksize: int = INGEST_DEFAULTS.chunksize,
+    progress: Callable[[int, int], None] | None = None,
+    byte_range: tuple[int, int] | None = None,
+) -> Iterator[pd.DataFrame]:
+    """Stream the named columns of an eBird text file as chunks of text columns.
+
+    Parameters
+    ----------
+    path : path-like
+        EBD or SED text, plain, ``.gz`` or ``.zip``.
+    columns : sequence of str
+        Canonical column names to return; those absent from the file are returned empty (NaN).
+    required : sequence of str
+        Canonical names that must be in the header, else :class:`DataFileError`.
+    kind : str
+        ``"EBD"`` or ``"SED"``, used in messages.
+    chunksize : int
+        Rows per chunk.
+    progress : callable, optional
+        Called as ``progress(bytes_consumed, total_bytes)`` while reading.
+    byte_range : (int, int), optional
+        Read only the lines that *start* in ``[start, stop)`` of a plain file (used by the Dask
+        engine; the header is always read from the top).
+
+    Yields
+    ------
+    pandas.DataFrame
+        Every value is text (``str``) or NaN. Fields are taken by position, so a row with
+        missing or extra fields yields values that do not parse, and the parsers drop it as
+        malformed.
+    """
+    path = Path(path)
+    with open_binary(path) as (stream, consumed, total):
+        header = header_from_line(stream.readline(), path)
+        check_columns(header, required, path, kind)
+        start_offset = stream.tell()
+        if byte_range is not None:
+            start, stop = byte_range
+            if start > start_offset:
+                stream.seek(start - 1)
+                stream.readline()  # finish the line in progress; it belongs to the previous range
+            body: BinaryIO = _Bounded(stream, stop)  # type: ignore[assignment]
+        else:
+            body = stream
+        if body is not stream or progress is not None:
+            report = (lambda: progress(consumed(), total)) if progress else (lambda: None)
+            body = io.BufferedReader(_Counting(body, report), buffer_size=1 << 20)  # type: ignore[assignment]
+        body, names = _align_fields(body, header)
+        wanted = [c for c in columns if c in names]
+        reader = pd.read_csv(
+            body,
+            sep="\t",
+            header=None,
+            names=names,
+            usecols=wanted,
+            dtype=str,
+            quoting=csv.QUOTE_NONE,
+            keep_default_na=False,
+            na_values=[""],
+            index_col=False,
+            chunksize=chunksize,
+            engine="c",
+            encoding="utf-8",
+            encoding_errors="replace",
+        )
+        for chunk in _parse_errors(reader, path, kind):
+            for c in columns:
+                if c not in chunk.columns:
+                    chunk[c] = np.nan
+            yield chunk[list(columns)]
+
+
+def _align_fields(body: BinaryIO, header: list[str]) -> tuple[BinaryIO, list[str]]:
+    """The data stream and its column names, matched to the fields of the first data line.
+
+    Some files end data lines, but not the header, with a tab: peek at the first data line and
+    give that trailing field a name, so columns do not shift.
+    """
+    first = body.readline()
+    names = list(header)
+    n_fields = first.rstrip(b"\r\n").count(b"\t") + 1 if first else len(names)
+    while n_fields > len(names):
+        names.append(f"_unnamed_{len(names)}")
+    while n_fields < len(names) and names[-1].startswith("_unnamed_"):
+        names.pop()  # a trailing tab on the header line only
+    stream = io.BufferedReader(_Prefixed(first, body), buffer_size=1 << 20)
+    return stream, names  # type: ignore[return-value]
+
+
+def _parse_errors(reader: Iterable[pd.DataFrame], path: Path, kind: str) -> Iterator[pd.DataFrame]:
+    """Re-raise the tokenizer's errors as DataFileError naming the file."""
+    try:
+        yield from reader
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise DataFileError(
+            f"{kind} file {str(path)!r} cannot be parsed as tab-separated eBird text ({exc}); "
+            "check that it is an uncorrupted EBD/SED download"
+        ) from None
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream that first returns ``prefix``, then the rest of ``stream``."""
+
+    def __init__(self, prefix: bytes, stream: BinaryIO) -> None:
+        self._prefix = prefix
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _Bounded(io.RawIOBase):
+    """Read a seekable stream up to the end of the line that crosses ``stop``.
+
+    A line belongs to the byte range it *starts* in, so consecutive ranges read every line
+    exactly once.
+    """
+
+    def __init__(self, stream: BinaryIO, stop: int) -> None:
+        self._stream = stream
+        self._stop = stop
+        self._pending = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not self._pending and not self._done:
+            pos = self._stream.tell()
+            if pos >= self._stop:
+                self._done = True  # a line starting at or after stop belongs to the next range
+            else:
+                data = self._stream.read(min(len(buffer), self._stop - pos))
+                if pos + len(data) >= self._stop or not data:
+                    self._done = True
+                    if data and not data.endswith(b"\n"):
+                        data += self._stream.readline()  # finish the line that crosses stop
+                self._pending = data
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
