@@ -226,13 +226,13 @@ class DaskObservations:
     ----------
     client : distributed.Client
     parts : list of distributed.Future
-        Each resolves to a DataFrame with the columns of :func:`load_observations` plus
+        Each resolves to a DataFrame with the columns of :func:`reserve.io.load_observations` plus
         ``_row`` (position in the filtered SED, file order). Partitions share no ``checklist_id``.
     order : str
         Column whose ascending order is the local engine's row order: ``checklist_id`` after
         group de-duplication, ``_row`` without it.
     log : FilterLog
-        The counts of every step, as :func:`load_observations` records them.
+        The counts of every step, as :func:`reserve.io.load_observations` records them.
     """
 
     client: Any

@@ -40,7 +40,7 @@ __all__ = [
 def filter_complete(checklists: pd.DataFrame) -> pd.DataFrame:
     """Keep complete checklists only (``ALL SPECIES REPORTED = 1``).
 
-    Precondition: a boolean ``all_species_reported`` column (see :func:`parse_sampling`).
+    Precondition: a boolean ``all_species_reported`` column (see :func:`reserve.io.parse_sampling`).
     Only complete checklists say anything about absence, so zero-filling needs them.
     """
     return checklists[checklists["all_species_reported"].to_numpy(dtype=bool)]

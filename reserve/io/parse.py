@@ -54,8 +54,9 @@ def _num(series: pd.Series) -> np.ndarray:
 def parse_sampling(text: pd.DataFrame) -> pd.DataFrame:
     """Parse SED text columns into typed columns; rows that do not parse get NaN / NaT.
 
-    Precondition: the columns of :data:`SED_REQUIRED`, as text. Use :func:`drop_malformed`
-    afterwards to remove rows whose identifier, coordinates or date did not parse.
+    Precondition: the columns of :data:`reserve.io.SED_REQUIRED`, as text. Use
+    :func:`drop_malformed` afterwards to remove rows whose identifier, coordinates or date did
+    not parse.
 
     Examples
     --------
@@ -108,8 +109,9 @@ def drop_malformed(checklists: pd.DataFrame) -> pd.DataFrame:
 def parse_detections(text: pd.DataFrame) -> pd.DataFrame:
     """Parse EBD text rows: counts to numbers, ``"X"`` to detected with an unknown (NaN) count.
 
-    Precondition: the columns of :data:`EBD_REQUIRED`, as text. Rows whose identifier or names
-    are missing, or whose count is neither a number nor ``X``, are dropped (they are malformed).
+    Precondition: the columns of :data:`reserve.io.EBD_REQUIRED`, as text. Rows whose identifier
+    or names are missing, or whose count is neither a number nor ``X``, are dropped (they are
+    malformed).
 
     Examples
     --------

@@ -172,7 +172,7 @@ def read_detections(
     species : str or sequence of str
         Common or scientific name, any case (``"Wood Thrush"``, ``"hylocichla mustelina"``).
         Subspecies and forms of it are included; spuhs, slashes and hybrids are not. A
-        sequence reads several species in one pass (see :func:`species_list`).
+        sequence reads several species in one pass (see :func:`reserve.io.species_list`).
     chunksize, progress, log, engine, scheduler
         As in :func:`read_checklists`.
 
@@ -249,7 +249,7 @@ def load_observations(
     ----------
     ebd, sed : path-like
     species : str or sequence of str
-        One name, or several read in the same pass (:func:`species_list`).
+        One name, or several read in the same pass (:func:`reserve.io.species_list`).
     filters : ChecklistFilter, optional
         The best-practice filters; default ``ChecklistFilter()``.
     log : FilterLog, optional
@@ -263,7 +263,7 @@ def load_observations(
         ``longitude``, ``observation_date``, effort columns, ``detected``,
         ``observation_count``. With a sequence of species, ``detected`` and
         ``observation_count`` are the first species', and every species has
-        ``detected__<slug>`` and ``observation_count__<slug>`` (:func:`zero_fill`).
+        ``detected__<slug>`` and ``observation_count__<slug>`` (:func:`reserve.io.zero_fill`).
     """
     log = FilterLog() if log is None else log
     filters = ChecklistFilter() if filters is None else filters

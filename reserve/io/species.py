@@ -84,8 +84,9 @@ def species_key(name: str) -> str:
 def rollup_species(detections: pd.DataFrame) -> pd.DataFrame:
     """Roll EBD rows up to species: drop spuh, slash and hybrid; merge subspecies rows.
 
-    Precondition: parsed EBD rows (:func:`parse_detections`): ``category``, ``common_name``,
-    ``scientific_name``, ``observation_count``, ``detected``, ``sampling_event_identifier``.
+    Precondition: parsed EBD rows (:func:`reserve.io.parse_detections`): ``category``,
+    ``common_name``, ``scientific_name``, ``observation_count``, ``detected``,
+    ``sampling_event_identifier``.
     Subspecies, forms, intergrades and domestic types count as their species; the species name is
     the scientific binomial (first two words) and the common name without any parenthesis. Rows
     of the same species on the same checklist become one: their counts add up, and an ``X`` on
@@ -165,6 +166,7 @@ def species_rows(
 
 
 def no_row_error(species: str, names: dict[str, str], path: Path) -> InvalidInputError:
+    """The error for a species no row of the EBD is of, naming close names seen in the file."""
     target = species_key(species)
     close = difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
     hint = f" Close names in the file: {', '.join(names[c] for c in close)}." if close else ""

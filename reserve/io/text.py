@@ -144,6 +144,7 @@ def read_header(path: str | os.PathLike[str]) -> list[str]:
 
 
 def header_from_line(line: bytes, path: Path) -> list[str]:
+    """The normalised column names of a header line; refuses text that is not UTF-8."""
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -154,6 +155,7 @@ def header_from_line(line: bytes, path: Path) -> list[str]:
 
 
 def check_columns(header: list[str], required: Sequence[str], path: Path, kind: str) -> None:
+    """Refuse a header that lacks a required column; say when the EBD and SED look swapped."""
     missing = [c for c in required if c not in header]
     if kind == "SED" and "common_name" in header and "scientific_name" in header:
         # An EBD holds every SED column too, but one row per species, not per checklist.

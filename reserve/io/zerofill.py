@@ -48,7 +48,7 @@ def zero_fill(
     an unknown (NaN) count. Shared checklists with rows from several members take the largest
     count (members count the same birds).
 
-    With ``species`` (names, as in :func:`species_list`), ``detections`` hold the rows of
+    With ``species`` (names, as in :func:`reserve.io.species_list`), ``detections`` hold the rows of
     several species tagged by a ``species`` column, and each is zero-filled against the same
     checklists: ``detected__<slug>`` and ``observation_count__<slug>`` for every species;
     ``detected`` and ``observation_count`` repeat the first species'.
@@ -97,6 +97,7 @@ def _fill(ids: pd.Series, detections: pd.DataFrame) -> tuple[np.ndarray, np.ndar
 
 
 def log_zero_fill(log: FilterLog, filled: pd.DataFrame, species: str | Sequence[str]) -> None:
+    """Record the zero-filled checklists and the detections of every species in ``log``."""
     several = not isinstance(species, str)
     detail = "; ".join(species) if several else species
     log.record("checklists", "zero_fill", kept=len(filled), dropped=0, detail=detail)
