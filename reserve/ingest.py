@@ -278,7 +278,8 @@ def ingest(
         eBird Basic Dataset and Sampling Event Data (plain, ``.gz`` or ``.zip``).
     species : str or sequence of str
         Common or scientific name. A sequence (even of one name) labels every species in one
-        pass and adds ``label__<slug>`` / ``n_detections__<slug>`` (see the module docstring).
+        pass and adds ``label__<slug>`` / ``n_detections__<slug>`` (see the module docstring);
+        two names of the same species, or with the same slug, are refused.
     output : path-like
         ``.gpkg`` to write (atomically: a temporary file beside it, then a rename).
     filters : ChecklistFilter, optional
@@ -292,7 +293,8 @@ def ingest(
     public, locked_out : path or paths, optional
         Public-land polygons (without them no cell is ``train``); polygons never selected.
     public_threshold, locked_threshold, region_threshold : float
-        Fractions of a cell above which it is public / locked out / inside the region.
+        Fractions of a cell above which it is public / locked out / inside the region (a
+        private cell the region's edge merely clips is ``other``, not a candidate).
     chunksize, engine, scheduler, progress
         Rows per streamed chunk; ``"local"`` or ``"dask"`` (a cluster that sends only per-cell
         totals: the same units); Dask scheduler (default local); progress bar (local engine).
