@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from reserve.benchmark import PAPER_TABLE3, _prepare, make_estimator
 from reserve.metrics import selection_precision
 from reserve.model_selection import PAPER_CS, select_C
+from reserve.paper.benchmark import PAPER_TABLE3, _prepare, make_estimator
 
 DEFAULT_DATASETS = ("sonar", "german_numer", "spambase", "svmguide3")
 

@@ -127,7 +127,7 @@ def default_bcr27_dir() -> Path | None:
         candidates = [Path(override)] if override else []
     else:
         rel = Path("shared", "real", "ebird-bcr27")
-        candidates = [Path(__file__).resolve().parents[2] / rel, Path.cwd().parent / rel]
+        candidates = [Path(__file__).resolve().parents[3] / rel, Path.cwd().parent / rel]
     for folder in candidates:
         if (folder / _CHECKLISTS[2018]).is_file():
             return folder
@@ -420,7 +420,7 @@ def surrogate_splits(
 
     Each problem holds every labelled row and one fold of the candidates (a seeded random
     permutation cut into ``n_splits`` nearly equal parts), returned like
-    :func:`reserve.datasets.transductive_split`: features standardised over the problem's
+    :func:`reserve.paper.datasets.transductive_split`: features standardised over the problem's
     rows, labels with ``-1`` for the fold's candidates, the fold's held-out labels, and
     ``k = max(1, round(k_fraction * fold size))``. Every candidate is scored in exactly one
     problem.

@@ -19,9 +19,9 @@ Methods too slow on larger data are reported as ``NA`` (AATP and TTK-MIP above 1
 as in the paper), never dropped silently.
 
 Table 3 also holds real surrogates for the paper's unpublished eBird instances NY16, NY18 and
-NY88: :data:`reserve.surrogates.SURROGATES` (BCR 27 checklists, national-forest cells
+NY88: :data:`reserve.paper.surrogates.SURROGATES` (BCR 27 checklists, national-forest cells
 labelled, the other surveyed cells as candidates). Their "splits" are disjoint folds of the
-candidate cells with the labelled cells fixed (:func:`reserve.surrogates.surrogate_splits`).
+candidate cells with the labelled cells fixed (:func:`reserve.paper.surrogates.surrogate_splits`).
 They read eBird data from a local folder at run time; :func:`reproduce_paper` skips them with a
 note when it is absent, and writes a run made of surrogates only to ``paper_table3_bcr27.*``.
 """
@@ -41,12 +41,12 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy import stats
 
-from reserve.datasets import BENCHMARKS, load_benchmark, transductive_split
 from reserve.errors import DataFileError, InvalidInputError, ReserveError
 from reserve.metrics import hinge_loss_sum, selection_precision
 from reserve.model_selection import PAPER_CS, select_C
+from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
+from reserve.paper.surrogates import SURROGATES, default_bcr27_dir, load_surrogate, surrogate_splits
 from reserve.solvers._qp import hinge_objective
-from reserve.surrogates import SURROGATES, default_bcr27_dir, load_surrogate, surrogate_splits
 
 __all__ = [
     "CV_TTK",
@@ -446,8 +446,8 @@ def run_table3(
     ----------
     datasets, methods : sequence of str
         Subsets of :data:`DATASETS` and :data:`METHODS`. A surrogate
-        (:data:`reserve.surrogates.SURROGATES`) needs its eBird folder
-        (:func:`reserve.surrogates.default_bcr27_dir`).
+        (:data:`reserve.paper.surrogates.SURROGATES`) needs its eBird folder
+        (:func:`reserve.paper.surrogates.default_bcr27_dir`).
     n_splits : int
         Random 50/50 splits per dataset (10 in the paper); for a surrogate, disjoint folds of
         its candidate cells.
