@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import StratifiedKFold
 
 from reserve.errors import InvalidInputError, SolverError
-from reserve.solvers._validation import check_transductive
+from reserve.solvers import check_transductive
 
 __all__ = ["PAPER_CS", "CSelection", "select_C", "select_and_fit"]
 

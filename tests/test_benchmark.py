@@ -186,7 +186,7 @@ def _noisy(tmp_path):
 def test_cv_ttk_decides_the_cv_estimator_and_the_final_fit_always_polishes(
     tmp_path, monkeypatch, cv_ttk
 ):
-    from reserve.paper.benchmark import _prepare, run_table3
+    from reserve.paper.benchmark import prepare_splits, run_table3
     from reserve.solvers import TTK
 
     data = _noisy(tmp_path)
@@ -197,7 +197,7 @@ def test_cv_ttk_decides_the_cv_estimator_and_the_final_fit_always_polishes(
     assert [r.cv_estimator for r in recs] == [label, label]
     # the scored fit is the full TTK (FD + polish) with the chosen C, whatever the CV used
     gaps = []
-    for sp, r in zip(_prepare(["sonar"], 2, 0.05, 0, data), recs, strict=True):
+    for sp, r in zip(prepare_splits(["sonar"], 2, 0.05, 0, data), recs, strict=True):
         full = TTK(k=sp.k, C=r.C, polish=True, random_state=sp.seed).fit(sp.X, sp.y_fit)
         fd = TTK(k=sp.k, C=r.C, polish=False, random_state=sp.seed).fit(sp.X, sp.y_fit)
         assert r.train_objective == pytest.approx(full.objective_, rel=1e-9)
@@ -248,9 +248,11 @@ def test_cli_passes_cv_options_and_writes_the_elapsed_time(tmp_path):
 
 def test_tsvm_cv_fits_get_their_own_time_limit_and_are_counted(tmp_path, monkeypatch):
     import reserve.paper.benchmark as bm
+    from reserve.solvers import make_estimator
 
     calls = []
     real = bm.make_estimator
+    assert real is make_estimator  # the benchmark builds its estimators with the one registry
 
     def spy(method, **kw):
         calls.append((method, kw["fit_time_limit"], kw.get("polish", True)))

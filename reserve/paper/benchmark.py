@@ -46,7 +46,7 @@ from reserve.metrics import hinge_loss_sum, selection_precision
 from reserve.model_selection import PAPER_CS, select_C
 from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
 from reserve.paper.surrogates import SURROGATES, default_bcr27_dir, load_surrogate, surrogate_splits
-from reserve.solvers._qp import hinge_objective
+from reserve.solvers import hinge_objective, make_estimator
 
 __all__ = [
     "CV_TTK",
@@ -56,9 +56,11 @@ __all__ = [
     "PAPER_TABLE3",
     "PAPER_TABLE3_NY",
     "RunRecord",
+    "Split",
     "format_table2",
     "format_table3",
     "load_dataset",
+    "prepare_splits",
     "reproduce_paper",
     "run_table2",
     "run_table3",
@@ -179,42 +181,6 @@ class RunRecord:
     cv_limited: int = 0
 
 
-def make_estimator(
-    method: str,
-    *,
-    k: int,
-    C: float,
-    time_limit: float,
-    seed: int,
-    fit_time_limit: float = 10.0,
-    polish: bool = True,
-) -> object:
-    """A fresh estimator for a Table-3 column name.
-
-    ``time_limit`` caps a TTK-MIP fit; ``fit_time_limit`` caps the CCCP of TSVM, the one
-    baseline whose fits take minutes on the larger datasets (it returns its last iterate).
-    ``polish=False`` gives TTK-FD without the polish (the cheap CV estimator); other methods
-    ignore it.
-    """
-    from reserve.solvers import AATP, SVM, TSVM, TTK, SVMPerf, TopPush
-
-    if method == "SVM":
-        return SVM(k=k, C=C)
-    if method == "TSVM":
-        return TSVM(k=k, C=C, max_time=fit_time_limit)
-    if method == "SVMPerf":
-        return SVMPerf(k=k, C=C)
-    if method == "TopPush":
-        return TopPush(k=k, C=C)
-    if method == "AATP":
-        return AATP(k=k, C=C)
-    if method == "TTK-FD":
-        return TTK(k=k, C=C, solver="fd", polish=polish, random_state=seed)
-    if method == "TTK-MIP":
-        return TTK(k=k, C=C, solver="mip", time_limit=time_limit, random_state=seed)
-    raise InvalidInputError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
-
-
 def _check_names(values: Iterable[str], allowed: Sequence[str], what: str) -> list[str]:
     out = list(values)
     bad = [v for v in out if v not in allowed]
@@ -267,7 +233,16 @@ def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> t
 
 
 @dataclass(frozen=True)
-class _Split:
+class Split:
+    """One transductive problem of a benchmark table: a split of one dataset.
+
+    ``X`` holds every row (labelled, then candidates for a surrogate; shuffled halves for a
+    UCI set), ``y_fit`` the labels the estimator sees (``-1`` on the candidates), ``y_hidden``
+    the candidates' held-out 0/1 labels, ``k`` the cells to select, ``n_rows`` the dataset's
+    size (what :data:`SMALL_ONLY` compares with) and ``seed`` the split's seed (also the
+    estimator's ``random_state`` and the CV folds' seed).
+    """
+
     dataset: str
     split: int
     X: np.ndarray
@@ -278,14 +253,47 @@ class _Split:
     seed: int
 
 
-def _prepare(
+def prepare_splits(
     datasets: Sequence[str],
     n_splits: int,
     k_fraction: float,
     seed: int,
     data_dir: str | os.PathLike[str] | None,
-) -> list[_Split]:
-    """Load and split everything up front, so bad input fails before any computing."""
+) -> list[Split]:
+    """Every split of every dataset, as the benchmark tables use them.
+
+    Everything is loaded and split up front, so bad input fails before any computing.
+
+    Parameters
+    ----------
+    datasets : sequence of str
+        Names from :data:`DATASETS`.
+    n_splits : int
+        Splits per dataset (at least 2).
+    k_fraction : float
+        ``k`` as a share of the test half, strictly between 0 and 1.
+    seed : int
+        Split ``s`` uses seed ``1000 * seed + s``.
+    data_dir : path-like or None
+        Read ``<name>.csv`` here instead of the bundled copies.
+
+    Returns
+    -------
+    list of Split
+        Dataset by dataset, split by split.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad ``n_splits`` or ``k_fraction``, a single class in a training half, or ``k`` not
+        smaller than the test half.
+
+    Examples
+    --------
+    >>> sp = prepare_splits(["sonar"], 2, 0.05, 0, None)
+    >>> [(s.split, s.seed, s.k) for s in sp]
+    [(0, 0, 5), (1, 1, 5)]
+    """
     if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 2:
         raise InvalidInputError(
             f"splits must be an integer >= 2 (a paired t-test needs two); received {n_splits!r}."
@@ -323,11 +331,11 @@ def _prepare(
                     f"dataset {name!r}: k = {k} is not smaller than the test half "
                     f"({yh.size} rows); lower --k-fraction."
                 )
-            out.append(_Split(name, s, Xa, yf, yh, k, n_rows, split_seed))
+            out.append(Split(name, s, Xa, yf, yh, k, n_rows, split_seed))
     return out
 
 
-def _one(sp: _Split, method: str, table: str, cfg: dict) -> RunRecord:
+def _one(sp: Split, method: str, table: str, cfg: dict) -> RunRecord:
     base = dict(table=table, dataset=sp.dataset, split=sp.split, method=method, k=sp.k)
     nan = float("nan")
     limit = SMALL_ONLY.get(method)
@@ -342,7 +350,7 @@ def _one(sp: _Split, method: str, table: str, cfg: dict) -> RunRecord:
     try:
         if table == "3":
             est0 = make_estimator(method, k=sp.k, C=1.0, time_limit=cfg["time_limit"],
-                                  seed=sp.seed, fit_time_limit=cfg["cv_fit_time_limit"],
+                                  random_state=sp.seed, fit_time_limit=cfg["cv_fit_time_limit"],
                                   polish=not cheap_cv)  # fmt: skip
             sel = select_C(est0, sp.X, sp.y_fit, Cs=cfg["Cs"], n_repeats=cfg["n_repeats"],
                            k_fraction=cfg["k_fraction"], random_state=sp.seed,
@@ -352,8 +360,14 @@ def _one(sp: _Split, method: str, table: str, cfg: dict) -> RunRecord:
         else:
             C = cfg["C"]
         t1 = time.perf_counter()
-        est = make_estimator(method, k=sp.k, C=C, time_limit=cfg["time_limit"], seed=sp.seed,
-                             fit_time_limit=cfg["fit_time_limit"])  # fmt: skip
+        est = make_estimator(
+            method,
+            k=sp.k,
+            C=C,
+            time_limit=cfg["time_limit"],
+            random_state=sp.seed,
+            fit_time_limit=cfg["fit_time_limit"],
+        )
         est.fit(sp.X, sp.y_fit)  # type: ignore[attr-defined]
         t2 = time.perf_counter()
     except ReserveError as exc:
@@ -404,7 +418,7 @@ def _run(
 ) -> list[RunRecord]:
     datasets = _check_names(datasets, DATASETS, "dataset")
     methods = _check_names(methods, METHODS, "method")
-    splits = _prepare(datasets, n_splits, cfg["k_fraction"], seed, data_dir)
+    splits = prepare_splits(datasets, n_splits, cfg["k_fraction"], seed, data_dir)
     tasks = [(sp, m) for sp in splits for m in methods]
     # the slowest tasks first keeps both workers busy to the end (weights: one split of
     # spambase took TSVM 167 s, TTK-FD 54 s, SVM 17 s with the default CV settings)
