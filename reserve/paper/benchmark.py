@@ -568,18 +568,50 @@ def _cell_status(runs: list[RunRecord] | None) -> str:
     return f"failed ({n_fail}/{len(runs)})"
 
 
-def format_table3(
-    records: Sequence[RunRecord], reference: str = "TTK-FD", notes: Sequence[str] = ()
-) -> str:
-    """Markdown: ours (mean +- sd, bold = not significantly worse than any other) beside the
-    paper's figure, then wins/ties/losses of ``reference`` and total wall time per method.
+def _paper_cell(ds: str, m: str) -> str:
+    """The paper's Table 3 figure for one cell: ``mean±sd``, ``NA``, or ``-`` (not in it)."""
+    if ds not in PAPER_TABLE3:
+        return "-"
+    paper = PAPER_TABLE3[ds].get(m)
+    return "NA" if paper is None else f"{paper[0]:.2f}±{paper[1]:.2f}"
 
-    When a BCR 27 surrogate is among the datasets, the paper's NY16/NY18/NY88 rows follow as
-    context (paper figures only). ``notes`` are appended as lines after the table.
-    """
+
+def _table3_row(
+    ds: str, methods: list[str], groups: dict, vals: dict[str, np.ndarray | None]
+) -> str:
+    """One dataset's row: ours (bold when not significantly worse) / the paper's."""
+    cells = []
+    for m in methods:
+        v, ptxt = vals[m], _paper_cell(ds, m)
+        if v is None:
+            cells.append(f"{_cell_status(groups.get((ds, m)))} / {ptxt}")
+            continue
+        best = not any(_worse(v, o) for mm, o in vals.items() if mm != m and o is not None)
+        txt = f"{v.mean():.2f}±{v.std(ddof=1):.2f}"
+        n_lim = sum(bool(r.note) for r in groups[(ds, m)])
+        if n_lim:
+            txt += f" †{n_lim}"
+        cells.append(f"{'**' + txt + '**' if best else txt} / {ptxt}")
+    return f"| {ds} | " + " | ".join(cells) + " |"
+
+
+def _tally(wtl: dict[str, list[int]], vals: dict[str, np.ndarray | None], reference: str) -> None:
+    """Add one dataset's wins/ties/losses of ``reference`` against every other method."""
+    ref = vals.get(reference)
+    if ref is None:
+        return
+    for m, o in vals.items():
+        if m == reference or o is None:
+            continue
+        wtl[m][0 if _worse(o, ref) else 2 if _worse(ref, o) else 1] += 1
+
+
+def _table3_body(
+    records: Sequence[RunRecord], methods: list[str], reference: str, surrogate: bool
+) -> list[str]:
+    """The table itself: header, dataset rows, NY context, w/t/l and wall-time rows."""
     groups = _by(records)
     datasets = list(dict.fromkeys(r.dataset for r in records))
-    methods = [m for m in METHODS if any(r.method == m for r in records)]
     lines = [
         "| dataset | " + " | ".join(f"{m} (ours / paper)" for m in methods) + " |",
         "|---|" + "---|" * len(methods),
@@ -587,31 +619,8 @@ def format_table3(
     wtl = {m: [0, 0, 0] for m in methods}
     for ds in datasets:
         vals = {m: _ok_values(groups.get((ds, m))) for m in methods}
-        cells = []
-        for m in methods:
-            v = vals[m]
-            paper = PAPER_TABLE3.get(ds, {}).get(m)
-            ptxt = "NA" if paper is None else f"{paper[0]:.2f}±{paper[1]:.2f}"
-            if ds not in PAPER_TABLE3:
-                ptxt = "-"  # not in the paper
-            if v is None:
-                cells.append(f"{_cell_status(groups.get((ds, m)))} / {ptxt}")
-                continue
-            best = not any(_worse(v, o) for mm, o in vals.items() if mm != m and o is not None)
-            txt = f"{v.mean():.2f}±{v.std(ddof=1):.2f}"
-            n_lim = sum(bool(r.note) for r in groups[(ds, m)])
-            if n_lim:
-                txt += f" †{n_lim}"
-            cells.append(f"{'**' + txt + '**' if best else txt} / {ptxt}")
-        lines.append(f"| {ds} | " + " | ".join(cells) + " |")
-        ref = vals.get(reference)
-        if ref is not None:
-            for m in methods:
-                o = vals[m]
-                if m == reference or o is None:
-                    continue
-                wtl[m][0 if _worse(o, ref) else 2 if _worse(ref, o) else 1] += 1
-    surrogate = any(ds in SURROGATES for ds in datasets)
+        lines.append(_table3_row(ds, methods, groups, vals))
+        _tally(wtl, vals, reference)
     if surrogate:
         for ny, row in PAPER_TABLE3_NY.items():
             lines.append(
@@ -633,14 +642,20 @@ def format_table3(
         + " | ".join(f"{cv[m]:.0f} / {fit[m]:.0f}" for m in methods)
         + " |"
     )
-    lines.append("")
-    lines.append(
+    return lines
+
+
+def _table3_notes(records: Sequence[RunRecord], surrogate: bool) -> list[str]:
+    """The paragraphs under the table: legend, limited CV fits, cheap CV, surrogates."""
+    lines = [
+        "",
         "Bold: not significantly worse than any other method (paired t-test, p < 0.05). "
         "†n: in n splits the final fit stopped at a per-fit limit (TSVM: CCCP time limit; "
         "TTK-MIP: MIP time limit, best solution found). NA: not run above 1000 rows, as in "
-        "the paper. Wall time: CV plus final fits, summed over splits (seconds of one worker)."
-    )
-    limited = {}
+        "the paper. Wall time: CV plus final fits, summed over splits (seconds of one worker).",
+    ]
+    groups = _by(records)
+    limited: dict[tuple[str, str], int] = {}
     for r in records:
         if r.cv_limited:
             limited[(r.dataset, r.method)] = limited.get((r.dataset, r.method), 0) + r.cv_limited
@@ -676,6 +691,22 @@ def format_table3(
             "sd is over candidate pools. The NY rows are the paper's figures for another "
             "region, year, species and feature set: context, not a comparison."
         )
+    return lines
+
+
+def format_table3(
+    records: Sequence[RunRecord], reference: str = "TTK-FD", notes: Sequence[str] = ()
+) -> str:
+    """Markdown: ours (mean +- sd, bold = not significantly worse than any other) beside the
+    paper's figure, then wins/ties/losses of ``reference`` and total wall time per method.
+
+    When a BCR 27 surrogate is among the datasets, the paper's NY16/NY18/NY88 rows follow as
+    context (paper figures only). ``notes`` are appended as lines after the table.
+    """
+    methods = [m for m in METHODS if any(r.method == m for r in records)]
+    surrogate = any(r.dataset in SURROGATES for r in records)
+    lines = _table3_body(records, methods, reference, surrogate)
+    lines += _table3_notes(records, surrogate)
     if notes:
         lines.append("")
         lines.extend(f"- {n}" for n in notes)
