@@ -567,19 +567,49 @@ def simulate_checklists(
             f"cells ({len(cells)}), attraction ({len(attraction)}) and occupied "
             f"({len(occupied)}) must have the same length"
         )
+    # The draws below happen in this order; changing it changes every simulated file.
     to_ll = pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True)
+    places = _draw_localities(grid, cells, attraction, region_xy, region_ll, to_ll, rng, m)
+    when = _draw_dates(rng, m)
+    effort = _draw_effort(rng, m)
+    # Detection of the target species: only in occupied cells, rising with effort.
+    cell_idx = places["loc_cell"][places["loc"]]
+    occ = occupied[cell_idx]
+    p_det = _detection_probability(
+        m, effort["duration"], effort["distance"], effort["observers"], effort["complete"]
+    )
+    detected = occ & (rng.random(m.n_checklists) < p_det)
+    obs_chk, obs_sp, count_text = _draw_observations(rng, m, detected, effort["complete"])
+    events = _draw_events(rng, m, effort["members"])
+    sed = _sed_frame(places, when, effort, events, cells[cell_idx], occ)
+    ebd = _ebd_frame(sed, m, species, effort["members"], obs_chk, obs_sp, count_text)
+    return sed, ebd
 
-    # Localities, then checklists drawn from them by popularity.
+
+def _draw_localities(
+    grid: Grid,
+    cells: np.ndarray,
+    attraction: np.ndarray,
+    region_xy: shapely.Geometry,
+    region_ll: shapely.Geometry,
+    to_ll: pyproj.Transformer,
+    rng: np.random.Generator,
+    m: BirderModel,
+) -> dict[str, np.ndarray]:
+    """Localities (cell, lon/lat, hotspot), then each checklist's locality by popularity."""
     loc_cell = _choice(rng, m.n_localities, attraction)
     _, _, loc_lon, loc_lat = _points_in_cells(
         grid, cells[loc_cell], region_xy, region_ll, to_ll, rng
     )
     hotspot = rng.random(m.n_localities) < m.hotspot_share
     popularity = rng.lognormal(0.0, m.popularity_sigma, m.n_localities) * np.where(hotspot, 3, 1)
-    n = m.n_checklists
-    loc = _choice(rng, n, popularity)
+    loc = _choice(rng, m.n_checklists, popularity)
+    return {"loc_cell": loc_cell, "lon": loc_lon, "lat": loc_lat, "hotspot": hotspot, "loc": loc}
 
-    # Date and time.
+
+def _draw_dates(rng: np.random.Generator, m: BirderModel) -> dict[str, np.ndarray]:
+    """Each checklist's date (mostly in season) and start minute (``-1``: none)."""
+    n = m.n_checklists
     year = rng.choice(np.asarray(m.years), size=n)
     in_season = rng.random(n) < m.season_share
     months = np.asarray(m.season_months)
@@ -591,8 +621,12 @@ def simulate_checklists(
     date = first + np.floor(rng.random(n) * days).astype(int)
     start_min = np.clip(rng.normal(8.5 * 60, 150, n), 5 * 60, 20 * 60).astype(int)
     start_min = np.where(rng.random(n) < 0.03, -1, start_min)  # a few without a start time
+    return {"date": date, "start_min": start_min}
 
-    # Protocol and effort.
+
+def _draw_effort(rng: np.random.Generator, m: BirderModel) -> dict[str, np.ndarray]:
+    """Each checklist's protocol, effort, observers, completeness and group size."""
+    n = m.n_checklists
     names = list(m.protocols)
     protocol = np.asarray(names)[_choice(rng, n, np.asarray([m.protocols[p] for p in names]))]
     duration = np.clip(
@@ -611,14 +645,20 @@ def simulate_checklists(
     group = rng.random(n) < m.p_group
     members = np.where(group, 2 + rng.poisson(m.mean_extra_members, n), 1)
     observers = np.maximum(observers, members)
+    return {
+        "protocol": protocol, "duration": duration, "distance": distance, "area_ha": area_ha,
+        "observers": observers, "complete": complete, "group": group, "members": members,
+    }  # fmt: skip
 
-    # Detection of the target species: only in occupied cells, rising with effort.
-    cell_idx = loc_cell[loc]
-    occ = occupied[cell_idx]
-    p_det = _detection_probability(m, duration, distance, observers, complete)
-    detected = occ & (rng.random(n) < p_det)
 
-    # Observation rows per checklist: the target species, then the background species.
+def _draw_observations(
+    rng: np.random.Generator, m: BirderModel, detected: np.ndarray, complete: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Observation rows per checklist (target species ``0``, then the background species).
+
+    Returns the checklist and species index of each row, sorted, and its count as text.
+    """
+    n = m.n_checklists
     report = np.where(complete, 1.0, m.incomplete_report)
     rows_chk, rows_sp = [np.flatnonzero(detected)], [np.zeros(int(detected.sum()), dtype=int)]
     for j, (*_, p) in enumerate(m.other_species, start=1):
@@ -632,9 +672,14 @@ def simulate_checklists(
     mean_count = np.where(obs_sp == 0, 0.8, 2.0)
     count = (1 + rng.poisson(mean_count)).astype(int)
     is_x = rng.random(obs_chk.size) < m.p_x
-    count_text = np.where(is_x, "X", count.astype(str))
+    return obs_chk, obs_sp, np.where(is_x, "X", count.astype(str))
 
-    # Sampling events: one per checklist, one per member of a group.
+
+def _draw_events(
+    rng: np.random.Generator, m: BirderModel, members: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Sampling events: one per checklist, one per member of a group; ids and observers."""
+    n = m.n_checklists
     ev_chk = np.repeat(np.arange(n), members)
     ev_member = np.arange(ev_chk.size) - np.repeat(np.cumsum(members) - members, members)
     n_ev = ev_chk.size
@@ -645,32 +690,56 @@ def simulate_checklists(
     # members of one group are different people.
     owner = _choice(rng, n, activity)
     observer = (owner[ev_chk] + ev_member) % m.n_observers
+    return {"chk": ev_chk, "event_ids": event_ids, "group_ids": group_ids, "observer": observer}
 
-    sed = pd.DataFrame(
+
+def _sed_frame(
+    places: dict[str, np.ndarray],
+    when: dict[str, np.ndarray],
+    effort: dict[str, np.ndarray],
+    events: dict[str, np.ndarray],
+    cell_of_checklist: np.ndarray,
+    occupied_of_checklist: np.ndarray,
+) -> pd.DataFrame:
+    """The sampling-event table: one row per event, typed columns (no randomness here)."""
+    ev_chk, loc = events["chk"], places["loc"]
+    group_ids = events["group_ids"]
+    return pd.DataFrame(
         {
-            "sampling_event_identifier": np.char.add("S", event_ids.astype(str)),
+            "sampling_event_identifier": np.char.add("S", events["event_ids"].astype(str)),
             "group_identifier": np.where(
-                group[ev_chk], np.char.add("G", group_ids[ev_chk].astype(str)), ""
+                effort["group"][ev_chk], np.char.add("G", group_ids[ev_chk].astype(str)), ""
             ),
-            "latitude": loc_lat[loc][ev_chk],
-            "longitude": loc_lon[loc][ev_chk],
+            "latitude": places["lat"][loc][ev_chk],
+            "longitude": places["lon"][loc][ev_chk],
             "locality_id": np.char.add("L", (2_000_000 + loc[ev_chk] * 13).astype(str)),
-            "locality_type": np.where(hotspot[loc][ev_chk], "H", "P"),
-            "observation_date": date[ev_chk],
-            "start_minutes": start_min[ev_chk],
-            "observer_id": np.char.add("obsr", (100_000 + observer * 11).astype(str)),
-            "protocol_type": protocol[ev_chk],
-            "duration_minutes": duration[ev_chk],
-            "effort_distance_km": distance[ev_chk],
-            "effort_area_ha": area_ha[ev_chk],
-            "number_observers": observers[ev_chk],
-            "all_species_reported": complete[ev_chk],
-            "cell_id": cells[cell_idx][ev_chk],
-            "occupied": occ[ev_chk],
+            "locality_type": np.where(places["hotspot"][loc][ev_chk], "H", "P"),
+            "observation_date": when["date"][ev_chk],
+            "start_minutes": when["start_min"][ev_chk],
+            "observer_id": np.char.add("obsr", (100_000 + events["observer"] * 11).astype(str)),
+            "protocol_type": effort["protocol"][ev_chk],
+            "duration_minutes": effort["duration"][ev_chk],
+            "effort_distance_km": effort["distance"][ev_chk],
+            "effort_area_ha": effort["area_ha"][ev_chk],
+            "number_observers": effort["observers"][ev_chk],
+            "all_species_reported": effort["complete"][ev_chk],
+            "cell_id": cell_of_checklist[ev_chk],
+            "occupied": occupied_of_checklist[ev_chk],
             "checklist": ev_chk,
         }
     )
-    # Every member of a shared checklist carries the same observations.
+
+
+def _ebd_frame(
+    sed: pd.DataFrame,
+    m: BirderModel,
+    species: tuple[str, str],
+    members: np.ndarray,
+    obs_chk: np.ndarray,
+    obs_sp: np.ndarray,
+    count_text: np.ndarray,
+) -> pd.DataFrame:
+    """The observation table; every member of a shared checklist carries the same rows."""
     first_event = np.cumsum(members) - members
     ev_counts = members[obs_chk]
     obs_rows = np.repeat(np.arange(obs_chk.size), ev_counts)
@@ -681,7 +750,7 @@ def simulate_checklists(
     cats = ["species", *(c for _, _, c, _ in m.other_species)]
     order_nums = np.asarray([99_999, 30_114, 26_982, 25_460, 22_064, 2_331, 21_870, 16_996])
     sp = obs_sp[obs_rows]
-    ebd = pd.DataFrame(
+    return pd.DataFrame(
         {
             "sampling_event_identifier": sed["sampling_event_identifier"].to_numpy()[ev_index],
             "common_name": np.asarray([t[0] for t in taxa])[sp],
@@ -692,7 +761,6 @@ def simulate_checklists(
             "event": ev_index,
         }
     )
-    return sed, ebd
 
 
 def simulate_detections(
