@@ -48,6 +48,7 @@ import gzip
 import io
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1041,68 +1042,139 @@ def simulate_region(
     species = species or SpeciesModel()
     birders = birders or BirderModel()
     rng = np.random.default_rng(seed)
+    grid, cells, region_xy, region_ll, features, public_fraction = _landscape(
+        region, cell_size, landcover, legend, elevation, public
+    )
+    field_values = smooth_field(grid, cells, species.field_length_m, rng)
+    psi, occupied, b0 = simulate_occupancy(features, field_values, rng, species)
+    attraction = _attraction(grid, cells, features, public_fraction, birders)
+    sed_table, ebd_table = simulate_checklists(
+        grid, cells, attraction, occupied, region_xy, region_ll, rng, birders
+    )
+    lon, lat = _cell_centres_ll(grid, cells)
+    second: dict[str, Any] | None = None
+    if second_truth is not None:
+        rows2, second = _second_species(
+            grid, cells, features, sed_table, seed, birders, second_species, second_truth, lon, lat
+        )
+        ebd_table = pd.concat([ebd_table, rows2], ignore_index=True)
+    write_sed(sed_table, sed)
+    write_ebd(ebd_table, sed_table, ebd)
+    _write_truth(truth, cells, psi, occupied, lon, lat)
+    summary = _summary(seed, species, birders, b0, grid, cells, psi, occupied, sed_table, ebd_table)
+    summary.update({} if second is None else {"second_species": second})
+    if meta is not None:
+        _write_text(Path(meta), json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return summary
+
+
+def _landscape(
+    region: str | os.PathLike[str],
+    cell_size: float,
+    landcover: str | os.PathLike[str],
+    legend: str | os.PathLike[str],
+    elevation: str | os.PathLike[str],
+    public: str | os.PathLike[str],
+) -> tuple[Grid, np.ndarray, shapely.Geometry, shapely.Geometry, pd.DataFrame, np.ndarray]:
+    """The region's grid and cells, the region (grid CRS, lon/lat), features, public share.
+
+    The features are the cells' land-cover fractions and elevation.
+    """
     region_ll = read_polygons(region, "EPSG:4326", name="region")
     grid, cells, region_xy = region_grid(region_ll, cell_size)
     layers = [
         RasterLayer("landcover", landcover, "categorical", legend),
         RasterLayer("elevation", elevation, "continuous"),
     ]
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # partly covered edge cells: handled as NaN below
         features = habitat_features(grid, cells, layers)
     public_fraction = cover_fraction(grid.polygons(cells), read_polygons(public, grid.crs))
+    return grid, cells, region_xy, region_ll, features, public_fraction
 
-    field_values = smooth_field(grid, cells, species.field_length_m, rng)
-    psi, occupied, b0 = simulate_occupancy(features, field_values, rng, species)
+
+def _attraction(
+    grid: Grid,
+    cells: np.ndarray,
+    features: pd.DataFrame,
+    public_fraction: np.ndarray,
+    birders: BirderModel,
+) -> np.ndarray:
+    """Each cell's weight for placing localities: base, smoothed urban share, public land."""
     urban = _smooth_values(grid, cells, _fractions(features, _URBAN), birders.urban_length_m)
-    attraction = (
+    return (
         birders.base_weight
         + birders.urban_weight * urban / max(float(urban.max()), 1e-12)
         + birders.public_weight * public_fraction
     )
-    sed_table, ebd_table = simulate_checklists(
-        grid, cells, attraction, occupied, region_xy, region_ll, rng, birders
-    )
-    second: dict[str, Any] | None = None
-    if second_truth is not None:
-        model2 = second_species or VIRTUAL_QUAIL
-        names2 = (DEFAULT_REGION.species_all[1], DEFAULT_REGION.scientific_names_all[1])
-        rng2 = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
-        field2 = smooth_field(grid, cells, model2.field_length_m, rng2)
-        psi2, occupied2, b2 = simulate_occupancy(features, field2, rng2, model2)
-        rows2 = simulate_detections(
-            sed_table, cells, occupied2, rng2, birders, species=names2, taxonomic_order=99_998
-        )
-        ebd_table = pd.concat([ebd_table, rows2], ignore_index=True)
-        second = {
-            "common_name": names2[0],
-            "scientific_name": names2[1],
-            "species_model": dataclasses.asdict(model2),
-            "intercept": round(float(b2), 6),
-            "truth": Path(second_truth).name,
-            "seed": f"SeedSequence({int(seed)}, spawn_key=(1,))",
-            "counts": {
-                "occupied_cells": int(occupied2.sum()),
-                "prevalence": round(float(occupied2.mean()), 6),
-                "mean_psi": round(float(psi2.mean()), 6),
-                "detections": len(rows2),
-            },
-        }
-    write_sed(sed_table, sed)
-    write_ebd(ebd_table, sed_table, ebd)
 
+
+def _second_species(
+    grid: Grid,
+    cells: np.ndarray,
+    features: pd.DataFrame,
+    sed_table: pd.DataFrame,
+    seed: int,
+    birders: BirderModel,
+    second_species: SpeciesModel | None,
+    second_truth: str | os.PathLike[str],
+    lon: np.ndarray,
+    lat: np.ndarray,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The second species from its own random stream, detected on the same checklists.
+
+    Writes its truth table to ``second_truth`` (``lon``, ``lat``: the cell centres) and
+    returns its EBD rows and its summary entry.
+    """
+    model2 = second_species or VIRTUAL_QUAIL
+    names2 = (DEFAULT_REGION.species_all[1], DEFAULT_REGION.scientific_names_all[1])
+    rng2 = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+    field2 = smooth_field(grid, cells, model2.field_length_m, rng2)
+    psi2, occupied2, b2 = simulate_occupancy(features, field2, rng2, model2)
+    rows2 = simulate_detections(
+        sed_table, cells, occupied2, rng2, birders, species=names2, taxonomic_order=99_998
+    )
+    second = {
+        "common_name": names2[0],
+        "scientific_name": names2[1],
+        "species_model": dataclasses.asdict(model2),
+        "intercept": round(float(b2), 6),
+        "truth": Path(second_truth).name,
+        "seed": f"SeedSequence({int(seed)}, spawn_key=(1,))",
+        "counts": {
+            "occupied_cells": int(occupied2.sum()),
+            "prevalence": round(float(occupied2.mean()), 6),
+            "mean_psi": round(float(psi2.mean()), 6),
+            "detections": len(rows2),
+        },
+    }
+    _write_truth(second_truth, cells, psi2, occupied2, lon, lat)
+    return rows2, second
+
+
+def _cell_centres_ll(grid: Grid, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Longitude and latitude of the cells' centres."""
     rows, cols = grid.rows_cols(cells)
     cx = grid.x0 + (cols + 0.5) * grid.cell_size
     cy = grid.y0 - (rows + 0.5) * grid.cell_size
-    lon, lat = pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True).transform(cx, cy)
-    _write_truth(truth, cells, psi, occupied, lon, lat)
-    if second_truth is not None:
-        _write_truth(second_truth, cells, psi2, occupied2, lon, lat)
+    return pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True).transform(cx, cy)
 
+
+def _summary(
+    seed: int,
+    species: SpeciesModel,
+    birders: BirderModel,
+    b0: float,
+    grid: Grid,
+    cells: np.ndarray,
+    psi: np.ndarray,
+    occupied: np.ndarray,
+    sed_table: pd.DataFrame,
+    ebd_table: pd.DataFrame,
+) -> dict[str, Any]:
+    """The simulation summary: seed, models, grid and counts (``simulation.json``)."""
     chk = sed_table.drop_duplicates("checklist")
-    summary: dict[str, Any] = {
+    return {
         "seed": int(seed),
         "species": {
             "common_name": DEFAULT_REGION.species,
@@ -1138,11 +1210,6 @@ def simulate_region(
             ),
         },
     }
-    if second is not None:
-        summary["second_species"] = second
-    if meta is not None:
-        _write_text(Path(meta), json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    return summary
 
 
 def _write_truth(

@@ -307,6 +307,28 @@ def _cells(
     return kept.assign(cell_id=cell), n_read, cells, role, public_fraction, features
 
 
+def _check_instance_args(
+    species: str, years: Sequence[int], shared_dir: str | os.PathLike[str] | None
+) -> tuple[tuple[int, ...], Path]:
+    """Refuse an unknown species or year and an absent folder; the sorted years and folder."""
+    if species not in BCR27_SPECIES:
+        raise InvalidInputError(
+            f"species={species!r} is not in the BCR 27 files; choose from "
+            f"{', '.join(BCR27_SPECIES)}."
+        )
+    years = tuple(sorted({int(y) for y in years}))
+    if not years or any(y not in _CHECKLISTS for y in years):
+        raise InvalidInputError(f"years={years!r} must be a non-empty subset of 2017, 2018.")
+    folder = Path(shared_dir) if shared_dir is not None else default_bcr27_dir()
+    if folder is None or not folder.is_dir():
+        shown = "../shared/real/ebird-bcr27" if folder is None else str(folder)
+        raise DataFileError(
+            f"the BCR 27 eBird folder {shown!r} is absent; set RESERVE_BCR27_DIR or pass "
+            "shared_dir (eBird data is never shipped with reserve)"
+        )
+    return years, folder
+
+
 def bcr27_instance(
     species: str,
     shared_dir: str | os.PathLike[str] | None = None,
@@ -343,21 +365,7 @@ def bcr27_instance(
     InvalidInputError
         Unknown species or year.
     """
-    if species not in BCR27_SPECIES:
-        raise InvalidInputError(
-            f"species={species!r} is not in the BCR 27 files; choose from "
-            f"{', '.join(BCR27_SPECIES)}."
-        )
-    years = tuple(sorted({int(y) for y in years}))
-    if not years or any(y not in _CHECKLISTS for y in years):
-        raise InvalidInputError(f"years={years!r} must be a non-empty subset of 2017, 2018.")
-    folder = Path(shared_dir) if shared_dir is not None else default_bcr27_dir()
-    if folder is None or not folder.is_dir():
-        shown = "../shared/real/ebird-bcr27" if folder is None else str(folder)
-        raise DataFileError(
-            f"the BCR 27 eBird folder {shown!r} is absent; set RESERVE_BCR27_DIR or pass "
-            "shared_dir (eBird data is never shipped with reserve)"
-        )
+    years, folder = _check_instance_args(species, years, shared_dir)
     kept, n_read, cells, role, public_fraction, features = _cells(
         str(folder.resolve()), _stamp(folder, years), float(cell_size), years,
         float(public_threshold),
