@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from reserve.benchmark import PAPER_TABLE3, _prepare, make_estimator
 from reserve.metrics import selection_precision
 from reserve.model_selection import PAPER_CS, select_C
+from reserve.paper.benchmark import PAPER_TABLE3, prepare_splits
+from reserve.solvers import make_estimator
 
 DEFAULT_DATASETS = ("sonar", "german_numer", "spambase", "svmguide3")
 
@@ -35,14 +36,16 @@ DEFAULT_DATASETS = ("sonar", "german_numer", "spambase", "svmguide3")
 def split_rows(name: str, n_splits: int = 10) -> list[dict]:
     """Per split: the C chosen by Table 3's CV, and the test precision at every C."""
     rows = []
-    for sp in _prepare([name], n_splits, 0.05, 0, None):
+    for sp in prepare_splits([name], n_splits, 0.05, 0, None):
         # Table 3's CV for TTK-FD: the cheap CV estimator (FD without polish), same seed.
-        cheap = make_estimator("TTK-FD", k=sp.k, C=1.0, time_limit=30.0, seed=sp.seed, polish=False)
+        cheap = make_estimator(
+            "TTK-FD", k=sp.k, C=1.0, time_limit=30.0, random_state=sp.seed, polish=False
+        )
         sel = select_C(cheap, sp.X, sp.y_fit, Cs=PAPER_CS, random_state=sp.seed, n_jobs=1)
         cand0 = int(np.flatnonzero(sp.y_fit == -1)[0])
         prec = {}
         for C in PAPER_CS:
-            est = make_estimator("TTK-FD", k=sp.k, C=C, time_limit=30.0, seed=sp.seed)
+            est = make_estimator("TTK-FD", k=sp.k, C=C, time_limit=30.0, random_state=sp.seed)
             est.fit(sp.X, sp.y_fit)  # type: ignore[attr-defined]
             prec[C] = selection_precision(sp.y_hidden, est.selected_ - cand0)  # type: ignore[attr-defined]
         rows.append({"split": sp.split, "cv_C": sel.best_C, "precision": prec})

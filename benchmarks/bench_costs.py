@@ -37,7 +37,7 @@ from pipelines.land_price import PRICE_COLUMN, land_price
 from reserve.default_region import FILES
 from reserve.evaluate import read_truth
 from reserve.select import select_reserve
-from reserve.solvers._base import budget_select
+from reserve.solvers import budget_select
 
 OUT = Path(__file__).resolve().parent / "results" / "costs.md"
 METHODS = ("ttk_costs", "ttk_ignoring", "svm_ratio")

@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from reserve.benchmark import PAPER_TABLE2
-from reserve.datasets import load_benchmark, transductive_split
+from reserve.paper.benchmark import PAPER_TABLE2
+from reserve.paper.datasets import load_benchmark, transductive_split
 from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers.ttk import TTK
 

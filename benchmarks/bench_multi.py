@@ -2,7 +2,7 @@
 
 The default region carries two virtual species with opposite habitats (the Virtual Thrush,
 a forest bird of mid elevations, and the Virtual Quail, an open-country bird of low
-elevations; :mod:`reserve.simulate`). For each budget ``k`` and simulation seed, ``k`` cells
+elevations; :mod:`reserve.paper.simulate`). For each budget ``k`` and simulation seed, ``k`` cells
 are chosen by
 
 * **multi-species TTK** (``reserve select --species "Virtual Thrush" --species "Virtual

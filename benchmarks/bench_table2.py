@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from reserve.benchmark import PAPER_TABLE2
-from reserve.datasets import load_benchmark, transductive_split
-from reserve.solvers import TTK
-from reserve.solvers._qp import hinge_objective
+from reserve.paper.benchmark import PAPER_TABLE2
+from reserve.paper.datasets import load_benchmark, transductive_split
+from reserve.solvers import TTK, hinge_objective
 from reserve.solvers.ttk import shifted_svm_start
 
 #: The paper's Table 2 per dataset; the columns we print beside ours.
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, "
         f"Python {platform.python_version()}; wall time {wall:.0f} s.\n\n"
         "Features standardised over all rows of the split; k = 5% of the test half; "
-        "mean ± sd over splits (seeds 0..n-1 of `reserve.datasets.transductive_split`).\n\n"
+        "mean ± sd over splits (seeds 0..n-1 of `reserve.paper.datasets.transductive_split`).\n\n"
     )
     print(header + table)
     if args.out:

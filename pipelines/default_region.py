@@ -7,7 +7,7 @@ Two parts, both deterministic (the same seed gives the same bytes):
    Georgia and the four Chattahoochee-Oconee National Forest ranger districts. They are read from
    the shared bundle (``--source``), which is needed only to rebuild them; ``--simulate-only``
    keeps the shipped landscape and redraws the simulation.
-2. **The simulation** (:func:`reserve.simulate.simulate_region`): two virtual species (the
+2. **The simulation** (:func:`reserve.paper.simulate.simulate_region`): two virtual species (the
    Virtual Thrush, and the Virtual Quail drawn after it from its own random stream) and virtual
    birders written as gzipped EBD + SED in eBird's current column layout, and each species'
    true occupancy per cell in its own file (``truth.csv.gz``, ``truth_virtual_quail.csv.gz``;
@@ -34,7 +34,7 @@ from rasterio.windows import from_bounds
 from reserve.config import DEFAULT_REGION
 from reserve.default_region import FILES
 from reserve.errors import DataFileError, ReserveError
-from reserve.simulate import (
+from reserve.paper.simulate import (
     LANDCOVER_CLASSES,
     BirderModel,
     SpeciesModel,

@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from reserve.datasets import BENCHMARKS, load_benchmark, transductive_split
 from reserve.errors import ReserveError
+from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
 from reserve.solvers import TTK
 
 

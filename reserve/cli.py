@@ -429,7 +429,7 @@ def benchmark_group() -> None:
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def benchmark_paper_command(**kw: object) -> None:
     """Table 3 (precision@5% with C by CV) and Table 2 (losses at C=1), beside the paper."""
-    from reserve.benchmark import reproduce_paper
+    from reserve.paper.benchmark import reproduce_paper
 
     for key in ("tables", "datasets", "methods"):
         if kw[key] is not None:

@@ -4,7 +4,8 @@
 machine with no download. The files live in ``data/default_region/`` (shipped inside the wheel
 as ``reserve.data``): MODIS land cover, GMTED elevation, the Georgia outline and the
 Chattahoochee-Oconee National Forest districts (public data, see ``SOURCES.md`` there), and a
-simulated EBD + SED written by ``python -m pipelines.default_region`` (:mod:`reserve.simulate`).
+simulated EBD + SED written by ``python -m pipelines.default_region``
+(:mod:`reserve.paper.simulate`).
 
 :func:`default_planning_units` ingests them once with :func:`reserve.ingest.ingest` (the
 settings are in :data:`reserve.config.DEFAULT_REGION`) and caches the GeoPackage in a user

@@ -1,7 +1,7 @@
 """Precision of a selection against the simulated species' true occupancy.
 
 Only the default region (:mod:`reserve.default_region`) has a truth: the simulator
-(:mod:`reserve.simulate`) writes the true occupancy of every cell to its own file, which
+(:mod:`reserve.paper.simulate`) writes the true occupancy of every cell to its own file, which
 selection never reads. :func:`evaluate_selection` reads it and reports how many of the selected
 cells the species truly occupies.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from reserve.errors import InvalidInputError
-from reserve.solvers._base import top_k
+from reserve.solvers import top_k
 
 __all__ = ["hinge_loss_sum", "precision_at_k", "selection_precision"]
 

@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import StratifiedKFold
 
 from reserve.errors import InvalidInputError, SolverError
-from reserve.solvers._validation import check_transductive
+from reserve.solvers import check_transductive
 
 __all__ = ["PAPER_CS", "CSelection", "select_C", "select_and_fit"]
 
@@ -89,6 +89,42 @@ def _run_one(
     return out, n_limited
 
 
+def _check_grid(
+    n_repeats: int, n_folds: int, k_fraction: float, Cs: tuple[float, ...]
+) -> tuple[int, int, tuple[float, ...]]:
+    """Refuse a bad repeat or fold count, budget share or empty grid; the grid as floats."""
+    n_repeats = _check_int(n_repeats, "n_repeats", 1)
+    n_folds = _check_int(n_folds, "n_folds", 2)
+    if not (isinstance(k_fraction, float | int) and 0.0 < k_fraction < 1.0):
+        raise InvalidInputError(
+            f"k_fraction must be a number strictly between 0 and 1; received {k_fraction!r}."
+        )
+    Cs = tuple(float(c) for c in Cs)
+    if not Cs:
+        raise InvalidInputError("Cs must hold at least one value; received an empty grid.")
+    return n_repeats, n_folds, Cs
+
+
+def _cv_folds(
+    Xl: np.ndarray, yl: np.ndarray, n_folds: int, n_repeats: int, random_state: int | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, held-out) row indices of every fold of every repeat, stratified by class."""
+    counts = np.bincount(yl, minlength=2)
+    if counts.min() < n_folds:
+        raise InvalidInputError(
+            f"each class needs at least n_folds={n_folds} labelled rows for cross-validation; "
+            f"received {counts[0]} negatives and {counts[1]} positives. Add labelled rows "
+            "or pass a fixed C."
+        )
+    seeds = np.random.SeedSequence(random_state).generate_state(n_repeats)
+    tasks = []
+    for seed in seeds:
+        skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=int(seed))
+        for train, held in skf.split(Xl, yl):
+            tasks.append((train, held))
+    return tasks
+
+
 def select_C(
     estimator: BaseEstimator,
     X: object,
@@ -128,7 +164,7 @@ def select_C(
     Examples
     --------
     >>> import numpy as np
-    >>> from reserve.solvers.svm import SVM
+    >>> from reserve.solvers import SVM
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(80, 2)); y = (X[:, 0] > 0).astype(int); y[60:] = -1
     >>> select_C(SVM(k=2), X, y, random_state=0).best_C in PAPER_CS
@@ -141,30 +177,10 @@ def select_C(
             f"{sorted(params)}. Pass one of reserve.solvers' estimators."
         )
     data = check_transductive(X, y, 1)
-    n_repeats = _check_int(n_repeats, "n_repeats", 1)
-    n_folds = _check_int(n_folds, "n_folds", 2)
-    if not (isinstance(k_fraction, float | int) and 0.0 < k_fraction < 1.0):
-        raise InvalidInputError(
-            f"k_fraction must be a number strictly between 0 and 1; received {k_fraction!r}."
-        )
-    Cs = tuple(float(c) for c in Cs)
-    if not Cs:
-        raise InvalidInputError("Cs must hold at least one value; received an empty grid.")
+    n_repeats, n_folds, Cs = _check_grid(n_repeats, n_folds, k_fraction, Cs)
     Xl = data.X[data.labelled]
     yl = data.y[data.labelled]
-    counts = np.bincount(yl, minlength=2)
-    if counts.min() < n_folds:
-        raise InvalidInputError(
-            f"each class needs at least n_folds={n_folds} labelled rows for cross-validation; "
-            f"received {counts[0]} negatives and {counts[1]} positives. Add labelled rows "
-            "or pass a fixed C."
-        )
-    seeds = np.random.SeedSequence(random_state).generate_state(n_repeats)
-    tasks = []
-    for seed in seeds:
-        skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=int(seed))
-        for train, held in skf.split(Xl, yl):
-            tasks.append((train, held))
+    tasks = _cv_folds(Xl, yl, n_folds, n_repeats, random_state)
     runs = Parallel(n_jobs=n_jobs)(
         delayed(_run_one)(estimator, Xl, yl, tr, he, Cs, float(k_fraction)) for tr, he in tasks
     )
@@ -190,7 +206,7 @@ def select_and_fit(
     Examples
     --------
     >>> import numpy as np
-    >>> from reserve.solvers.svm import SVM
+    >>> from reserve.solvers import SVM
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(80, 2)); y = (X[:, 0] > 0).astype(int); y[60:] = -1
     >>> est, sel = select_and_fit(SVM(k=2), X, y, random_state=0)

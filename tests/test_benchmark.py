@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from reserve.benchmark import RunRecord, format_table3
 from reserve.cli import main
+from reserve.paper.benchmark import RunRecord, format_table3
 
 
 def _write(path, X, y):
@@ -158,7 +158,7 @@ def test_bcr27_fake_folder_runs_into_its_own_files(tmp_path, monkeypatch):
 
 def _spy_select_C(monkeypatch):
     """Record the polish flag of every estimator the benchmark cross-validates."""
-    import reserve.benchmark as bm
+    import reserve.paper.benchmark as bm
 
     seen = []
     real = bm.select_C
@@ -186,7 +186,7 @@ def _noisy(tmp_path):
 def test_cv_ttk_decides_the_cv_estimator_and_the_final_fit_always_polishes(
     tmp_path, monkeypatch, cv_ttk
 ):
-    from reserve.benchmark import _prepare, run_table3
+    from reserve.paper.benchmark import prepare_splits, run_table3
     from reserve.solvers import TTK
 
     data = _noisy(tmp_path)
@@ -197,7 +197,7 @@ def test_cv_ttk_decides_the_cv_estimator_and_the_final_fit_always_polishes(
     assert [r.cv_estimator for r in recs] == [label, label]
     # the scored fit is the full TTK (FD + polish) with the chosen C, whatever the CV used
     gaps = []
-    for sp, r in zip(_prepare(["sonar"], 2, 0.05, 0, data), recs, strict=True):
+    for sp, r in zip(prepare_splits(["sonar"], 2, 0.05, 0, data), recs, strict=True):
         full = TTK(k=sp.k, C=r.C, polish=True, random_state=sp.seed).fit(sp.X, sp.y_fit)
         fd = TTK(k=sp.k, C=r.C, polish=False, random_state=sp.seed).fit(sp.X, sp.y_fit)
         assert r.train_objective == pytest.approx(full.objective_, rel=1e-9)
@@ -209,7 +209,7 @@ def test_cv_ttk_decides_the_cv_estimator_and_the_final_fit_always_polishes(
 
 
 def test_parallel_cv_gives_the_same_records_as_serial(tmp_path):
-    from reserve.benchmark import run_table3
+    from reserve.paper.benchmark import run_table3
 
     kw = dict(n_splits=2, n_jobs=1, data_dir=_noisy(tmp_path))
     a = run_table3(["sonar"], ["SVM", "TTK-FD"], cv_jobs=1, **kw)
@@ -224,8 +224,8 @@ def test_parallel_cv_gives_the_same_records_as_serial(tmp_path):
     [({"cv_ttk": "half"}, "unknown cv_ttk 'half'"), ({"cv_jobs": 0}, "cv_jobs must be an integer")],
 )
 def test_bad_cv_options_are_refused_before_any_fit(kw, match):
-    from reserve.benchmark import run_table3
     from reserve.errors import InvalidInputError
+    from reserve.paper.benchmark import run_table3
 
     with pytest.raises(InvalidInputError, match=match):
         run_table3(["sonar"], ["SVM"], n_splits=2, n_jobs=1, **kw)
@@ -247,10 +247,12 @@ def test_cli_passes_cv_options_and_writes_the_elapsed_time(tmp_path):
 
 
 def test_tsvm_cv_fits_get_their_own_time_limit_and_are_counted(tmp_path, monkeypatch):
-    import reserve.benchmark as bm
+    import reserve.paper.benchmark as bm
+    from reserve.solvers import make_estimator
 
     calls = []
     real = bm.make_estimator
+    assert real is make_estimator  # the benchmark builds its estimators with the one registry
 
     def spy(method, **kw):
         calls.append((method, kw["fit_time_limit"], kw.get("polish", True)))

@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from reserve.datasets import load_benchmark, transductive_split
 from reserve.errors import InvalidInputError
+from reserve.paper.datasets import load_benchmark, transductive_split
 from reserve.solvers import _bnb
 from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._mip import solve_ttk_mip

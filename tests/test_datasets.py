@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reserve.datasets import BENCHMARKS, load_benchmark, transductive_split
 from reserve.errors import InvalidInputError
+from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
 
 # Shapes and positives as documented in data/uci/SOURCES.md.
 EXPECTED = {

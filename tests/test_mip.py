@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from reserve.datasets import load_benchmark, transductive_split
 from reserve.errors import InvalidInputError, MissingDependencyError
+from reserve.paper.datasets import load_benchmark, transductive_split
 from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._qp import hinge_objective

@@ -1,4 +1,4 @@
-"""Tests for reserve.simulate: the virtual species, the virtual birders and the EBD/SED writers."""
+"""Tests for reserve.paper.simulate: virtual species, virtual birders, the EBD/SED writers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import shapely
 from reserve.config import DEFAULT_REGION
 from reserve.errors import InvalidInputError
 from reserve.io import ChecklistFilter, load_observations, read_header
-from reserve.simulate import (
+from reserve.paper.simulate import (
     EBD_HEADER,
     SED_HEADER,
     VIRTUAL_QUAIL,

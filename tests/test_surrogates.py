@@ -17,7 +17,7 @@ from rasterio.transform import from_origin
 
 from reserve.errors import DataFileError
 from reserve.grid import Grid, equal_area_crs
-from reserve.surrogates import (
+from reserve.paper.surrogates import (
     SURROGATES,
     bcr27_instance,
     collapse_pivot,

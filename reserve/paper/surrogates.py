@@ -127,7 +127,7 @@ def default_bcr27_dir() -> Path | None:
         candidates = [Path(override)] if override else []
     else:
         rel = Path("shared", "real", "ebird-bcr27")
-        candidates = [Path(__file__).resolve().parents[2] / rel, Path.cwd().parent / rel]
+        candidates = [Path(__file__).resolve().parents[3] / rel, Path.cwd().parent / rel]
     for folder in candidates:
         if (folder / _CHECKLISTS[2018]).is_file():
             return folder
@@ -307,6 +307,28 @@ def _cells(
     return kept.assign(cell_id=cell), n_read, cells, role, public_fraction, features
 
 
+def _check_instance_args(
+    species: str, years: Sequence[int], shared_dir: str | os.PathLike[str] | None
+) -> tuple[tuple[int, ...], Path]:
+    """Refuse an unknown species or year and an absent folder; the sorted years and folder."""
+    if species not in BCR27_SPECIES:
+        raise InvalidInputError(
+            f"species={species!r} is not in the BCR 27 files; choose from "
+            f"{', '.join(BCR27_SPECIES)}."
+        )
+    years = tuple(sorted({int(y) for y in years}))
+    if not years or any(y not in _CHECKLISTS for y in years):
+        raise InvalidInputError(f"years={years!r} must be a non-empty subset of 2017, 2018.")
+    folder = Path(shared_dir) if shared_dir is not None else default_bcr27_dir()
+    if folder is None or not folder.is_dir():
+        shown = "../shared/real/ebird-bcr27" if folder is None else str(folder)
+        raise DataFileError(
+            f"the BCR 27 eBird folder {shown!r} is absent; set RESERVE_BCR27_DIR or pass "
+            "shared_dir (eBird data is never shipped with reserve)"
+        )
+    return years, folder
+
+
 def bcr27_instance(
     species: str,
     shared_dir: str | os.PathLike[str] | None = None,
@@ -343,21 +365,7 @@ def bcr27_instance(
     InvalidInputError
         Unknown species or year.
     """
-    if species not in BCR27_SPECIES:
-        raise InvalidInputError(
-            f"species={species!r} is not in the BCR 27 files; choose from "
-            f"{', '.join(BCR27_SPECIES)}."
-        )
-    years = tuple(sorted({int(y) for y in years}))
-    if not years or any(y not in _CHECKLISTS for y in years):
-        raise InvalidInputError(f"years={years!r} must be a non-empty subset of 2017, 2018.")
-    folder = Path(shared_dir) if shared_dir is not None else default_bcr27_dir()
-    if folder is None or not folder.is_dir():
-        shown = "../shared/real/ebird-bcr27" if folder is None else str(folder)
-        raise DataFileError(
-            f"the BCR 27 eBird folder {shown!r} is absent; set RESERVE_BCR27_DIR or pass "
-            "shared_dir (eBird data is never shipped with reserve)"
-        )
+    years, folder = _check_instance_args(species, years, shared_dir)
     kept, n_read, cells, role, public_fraction, features = _cells(
         str(folder.resolve()), _stamp(folder, years), float(cell_size), years,
         float(public_threshold),
@@ -420,7 +428,7 @@ def surrogate_splits(
 
     Each problem holds every labelled row and one fold of the candidates (a seeded random
     permutation cut into ``n_splits`` nearly equal parts), returned like
-    :func:`reserve.datasets.transductive_split`: features standardised over the problem's
+    :func:`reserve.paper.datasets.transductive_split`: features standardised over the problem's
     rows, labels with ``-1`` for the fold's candidates, the fold's held-out labels, and
     ``k = max(1, round(k_fraction * fold size))``. Every candidate is scored in exactly one
     problem.

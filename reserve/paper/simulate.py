@@ -48,6 +48,7 @@ import gzip
 import io
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -567,19 +568,49 @@ def simulate_checklists(
             f"cells ({len(cells)}), attraction ({len(attraction)}) and occupied "
             f"({len(occupied)}) must have the same length"
         )
+    # The draws below happen in this order; changing it changes every simulated file.
     to_ll = pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True)
+    places = _draw_localities(grid, cells, attraction, region_xy, region_ll, to_ll, rng, m)
+    when = _draw_dates(rng, m)
+    effort = _draw_effort(rng, m)
+    # Detection of the target species: only in occupied cells, rising with effort.
+    cell_idx = places["loc_cell"][places["loc"]]
+    occ = occupied[cell_idx]
+    p_det = _detection_probability(
+        m, effort["duration"], effort["distance"], effort["observers"], effort["complete"]
+    )
+    detected = occ & (rng.random(m.n_checklists) < p_det)
+    obs_chk, obs_sp, count_text = _draw_observations(rng, m, detected, effort["complete"])
+    events = _draw_events(rng, m, effort["members"])
+    sed = _sed_frame(places, when, effort, events, cells[cell_idx], occ)
+    ebd = _ebd_frame(sed, m, species, effort["members"], obs_chk, obs_sp, count_text)
+    return sed, ebd
 
-    # Localities, then checklists drawn from them by popularity.
+
+def _draw_localities(
+    grid: Grid,
+    cells: np.ndarray,
+    attraction: np.ndarray,
+    region_xy: shapely.Geometry,
+    region_ll: shapely.Geometry,
+    to_ll: pyproj.Transformer,
+    rng: np.random.Generator,
+    m: BirderModel,
+) -> dict[str, np.ndarray]:
+    """Localities (cell, lon/lat, hotspot), then each checklist's locality by popularity."""
     loc_cell = _choice(rng, m.n_localities, attraction)
     _, _, loc_lon, loc_lat = _points_in_cells(
         grid, cells[loc_cell], region_xy, region_ll, to_ll, rng
     )
     hotspot = rng.random(m.n_localities) < m.hotspot_share
     popularity = rng.lognormal(0.0, m.popularity_sigma, m.n_localities) * np.where(hotspot, 3, 1)
-    n = m.n_checklists
-    loc = _choice(rng, n, popularity)
+    loc = _choice(rng, m.n_checklists, popularity)
+    return {"loc_cell": loc_cell, "lon": loc_lon, "lat": loc_lat, "hotspot": hotspot, "loc": loc}
 
-    # Date and time.
+
+def _draw_dates(rng: np.random.Generator, m: BirderModel) -> dict[str, np.ndarray]:
+    """Each checklist's date (mostly in season) and start minute (``-1``: none)."""
+    n = m.n_checklists
     year = rng.choice(np.asarray(m.years), size=n)
     in_season = rng.random(n) < m.season_share
     months = np.asarray(m.season_months)
@@ -591,8 +622,12 @@ def simulate_checklists(
     date = first + np.floor(rng.random(n) * days).astype(int)
     start_min = np.clip(rng.normal(8.5 * 60, 150, n), 5 * 60, 20 * 60).astype(int)
     start_min = np.where(rng.random(n) < 0.03, -1, start_min)  # a few without a start time
+    return {"date": date, "start_min": start_min}
 
-    # Protocol and effort.
+
+def _draw_effort(rng: np.random.Generator, m: BirderModel) -> dict[str, np.ndarray]:
+    """Each checklist's protocol, effort, observers, completeness and group size."""
+    n = m.n_checklists
     names = list(m.protocols)
     protocol = np.asarray(names)[_choice(rng, n, np.asarray([m.protocols[p] for p in names]))]
     duration = np.clip(
@@ -611,14 +646,20 @@ def simulate_checklists(
     group = rng.random(n) < m.p_group
     members = np.where(group, 2 + rng.poisson(m.mean_extra_members, n), 1)
     observers = np.maximum(observers, members)
+    return {
+        "protocol": protocol, "duration": duration, "distance": distance, "area_ha": area_ha,
+        "observers": observers, "complete": complete, "group": group, "members": members,
+    }  # fmt: skip
 
-    # Detection of the target species: only in occupied cells, rising with effort.
-    cell_idx = loc_cell[loc]
-    occ = occupied[cell_idx]
-    p_det = _detection_probability(m, duration, distance, observers, complete)
-    detected = occ & (rng.random(n) < p_det)
 
-    # Observation rows per checklist: the target species, then the background species.
+def _draw_observations(
+    rng: np.random.Generator, m: BirderModel, detected: np.ndarray, complete: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Observation rows per checklist (target species ``0``, then the background species).
+
+    Returns the checklist and species index of each row, sorted, and its count as text.
+    """
+    n = m.n_checklists
     report = np.where(complete, 1.0, m.incomplete_report)
     rows_chk, rows_sp = [np.flatnonzero(detected)], [np.zeros(int(detected.sum()), dtype=int)]
     for j, (*_, p) in enumerate(m.other_species, start=1):
@@ -632,9 +673,14 @@ def simulate_checklists(
     mean_count = np.where(obs_sp == 0, 0.8, 2.0)
     count = (1 + rng.poisson(mean_count)).astype(int)
     is_x = rng.random(obs_chk.size) < m.p_x
-    count_text = np.where(is_x, "X", count.astype(str))
+    return obs_chk, obs_sp, np.where(is_x, "X", count.astype(str))
 
-    # Sampling events: one per checklist, one per member of a group.
+
+def _draw_events(
+    rng: np.random.Generator, m: BirderModel, members: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Sampling events: one per checklist, one per member of a group; ids and observers."""
+    n = m.n_checklists
     ev_chk = np.repeat(np.arange(n), members)
     ev_member = np.arange(ev_chk.size) - np.repeat(np.cumsum(members) - members, members)
     n_ev = ev_chk.size
@@ -645,32 +691,56 @@ def simulate_checklists(
     # members of one group are different people.
     owner = _choice(rng, n, activity)
     observer = (owner[ev_chk] + ev_member) % m.n_observers
+    return {"chk": ev_chk, "event_ids": event_ids, "group_ids": group_ids, "observer": observer}
 
-    sed = pd.DataFrame(
+
+def _sed_frame(
+    places: dict[str, np.ndarray],
+    when: dict[str, np.ndarray],
+    effort: dict[str, np.ndarray],
+    events: dict[str, np.ndarray],
+    cell_of_checklist: np.ndarray,
+    occupied_of_checklist: np.ndarray,
+) -> pd.DataFrame:
+    """The sampling-event table: one row per event, typed columns (no randomness here)."""
+    ev_chk, loc = events["chk"], places["loc"]
+    group_ids = events["group_ids"]
+    return pd.DataFrame(
         {
-            "sampling_event_identifier": np.char.add("S", event_ids.astype(str)),
+            "sampling_event_identifier": np.char.add("S", events["event_ids"].astype(str)),
             "group_identifier": np.where(
-                group[ev_chk], np.char.add("G", group_ids[ev_chk].astype(str)), ""
+                effort["group"][ev_chk], np.char.add("G", group_ids[ev_chk].astype(str)), ""
             ),
-            "latitude": loc_lat[loc][ev_chk],
-            "longitude": loc_lon[loc][ev_chk],
+            "latitude": places["lat"][loc][ev_chk],
+            "longitude": places["lon"][loc][ev_chk],
             "locality_id": np.char.add("L", (2_000_000 + loc[ev_chk] * 13).astype(str)),
-            "locality_type": np.where(hotspot[loc][ev_chk], "H", "P"),
-            "observation_date": date[ev_chk],
-            "start_minutes": start_min[ev_chk],
-            "observer_id": np.char.add("obsr", (100_000 + observer * 11).astype(str)),
-            "protocol_type": protocol[ev_chk],
-            "duration_minutes": duration[ev_chk],
-            "effort_distance_km": distance[ev_chk],
-            "effort_area_ha": area_ha[ev_chk],
-            "number_observers": observers[ev_chk],
-            "all_species_reported": complete[ev_chk],
-            "cell_id": cells[cell_idx][ev_chk],
-            "occupied": occ[ev_chk],
+            "locality_type": np.where(places["hotspot"][loc][ev_chk], "H", "P"),
+            "observation_date": when["date"][ev_chk],
+            "start_minutes": when["start_min"][ev_chk],
+            "observer_id": np.char.add("obsr", (100_000 + events["observer"] * 11).astype(str)),
+            "protocol_type": effort["protocol"][ev_chk],
+            "duration_minutes": effort["duration"][ev_chk],
+            "effort_distance_km": effort["distance"][ev_chk],
+            "effort_area_ha": effort["area_ha"][ev_chk],
+            "number_observers": effort["observers"][ev_chk],
+            "all_species_reported": effort["complete"][ev_chk],
+            "cell_id": cell_of_checklist[ev_chk],
+            "occupied": occupied_of_checklist[ev_chk],
             "checklist": ev_chk,
         }
     )
-    # Every member of a shared checklist carries the same observations.
+
+
+def _ebd_frame(
+    sed: pd.DataFrame,
+    m: BirderModel,
+    species: tuple[str, str],
+    members: np.ndarray,
+    obs_chk: np.ndarray,
+    obs_sp: np.ndarray,
+    count_text: np.ndarray,
+) -> pd.DataFrame:
+    """The observation table; every member of a shared checklist carries the same rows."""
     first_event = np.cumsum(members) - members
     ev_counts = members[obs_chk]
     obs_rows = np.repeat(np.arange(obs_chk.size), ev_counts)
@@ -681,7 +751,7 @@ def simulate_checklists(
     cats = ["species", *(c for _, _, c, _ in m.other_species)]
     order_nums = np.asarray([99_999, 30_114, 26_982, 25_460, 22_064, 2_331, 21_870, 16_996])
     sp = obs_sp[obs_rows]
-    ebd = pd.DataFrame(
+    return pd.DataFrame(
         {
             "sampling_event_identifier": sed["sampling_event_identifier"].to_numpy()[ev_index],
             "common_name": np.asarray([t[0] for t in taxa])[sp],
@@ -692,7 +762,6 @@ def simulate_checklists(
             "event": ev_index,
         }
     )
-    return sed, ebd
 
 
 def simulate_detections(
@@ -973,68 +1042,139 @@ def simulate_region(
     species = species or SpeciesModel()
     birders = birders or BirderModel()
     rng = np.random.default_rng(seed)
+    grid, cells, region_xy, region_ll, features, public_fraction = _landscape(
+        region, cell_size, landcover, legend, elevation, public
+    )
+    field_values = smooth_field(grid, cells, species.field_length_m, rng)
+    psi, occupied, b0 = simulate_occupancy(features, field_values, rng, species)
+    attraction = _attraction(grid, cells, features, public_fraction, birders)
+    sed_table, ebd_table = simulate_checklists(
+        grid, cells, attraction, occupied, region_xy, region_ll, rng, birders
+    )
+    lon, lat = _cell_centres_ll(grid, cells)
+    second: dict[str, Any] | None = None
+    if second_truth is not None:
+        rows2, second = _second_species(
+            grid, cells, features, sed_table, seed, birders, second_species, second_truth, lon, lat
+        )
+        ebd_table = pd.concat([ebd_table, rows2], ignore_index=True)
+    write_sed(sed_table, sed)
+    write_ebd(ebd_table, sed_table, ebd)
+    _write_truth(truth, cells, psi, occupied, lon, lat)
+    summary = _summary(seed, species, birders, b0, grid, cells, psi, occupied, sed_table, ebd_table)
+    summary.update({} if second is None else {"second_species": second})
+    if meta is not None:
+        _write_text(Path(meta), json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return summary
+
+
+def _landscape(
+    region: str | os.PathLike[str],
+    cell_size: float,
+    landcover: str | os.PathLike[str],
+    legend: str | os.PathLike[str],
+    elevation: str | os.PathLike[str],
+    public: str | os.PathLike[str],
+) -> tuple[Grid, np.ndarray, shapely.Geometry, shapely.Geometry, pd.DataFrame, np.ndarray]:
+    """The region's grid and cells, the region (grid CRS, lon/lat), features, public share.
+
+    The features are the cells' land-cover fractions and elevation.
+    """
     region_ll = read_polygons(region, "EPSG:4326", name="region")
     grid, cells, region_xy = region_grid(region_ll, cell_size)
     layers = [
         RasterLayer("landcover", landcover, "categorical", legend),
         RasterLayer("elevation", elevation, "continuous"),
     ]
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # partly covered edge cells: handled as NaN below
         features = habitat_features(grid, cells, layers)
     public_fraction = cover_fraction(grid.polygons(cells), read_polygons(public, grid.crs))
+    return grid, cells, region_xy, region_ll, features, public_fraction
 
-    field_values = smooth_field(grid, cells, species.field_length_m, rng)
-    psi, occupied, b0 = simulate_occupancy(features, field_values, rng, species)
+
+def _attraction(
+    grid: Grid,
+    cells: np.ndarray,
+    features: pd.DataFrame,
+    public_fraction: np.ndarray,
+    birders: BirderModel,
+) -> np.ndarray:
+    """Each cell's weight for placing localities: base, smoothed urban share, public land."""
     urban = _smooth_values(grid, cells, _fractions(features, _URBAN), birders.urban_length_m)
-    attraction = (
+    return (
         birders.base_weight
         + birders.urban_weight * urban / max(float(urban.max()), 1e-12)
         + birders.public_weight * public_fraction
     )
-    sed_table, ebd_table = simulate_checklists(
-        grid, cells, attraction, occupied, region_xy, region_ll, rng, birders
-    )
-    second: dict[str, Any] | None = None
-    if second_truth is not None:
-        model2 = second_species or VIRTUAL_QUAIL
-        names2 = (DEFAULT_REGION.species_all[1], DEFAULT_REGION.scientific_names_all[1])
-        rng2 = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
-        field2 = smooth_field(grid, cells, model2.field_length_m, rng2)
-        psi2, occupied2, b2 = simulate_occupancy(features, field2, rng2, model2)
-        rows2 = simulate_detections(
-            sed_table, cells, occupied2, rng2, birders, species=names2, taxonomic_order=99_998
-        )
-        ebd_table = pd.concat([ebd_table, rows2], ignore_index=True)
-        second = {
-            "common_name": names2[0],
-            "scientific_name": names2[1],
-            "species_model": dataclasses.asdict(model2),
-            "intercept": round(float(b2), 6),
-            "truth": Path(second_truth).name,
-            "seed": f"SeedSequence({int(seed)}, spawn_key=(1,))",
-            "counts": {
-                "occupied_cells": int(occupied2.sum()),
-                "prevalence": round(float(occupied2.mean()), 6),
-                "mean_psi": round(float(psi2.mean()), 6),
-                "detections": len(rows2),
-            },
-        }
-    write_sed(sed_table, sed)
-    write_ebd(ebd_table, sed_table, ebd)
 
+
+def _second_species(
+    grid: Grid,
+    cells: np.ndarray,
+    features: pd.DataFrame,
+    sed_table: pd.DataFrame,
+    seed: int,
+    birders: BirderModel,
+    second_species: SpeciesModel | None,
+    second_truth: str | os.PathLike[str],
+    lon: np.ndarray,
+    lat: np.ndarray,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The second species from its own random stream, detected on the same checklists.
+
+    Writes its truth table to ``second_truth`` (``lon``, ``lat``: the cell centres) and
+    returns its EBD rows and its summary entry.
+    """
+    model2 = second_species or VIRTUAL_QUAIL
+    names2 = (DEFAULT_REGION.species_all[1], DEFAULT_REGION.scientific_names_all[1])
+    rng2 = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+    field2 = smooth_field(grid, cells, model2.field_length_m, rng2)
+    psi2, occupied2, b2 = simulate_occupancy(features, field2, rng2, model2)
+    rows2 = simulate_detections(
+        sed_table, cells, occupied2, rng2, birders, species=names2, taxonomic_order=99_998
+    )
+    second = {
+        "common_name": names2[0],
+        "scientific_name": names2[1],
+        "species_model": dataclasses.asdict(model2),
+        "intercept": round(float(b2), 6),
+        "truth": Path(second_truth).name,
+        "seed": f"SeedSequence({int(seed)}, spawn_key=(1,))",
+        "counts": {
+            "occupied_cells": int(occupied2.sum()),
+            "prevalence": round(float(occupied2.mean()), 6),
+            "mean_psi": round(float(psi2.mean()), 6),
+            "detections": len(rows2),
+        },
+    }
+    _write_truth(second_truth, cells, psi2, occupied2, lon, lat)
+    return rows2, second
+
+
+def _cell_centres_ll(grid: Grid, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Longitude and latitude of the cells' centres."""
     rows, cols = grid.rows_cols(cells)
     cx = grid.x0 + (cols + 0.5) * grid.cell_size
     cy = grid.y0 - (rows + 0.5) * grid.cell_size
-    lon, lat = pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True).transform(cx, cy)
-    _write_truth(truth, cells, psi, occupied, lon, lat)
-    if second_truth is not None:
-        _write_truth(second_truth, cells, psi2, occupied2, lon, lat)
+    return pyproj.Transformer.from_crs(grid.crs, 4326, always_xy=True).transform(cx, cy)
 
+
+def _summary(
+    seed: int,
+    species: SpeciesModel,
+    birders: BirderModel,
+    b0: float,
+    grid: Grid,
+    cells: np.ndarray,
+    psi: np.ndarray,
+    occupied: np.ndarray,
+    sed_table: pd.DataFrame,
+    ebd_table: pd.DataFrame,
+) -> dict[str, Any]:
+    """The simulation summary: seed, models, grid and counts (``simulation.json``)."""
     chk = sed_table.drop_duplicates("checklist")
-    summary: dict[str, Any] = {
+    return {
         "seed": int(seed),
         "species": {
             "common_name": DEFAULT_REGION.species,
@@ -1070,11 +1210,6 @@ def simulate_region(
             ),
         },
     }
-    if second is not None:
-        summary["second_species"] = second
-    if meta is not None:
-        _write_text(Path(meta), json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    return summary
 
 
 def _write_truth(

@@ -19,9 +19,9 @@ Methods too slow on larger data are reported as ``NA`` (AATP and TTK-MIP above 1
 as in the paper), never dropped silently.
 
 Table 3 also holds real surrogates for the paper's unpublished eBird instances NY16, NY18 and
-NY88: :data:`reserve.surrogates.SURROGATES` (BCR 27 checklists, national-forest cells
+NY88: :data:`reserve.paper.surrogates.SURROGATES` (BCR 27 checklists, national-forest cells
 labelled, the other surveyed cells as candidates). Their "splits" are disjoint folds of the
-candidate cells with the labelled cells fixed (:func:`reserve.surrogates.surrogate_splits`).
+candidate cells with the labelled cells fixed (:func:`reserve.paper.surrogates.surrogate_splits`).
 They read eBird data from a local folder at run time; :func:`reproduce_paper` skips them with a
 note when it is absent, and writes a run made of surrogates only to ``paper_table3_bcr27.*``.
 """
@@ -41,12 +41,12 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy import stats
 
-from reserve.datasets import BENCHMARKS, load_benchmark, transductive_split
 from reserve.errors import DataFileError, InvalidInputError, ReserveError
 from reserve.metrics import hinge_loss_sum, selection_precision
 from reserve.model_selection import PAPER_CS, select_C
-from reserve.solvers._qp import hinge_objective
-from reserve.surrogates import SURROGATES, default_bcr27_dir, load_surrogate, surrogate_splits
+from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
+from reserve.paper.surrogates import SURROGATES, default_bcr27_dir, load_surrogate, surrogate_splits
+from reserve.solvers import hinge_objective, make_estimator
 
 __all__ = [
     "CV_TTK",
@@ -56,9 +56,11 @@ __all__ = [
     "PAPER_TABLE3",
     "PAPER_TABLE3_NY",
     "RunRecord",
+    "Split",
     "format_table2",
     "format_table3",
     "load_dataset",
+    "prepare_splits",
     "reproduce_paper",
     "run_table2",
     "run_table3",
@@ -179,42 +181,6 @@ class RunRecord:
     cv_limited: int = 0
 
 
-def make_estimator(
-    method: str,
-    *,
-    k: int,
-    C: float,
-    time_limit: float,
-    seed: int,
-    fit_time_limit: float = 10.0,
-    polish: bool = True,
-) -> object:
-    """A fresh estimator for a Table-3 column name.
-
-    ``time_limit`` caps a TTK-MIP fit; ``fit_time_limit`` caps the CCCP of TSVM, the one
-    baseline whose fits take minutes on the larger datasets (it returns its last iterate).
-    ``polish=False`` gives TTK-FD without the polish (the cheap CV estimator); other methods
-    ignore it.
-    """
-    from reserve.solvers import AATP, SVM, TSVM, TTK, SVMPerf, TopPush
-
-    if method == "SVM":
-        return SVM(k=k, C=C)
-    if method == "TSVM":
-        return TSVM(k=k, C=C, max_time=fit_time_limit)
-    if method == "SVMPerf":
-        return SVMPerf(k=k, C=C)
-    if method == "TopPush":
-        return TopPush(k=k, C=C)
-    if method == "AATP":
-        return AATP(k=k, C=C)
-    if method == "TTK-FD":
-        return TTK(k=k, C=C, solver="fd", polish=polish, random_state=seed)
-    if method == "TTK-MIP":
-        return TTK(k=k, C=C, solver="mip", time_limit=time_limit, random_state=seed)
-    raise InvalidInputError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
-
-
 def _check_names(values: Iterable[str], allowed: Sequence[str], what: str) -> list[str]:
     out = list(values)
     bad = [v for v in out if v not in allowed]
@@ -267,7 +233,16 @@ def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> t
 
 
 @dataclass(frozen=True)
-class _Split:
+class Split:
+    """One transductive problem of a benchmark table: a split of one dataset.
+
+    ``X`` holds every row (labelled, then candidates for a surrogate; shuffled halves for a
+    UCI set), ``y_fit`` the labels the estimator sees (``-1`` on the candidates), ``y_hidden``
+    the candidates' held-out 0/1 labels, ``k`` the cells to select, ``n_rows`` the dataset's
+    size (what :data:`SMALL_ONLY` compares with) and ``seed`` the split's seed (also the
+    estimator's ``random_state`` and the CV folds' seed).
+    """
+
     dataset: str
     split: int
     X: np.ndarray
@@ -278,14 +253,47 @@ class _Split:
     seed: int
 
 
-def _prepare(
+def prepare_splits(
     datasets: Sequence[str],
     n_splits: int,
     k_fraction: float,
     seed: int,
     data_dir: str | os.PathLike[str] | None,
-) -> list[_Split]:
-    """Load and split everything up front, so bad input fails before any computing."""
+) -> list[Split]:
+    """Every split of every dataset, as the benchmark tables use them.
+
+    Everything is loaded and split up front, so bad input fails before any computing.
+
+    Parameters
+    ----------
+    datasets : sequence of str
+        Names from :data:`DATASETS`.
+    n_splits : int
+        Splits per dataset (at least 2).
+    k_fraction : float
+        ``k`` as a share of the test half, strictly between 0 and 1.
+    seed : int
+        Split ``s`` uses seed ``1000 * seed + s``.
+    data_dir : path-like or None
+        Read ``<name>.csv`` here instead of the bundled copies.
+
+    Returns
+    -------
+    list of Split
+        Dataset by dataset, split by split.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad ``n_splits`` or ``k_fraction``, a single class in a training half, or ``k`` not
+        smaller than the test half.
+
+    Examples
+    --------
+    >>> sp = prepare_splits(["sonar"], 2, 0.05, 0, None)
+    >>> [(s.split, s.seed, s.k) for s in sp]
+    [(0, 0, 5), (1, 1, 5)]
+    """
     if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 2:
         raise InvalidInputError(
             f"splits must be an integer >= 2 (a paired t-test needs two); received {n_splits!r}."
@@ -323,11 +331,11 @@ def _prepare(
                     f"dataset {name!r}: k = {k} is not smaller than the test half "
                     f"({yh.size} rows); lower --k-fraction."
                 )
-            out.append(_Split(name, s, Xa, yf, yh, k, n_rows, split_seed))
+            out.append(Split(name, s, Xa, yf, yh, k, n_rows, split_seed))
     return out
 
 
-def _one(sp: _Split, method: str, table: str, cfg: dict) -> RunRecord:
+def _one(sp: Split, method: str, table: str, cfg: dict) -> RunRecord:
     base = dict(table=table, dataset=sp.dataset, split=sp.split, method=method, k=sp.k)
     nan = float("nan")
     limit = SMALL_ONLY.get(method)
@@ -342,7 +350,7 @@ def _one(sp: _Split, method: str, table: str, cfg: dict) -> RunRecord:
     try:
         if table == "3":
             est0 = make_estimator(method, k=sp.k, C=1.0, time_limit=cfg["time_limit"],
-                                  seed=sp.seed, fit_time_limit=cfg["cv_fit_time_limit"],
+                                  random_state=sp.seed, fit_time_limit=cfg["cv_fit_time_limit"],
                                   polish=not cheap_cv)  # fmt: skip
             sel = select_C(est0, sp.X, sp.y_fit, Cs=cfg["Cs"], n_repeats=cfg["n_repeats"],
                            k_fraction=cfg["k_fraction"], random_state=sp.seed,
@@ -352,8 +360,14 @@ def _one(sp: _Split, method: str, table: str, cfg: dict) -> RunRecord:
         else:
             C = cfg["C"]
         t1 = time.perf_counter()
-        est = make_estimator(method, k=sp.k, C=C, time_limit=cfg["time_limit"], seed=sp.seed,
-                             fit_time_limit=cfg["fit_time_limit"])  # fmt: skip
+        est = make_estimator(
+            method,
+            k=sp.k,
+            C=C,
+            time_limit=cfg["time_limit"],
+            random_state=sp.seed,
+            fit_time_limit=cfg["fit_time_limit"],
+        )
         est.fit(sp.X, sp.y_fit)  # type: ignore[attr-defined]
         t2 = time.perf_counter()
     except ReserveError as exc:
@@ -404,7 +418,7 @@ def _run(
 ) -> list[RunRecord]:
     datasets = _check_names(datasets, DATASETS, "dataset")
     methods = _check_names(methods, METHODS, "method")
-    splits = _prepare(datasets, n_splits, cfg["k_fraction"], seed, data_dir)
+    splits = prepare_splits(datasets, n_splits, cfg["k_fraction"], seed, data_dir)
     tasks = [(sp, m) for sp in splits for m in methods]
     # the slowest tasks first keeps both workers busy to the end (weights: one split of
     # spambase took TSVM 167 s, TTK-FD 54 s, SVM 17 s with the default CV settings)
@@ -446,8 +460,8 @@ def run_table3(
     ----------
     datasets, methods : sequence of str
         Subsets of :data:`DATASETS` and :data:`METHODS`. A surrogate
-        (:data:`reserve.surrogates.SURROGATES`) needs its eBird folder
-        (:func:`reserve.surrogates.default_bcr27_dir`).
+        (:data:`reserve.paper.surrogates.SURROGATES`) needs its eBird folder
+        (:func:`reserve.paper.surrogates.default_bcr27_dir`).
     n_splits : int
         Random 50/50 splits per dataset (10 in the paper); for a surrogate, disjoint folds of
         its candidate cells.
@@ -554,18 +568,50 @@ def _cell_status(runs: list[RunRecord] | None) -> str:
     return f"failed ({n_fail}/{len(runs)})"
 
 
-def format_table3(
-    records: Sequence[RunRecord], reference: str = "TTK-FD", notes: Sequence[str] = ()
-) -> str:
-    """Markdown: ours (mean +- sd, bold = not significantly worse than any other) beside the
-    paper's figure, then wins/ties/losses of ``reference`` and total wall time per method.
+def _paper_cell(ds: str, m: str) -> str:
+    """The paper's Table 3 figure for one cell: ``mean±sd``, ``NA``, or ``-`` (not in it)."""
+    if ds not in PAPER_TABLE3:
+        return "-"
+    paper = PAPER_TABLE3[ds].get(m)
+    return "NA" if paper is None else f"{paper[0]:.2f}±{paper[1]:.2f}"
 
-    When a BCR 27 surrogate is among the datasets, the paper's NY16/NY18/NY88 rows follow as
-    context (paper figures only). ``notes`` are appended as lines after the table.
-    """
+
+def _table3_row(
+    ds: str, methods: list[str], groups: dict, vals: dict[str, np.ndarray | None]
+) -> str:
+    """One dataset's row: ours (bold when not significantly worse) / the paper's."""
+    cells = []
+    for m in methods:
+        v, ptxt = vals[m], _paper_cell(ds, m)
+        if v is None:
+            cells.append(f"{_cell_status(groups.get((ds, m)))} / {ptxt}")
+            continue
+        best = not any(_worse(v, o) for mm, o in vals.items() if mm != m and o is not None)
+        txt = f"{v.mean():.2f}±{v.std(ddof=1):.2f}"
+        n_lim = sum(bool(r.note) for r in groups[(ds, m)])
+        if n_lim:
+            txt += f" †{n_lim}"
+        cells.append(f"{'**' + txt + '**' if best else txt} / {ptxt}")
+    return f"| {ds} | " + " | ".join(cells) + " |"
+
+
+def _tally(wtl: dict[str, list[int]], vals: dict[str, np.ndarray | None], reference: str) -> None:
+    """Add one dataset's wins/ties/losses of ``reference`` against every other method."""
+    ref = vals.get(reference)
+    if ref is None:
+        return
+    for m, o in vals.items():
+        if m == reference or o is None:
+            continue
+        wtl[m][0 if _worse(o, ref) else 2 if _worse(ref, o) else 1] += 1
+
+
+def _table3_body(
+    records: Sequence[RunRecord], methods: list[str], reference: str, surrogate: bool
+) -> list[str]:
+    """The table itself: header, dataset rows, NY context, w/t/l and wall-time rows."""
     groups = _by(records)
     datasets = list(dict.fromkeys(r.dataset for r in records))
-    methods = [m for m in METHODS if any(r.method == m for r in records)]
     lines = [
         "| dataset | " + " | ".join(f"{m} (ours / paper)" for m in methods) + " |",
         "|---|" + "---|" * len(methods),
@@ -573,31 +619,8 @@ def format_table3(
     wtl = {m: [0, 0, 0] for m in methods}
     for ds in datasets:
         vals = {m: _ok_values(groups.get((ds, m))) for m in methods}
-        cells = []
-        for m in methods:
-            v = vals[m]
-            paper = PAPER_TABLE3.get(ds, {}).get(m)
-            ptxt = "NA" if paper is None else f"{paper[0]:.2f}±{paper[1]:.2f}"
-            if ds not in PAPER_TABLE3:
-                ptxt = "-"  # not in the paper
-            if v is None:
-                cells.append(f"{_cell_status(groups.get((ds, m)))} / {ptxt}")
-                continue
-            best = not any(_worse(v, o) for mm, o in vals.items() if mm != m and o is not None)
-            txt = f"{v.mean():.2f}±{v.std(ddof=1):.2f}"
-            n_lim = sum(bool(r.note) for r in groups[(ds, m)])
-            if n_lim:
-                txt += f" †{n_lim}"
-            cells.append(f"{'**' + txt + '**' if best else txt} / {ptxt}")
-        lines.append(f"| {ds} | " + " | ".join(cells) + " |")
-        ref = vals.get(reference)
-        if ref is not None:
-            for m in methods:
-                o = vals[m]
-                if m == reference or o is None:
-                    continue
-                wtl[m][0 if _worse(o, ref) else 2 if _worse(ref, o) else 1] += 1
-    surrogate = any(ds in SURROGATES for ds in datasets)
+        lines.append(_table3_row(ds, methods, groups, vals))
+        _tally(wtl, vals, reference)
     if surrogate:
         for ny, row in PAPER_TABLE3_NY.items():
             lines.append(
@@ -619,14 +642,20 @@ def format_table3(
         + " | ".join(f"{cv[m]:.0f} / {fit[m]:.0f}" for m in methods)
         + " |"
     )
-    lines.append("")
-    lines.append(
+    return lines
+
+
+def _table3_notes(records: Sequence[RunRecord], surrogate: bool) -> list[str]:
+    """The paragraphs under the table: legend, limited CV fits, cheap CV, surrogates."""
+    lines = [
+        "",
         "Bold: not significantly worse than any other method (paired t-test, p < 0.05). "
         "†n: in n splits the final fit stopped at a per-fit limit (TSVM: CCCP time limit; "
         "TTK-MIP: MIP time limit, best solution found). NA: not run above 1000 rows, as in "
-        "the paper. Wall time: CV plus final fits, summed over splits (seconds of one worker)."
-    )
-    limited = {}
+        "the paper. Wall time: CV plus final fits, summed over splits (seconds of one worker).",
+    ]
+    groups = _by(records)
+    limited: dict[tuple[str, str], int] = {}
     for r in records:
         if r.cv_limited:
             limited[(r.dataset, r.method)] = limited.get((r.dataset, r.method), 0) + r.cv_limited
@@ -662,6 +691,22 @@ def format_table3(
             "sd is over candidate pools. The NY rows are the paper's figures for another "
             "region, year, species and feature set: context, not a comparison."
         )
+    return lines
+
+
+def format_table3(
+    records: Sequence[RunRecord], reference: str = "TTK-FD", notes: Sequence[str] = ()
+) -> str:
+    """Markdown: ours (mean +- sd, bold = not significantly worse than any other) beside the
+    paper's figure, then wins/ties/losses of ``reference`` and total wall time per method.
+
+    When a BCR 27 surrogate is among the datasets, the paper's NY16/NY18/NY88 rows follow as
+    context (paper figures only). ``notes`` are appended as lines after the table.
+    """
+    methods = [m for m in METHODS if any(r.method == m for r in records)]
+    surrogate = any(r.dataset in SURROGATES for r in records)
+    lines = _table3_body(records, methods, reference, surrogate)
+    lines += _table3_notes(records, surrogate)
     if notes:
         lines.append("")
         lines.extend(f"- {n}" for n in notes)
