@@ -253,7 +253,8 @@ def select_command(config: str | None, **kw: object) -> None:
     """Choose BUDGET candidate cells with TTK (or a baseline); write a GeoPackage and a map."""
     import time
 
-    from reserve.select import resolve_config, select_reserve
+    from reserve.config import SelectOptions
+    from reserve.select import run_selection
 
     ctx = click.get_current_context()
     given = {
@@ -261,13 +262,13 @@ def select_command(config: str | None, **kw: object) -> None:
         for k, v in kw.items()
         if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
     }
-    effective = resolve_config(given, config)
+    options = SelectOptions.from_sources(given, config)
     t0 = time.perf_counter()
 
     def progress(message: str) -> None:
         click.echo(f"[{time.perf_counter() - t0:6.1f} s] {message}", err=True)
 
-    result = select_reserve(**effective, progress=progress, config=effective)
+    result = run_selection(options, progress=progress, config=options.to_dict())
     _print_selection(result)
 
 
