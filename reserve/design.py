@@ -72,6 +72,7 @@ __all__ = [
     "default_cells",
     "feature_columns",
     "file_sha256",
+    "locate_cells",
     "read_planning_units",
 ]
 
@@ -165,6 +166,25 @@ class Problem:
         """Number of locked-in cells."""
         return int(self.locked_in.sum())
 
+    def bootstrap_samples(self, n: int, seed: int) -> list[np.ndarray]:
+        """``n`` resamples of the fitted rows (positions in ``rows``) for bootstrap refits.
+
+        Each replicate draws the training rows (``y >= 0``) with replacement, detections and
+        non-detections separately (so every replicate keeps both classes and their counts),
+        and keeps every candidate row (``y == -1``) once; with several species the strata
+        are the first species'. The draws come from ``numpy.random.SeedSequence(seed)
+        .spawn(n)``, so they do not depend on how the refits are spread over processes.
+        """
+        lab = self.y if self.y.ndim == 1 else self.y[:, 0]
+        pos, neg, cand = (np.flatnonzero(lab == v) for v in (1, 0, -1))
+        samples = []
+        for child in np.random.SeedSequence(seed).spawn(n):
+            rng = np.random.default_rng(child)
+            draw = [rng.choice(pos, pos.size, replace=True),
+                    rng.choice(neg, neg.size, replace=True)]  # fmt: skip
+            samples.append(np.concatenate([*draw, cand]))
+        return samples
+
 
 class MomentScaler(StandardScaler):
     """:class:`~sklearn.preprocessing.StandardScaler` fitted with NumPy's mean and std.
@@ -257,6 +277,22 @@ def default_cells() -> tuple[Path, Path | None, Path | None]:
     except (AttributeError, OSError):  # outlines are decoration; selection does not need them
         pass
     return cells, public, outline
+
+
+def locate_cells(
+    cells: str | os.PathLike[str] | None, public: Any = None, outline: Any = None
+) -> tuple[Path, Any, Any]:
+    """The cells file and the map's public-land and outline files.
+
+    ``cells=None`` is the embedded default region (:func:`default_cells`), whose own public
+    land and outline files fill a ``public`` / ``outline`` not given.
+    """
+    if cells is not None:
+        return Path(cells), public, outline
+    path, default_public, default_outline = default_cells()
+    public = public if public is not None else default_public
+    outline = outline if outline is not None else default_outline
+    return path, public, outline
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -37,7 +37,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import pandas as pd
@@ -45,8 +45,12 @@ from pyproj import CRS
 
 from reserve.errors import DataFileError, OutputExistsError
 
+if TYPE_CHECKING:
+    from reserve.result import SelectionResult
+
 __all__ = ["FIXED_TIMESTAMP", "GPKG_NAME", "LAYERS", "atomic_target", "identified_crs",
-           "prepare_outputs", "remove_stale_temporaries", "write_geopackage"]  # fmt: skip
+           "prepare_outputs", "remove_stale_temporaries", "write_geopackage",
+           "write_result"]  # fmt: skip
 
 #: File name of the selection's GeoPackage in the output folder.
 GPKG_NAME = "reserve.gpkg"
@@ -278,3 +282,25 @@ def prepare_outputs(
                 f"output folder {str(folder)!r} is not writable; pass a writable folder"
             )
     return gpkg
+
+
+def write_result(
+    result: SelectionResult, path: str | os.PathLike[str], *, overwrite: bool = False
+) -> Path:
+    """Write a selection's tables to ``path`` (:func:`write_geopackage` of its layers).
+
+    Parameters
+    ----------
+    result : reserve.result.SelectionResult
+        Its ``planning_units``, ``selected``, ``summary`` and ``ranking``.
+    path : path-like
+        Target ``.gpkg``.
+    overwrite : bool
+        Replace an existing file.
+
+    Returns
+    -------
+    Path
+    """
+    return write_geopackage(result.planning_units, result.selected, result.summary, path,
+                            overwrite=overwrite, ranking=result.ranking)  # fmt: skip

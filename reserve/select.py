@@ -2,18 +2,14 @@
 
 :func:`select_reserve` is the one place that runs the sequence:
 
-1. check the options (:class:`reserve.config.SelectOptions`) and that the outputs may be
-   written;
-2. read the planning units and build one :class:`reserve.design.Problem` (features, labels,
-   costs, locks; every refusal happens there, see :mod:`reserve.design`);
+1. check the options (:class:`reserve.config.SelectOptions`) and the outputs;
+2. read the planning units into one :class:`reserve.design.Problem` (every refusal there);
 3. choose ``C`` (given, or by the paper's cross-validation on the training cells);
-4. fit a :class:`sklearn.pipeline.Pipeline`: every feature standardised to mean 0 and
-   standard deviation 1 on the fitted (``train`` and ``candidate``) cells, the transductive
-   setting of the paper, then the estimator of :func:`reserve.solvers.make_estimator`;
-5. optionally (``bootstrap=N``) refit a :func:`sklearn.base.clone` of the estimator on N
-   resamples of the training cells (the standardisation stays that of the whole problem);
-6. build the result tables (:mod:`reserve.result`) and write ``<out>/reserve.gpkg``
-   (:mod:`reserve.export`) and the HTML map (:mod:`reserve.maps`), both atomically.
+4. fit a :class:`sklearn.pipeline.Pipeline`: the features standardised on the fitted
+   (``train`` and ``candidate``) cells, then :func:`reserve.solvers.make_estimator`'s;
+5. with ``bootstrap=N``, refit N :func:`sklearn.base.clone` s of the estimator on resampled
+   training cells (the standardisation stays the whole problem's);
+6. build the tables (:mod:`reserve.result`); write them (:mod:`reserve.export`) and the map.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,11 +36,11 @@ from reserve.design import (
     MomentScaler,
     Problem,
     build_problem,
-    default_cells,
     file_sha256,
+    locate_cells,
     read_planning_units,
 )
-from reserve.export import identified_crs, prepare_outputs
+from reserve.export import identified_crs, prepare_outputs, write_result
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.solvers import budget_select, make_estimator
 
@@ -62,8 +57,7 @@ __all__ = [
     "select_reserve",
 ]
 
-#: Methods accepted by ``method=`` / ``--method``.
-METHODS = SELECT_METHODS
+METHODS = SELECT_METHODS  #: Methods accepted by ``method=`` / ``--method``.
 _TTK = ("ttk", "ttk-mip", "ttk-bnb")
 
 
@@ -101,7 +95,7 @@ def _picked(est: Any, method: str, cost: np.ndarray | None, budget: float | None
 
 
 def _fit_params(method: str, cost: np.ndarray | None) -> dict[str, Any]:
-    return {} if cost is None or method not in _TTK else {"cost": cost}
+    return {} if cost is None or method not in _TTK else {"cost": cost}  # knapsack TTK only
 
 
 def _refit(
@@ -114,50 +108,32 @@ def _refit(
     return np.sort(sample[_picked(refit, method, sub_cost, budget)])
 
 
-def _bootstrap_frequency(
-    est: Any, opts: SelectOptions, Z: np.ndarray, y: np.ndarray,
-    cost: np.ndarray | None, budget: float | None,
-) -> np.ndarray:  # fmt: skip
-    """Share of ``opts.bootstrap`` refits on resampled training rows selecting each row of ``Z``.
-
-    Each replicate draws the training rows (``y >= 0``) with replacement, detections and
-    non-detections separately (so every replicate keeps both classes and their counts), and
-    keeps every candidate row (``y == -1``) once. The draws come from
-    ``numpy.random.SeedSequence(seed).spawn(bootstrap)`` in the calling process, so the
-    result is the same for any ``n_jobs``.
-    """
-    from joblib import Parallel, delayed
-
-    lab = y if y.ndim == 1 else y[:, 0]  # several species: strata of the first
-    pos, neg, cand = (np.flatnonzero(lab == v) for v in (1, 0, -1))
-    samples = []
-    for child in np.random.SeedSequence(opts.seed).spawn(opts.bootstrap):
-        rng = np.random.default_rng(child)
-        draw = [rng.choice(pos, pos.size, replace=True), rng.choice(neg, neg.size, replace=True)]
-        samples.append(np.concatenate([*draw, cand]))
-    picks = Parallel(n_jobs=opts.n_jobs)(
-        delayed(_refit)(est, opts.method, Z, y, sample, cost, budget) for sample in samples
-    )
-    counts = np.zeros(len(y), dtype=np.int64)
-    for chosen in picks:
-        counts[chosen] += 1
-    return counts / opts.bootstrap
-
-
 def _frequency(
     opts: SelectOptions, problem: Problem, est: Any, Z_rows: np.ndarray,
     cost: np.ndarray | None, say: Callable[[str], None],
 ) -> np.ndarray | None:  # fmt: skip
-    """Bootstrap selection frequency of every cell (locked-in cells: 1), or None."""
+    """Share of ``opts.bootstrap`` refits selecting each cell (locked-in cells: 1), or None.
+
+    The replicates are :meth:`reserve.design.Problem.bootstrap_samples`; each refit is a
+    :func:`~sklearn.base.clone` of ``est`` fitted on the already standardised rows.
+    """
     if not opts.bootstrap:
         return None
+    from joblib import Parallel, delayed
+
     frequency = np.zeros(len(problem.X))
     frequency[problem.locked_in] = 1.0
     if problem.k_free:
         say(f"bootstrap: {opts.bootstrap} refits on resampled training cells ({opts.n_jobs} jobs)")
-        frequency[problem.rows] = _bootstrap_frequency(
-            clone(est), opts, Z_rows, problem.y, cost, problem.free_budget
-        )
+        samples = problem.bootstrap_samples(opts.bootstrap, opts.seed)
+        picks = Parallel(n_jobs=opts.n_jobs)(
+            delayed(_refit)(clone(est), opts.method, Z_rows, problem.y, sample, cost,
+                            problem.free_budget) for sample in samples
+        )  # fmt: skip
+        counts = np.zeros(len(problem.rows), dtype=np.int64)
+        for chosen in picks:
+            counts[chosen] += 1
+        frequency[problem.rows] = counts / opts.bootstrap
     return frequency
 
 
@@ -188,13 +164,9 @@ def _write(result: SelectionResult, opts: SelectOptions, say: Callable[[str], No
            t0: float, public: Any, outline: Any) -> None:  # fmt: skip
     """Write the GeoPackage and the map asked for (``result.gpkg_path`` / ``map_path``)."""
     if result.gpkg_path is not None:
-        from reserve.export import write_geopackage
-
         result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
         say(f"writing {result.gpkg_path}")
-        write_geopackage(result.planning_units, result.selected, result.summary,
-                         result.gpkg_path, overwrite=opts.overwrite,
-                         ranking=result.ranking)  # fmt: skip
+        write_result(result, result.gpkg_path, overwrite=opts.overwrite)
     if result.map_path is not None:
         from reserve.maps import write_map
 
@@ -229,11 +201,7 @@ def run_selection(
     say = progress or (lambda message: None)
     if opts.cells is None:
         say("preparing the default region (cached after the first run)")
-        cells_path, default_public, default_outline = default_cells()
-        public = public if public is not None else default_public
-        outline = outline if outline is not None else default_outline
-    else:
-        cells_path = Path(opts.cells)
+    cells_path, public, outline = locate_cells(opts.cells, public, outline)
     gpkg_path = map_path = None
     if opts.out is not None:
         map_path = opts.map_path(cells_path)
@@ -293,17 +261,11 @@ def select_reserve(
     cells : path-like, optional
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
-    method, C, seed, time_limit, locked_in, locked_out, bootstrap, n_jobs, cost_column, species
-        The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags).
-    out : path-like, optional
-        Folder of ``reserve.gpkg``; nothing is written when None.
-    map : path-like or bool, optional
-        HTML map path; default (None or True) ``maps/<cells>_<method>_k<budget>.html``
-        (``<cells>`` is the cells file's stem, ``georgia`` for the default region);
-        False for no map. Only used when ``out`` is given.
-    overwrite : bool
-        Replace existing outputs; without it an existing output is an error, raised before
-        any work.
+    method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
+    n_jobs, cost_column, species
+        The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
+        nothing is written without ``out``; an existing output is an error, raised before any
+        work, unless ``overwrite``; ``map=False`` draws no map.
     public, outline : path-like, optional
         Public-land and region polygons drawn on the map (default region: its own files).
     progress : callable, optional
@@ -318,11 +280,15 @@ def select_reserve(
     Raises
     ------
     InvalidInputError
-        Bad budget, method, C, bootstrap or n_jobs; conflicting locks (a usage error).
+        Bad options; conflicting locks (a usage error).
     DataFileError
         Unusable cells or lock polygon file; unwritable output folder.
     OutputExistsError
         An output exists and ``overwrite`` is False.
+
+    Examples
+    --------
+    >>> result = select_reserve(30, "units.gpkg", out="run1")  # doctest: +SKIP
     """
     opts = SelectOptions(
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
