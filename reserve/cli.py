@@ -7,6 +7,7 @@ non-zero exit code (2 for usage errors, 1 for data errors), never a traceback.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -258,7 +259,8 @@ def select_command(config: str | None, **kw: object) -> None:
     """Choose BUDGET candidate cells with TTK (or a baseline); write a GeoPackage and a map."""
     import time
 
-    from reserve.select import resolve_config, select_reserve
+    from reserve.config import SelectOptions
+    from reserve.select import run_selection
 
     ctx = click.get_current_context()
     given = {
@@ -266,27 +268,24 @@ def select_command(config: str | None, **kw: object) -> None:
         for k, v in kw.items()
         if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
     }
-    effective = resolve_config(given, config)
+    options = SelectOptions.from_sources(given, config)
     t0 = time.perf_counter()
 
     def progress(message: str) -> None:
         click.echo(f"[{time.perf_counter() - t0:6.1f} s] {message}", err=True)
 
-    result = select_reserve(**effective, progress=progress, config=effective)
+    result = run_selection(options, progress=progress, config=options.to_dict())
     _print_selection(result)
 
 
-def _print_selection(result: object) -> None:
-    """The selected cells as a compact table, then the run's figures, on stdout.
+def _selection_table(result: object) -> tuple[Any, list[str]]:
+    """The selected cells as a compact table (a rich ``Table``) and its columns.
 
     The habitat columns are :meth:`reserve.select.SelectionResult.main_features`: the three
     features that lift the selected cells' scores most. Two closing rows give the mean of
     the selected cells and of all candidate cells, so the contrast reads at a glance.
     """
-    from rich.console import Console
     from rich.table import Table
-
-    from reserve.config import species_slug
 
     r = result
     s = r.summary  # type: ignore[attr-defined]
@@ -319,10 +318,27 @@ def _print_selection(result: object) -> None:
     for name, frame in (("selected", sel), ("candidates", cand)):
         means = frame[["score", *feats]].mean(axis=0).to_numpy()
         table.add_row("mean", name, *([""] * len(flags)), *(f"{v:.3f}" for v in means))
+    return table, cols
+
+
+def _print_selection(result: object) -> None:
+    """The selected cells as a compact table, then the run's figures, on stdout."""
+    from rich.console import Console
+
+    table, cols = _selection_table(result)
     # wide enough for the full column names (a table is read, not wrapped)
     width = max(100, sum(max(len(c), 9) + 2 for c in cols))
     console = Console(file=sys.stdout, width=width, highlight=False)
     console.print(table)
+    _print_figures(console, result)
+
+
+def _print_figures(console: Any, result: object) -> None:
+    """The run's figures (budget, solver, cells, locks, species, bootstrap, files)."""
+    from reserve.config import species_slug
+
+    r = result
+    s = r.summary  # type: ignore[attr-defined]
 
     def num(key: str, spec: str = ".4g") -> str:
         v = s.get(key)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from reserve.errors import InvalidInputError
 
 __all__ = [
+    "CONFIG_KEYS",
     "DEFAULT_REGION",
     "INGEST_DEFAULTS",
+    "MULTI_SPECIES_METHODS",
     "PLANNING_UNIT_COLUMNS",
     "SELECT_DEFAULTS",
     "SELECT_METHODS",
@@ -17,7 +26,10 @@ __all__ = [
     "DefaultRegion",
     "IngestDefaults",
     "SelectDefaults",
+    "SelectOptions",
     "TTKDefaults",
+    "load_config",
+    "resolve_config",
     "species_slug",
 ]
 
@@ -240,3 +252,348 @@ def species_slug(name: str) -> str:
     'label__hylocichla_mustelina'
     """
     return re.sub(r"[^0-9a-z]+", "_", str(name).lower()).strip("_")
+
+
+# --------------------------------------------------------------------------- select options
+
+#: Methods that select for several species at once (``--species A --species B``).
+MULTI_SPECIES_METHODS = ("ttk", "ttk-mip", "svm")
+
+_PATH_KEYS = ("cells", "out", "map", "locked_in", "locked_out")
+
+
+def _as_int(value: Any, name: str, *, low: int | None = None) -> int:
+    """``value`` (an integer or its text) as an int, at least ``low``."""
+    if isinstance(value, bool):
+        ok = False
+    elif isinstance(value, int) or (hasattr(value, "dtype") and value.dtype.kind in "iu"):
+        ok, value = True, int(value)
+    elif isinstance(value, str):
+        try:
+            value, ok = int(value.strip()), True
+        except ValueError:
+            ok = False
+    else:
+        ok = False
+    if not ok or (low is not None and value < low):
+        lo = f" >= {low}" if low is not None else ""
+        raise InvalidInputError(f"{name} must be an integer{lo}; received {value!r}")
+    return value
+
+
+def _positive_float(value: Any) -> float | None:
+    """``value`` as a positive finite float, or None when it is not one."""
+    try:
+        v = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        return None
+    return v if v == v and v not in (float("inf"), float("-inf")) and v > 0 else None
+
+
+def _as_money(value: Any) -> float:
+    v = _positive_float(value)
+    if v is None:
+        raise InvalidInputError(
+            f"budget must be a positive total cost when --cost-column is given; received "
+            f"{value!r}. Pass e.g. --budget 1500 (in the cost column's units)"
+        )
+    return v
+
+
+def _as_cells(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not (hasattr(value, "dtype") and value.dtype.kind in "iu" and value >= 1):
+            raise InvalidInputError(
+                f"budget must be a positive integer (number of cells); received {value!r}. "
+                "For a total cost, pass --cost-column with the cells' cost column"
+            )
+    return int(value)
+
+
+def _as_C(value: Any) -> float | str:
+    if isinstance(value, str) and value.strip().lower() in ("cv", "auto"):
+        return "cv"
+    c = _positive_float(value)
+    if c is None:
+        raise InvalidInputError(
+            f"C must be a positive number or 'cv' (cross-validation); received {value!r}"
+        )
+    return c
+
+
+def _as_species(value: Any) -> tuple[str, ...] | None:
+    """Species names: None, one name, or several (``--species`` repeated)."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else list(value)
+    if not names:
+        return None
+    if not all(isinstance(n, str) and n.strip() for n in names):
+        raise InvalidInputError(
+            f"species must be species names; received {value!r}. Pass e.g. "
+            "--species 'Wood Thrush' --species 'Northern Bobwhite'"
+        )
+    return tuple(n.strip() for n in names)
+
+
+def _as_method(value: Any) -> str:
+    m = str(value).strip().lower()
+    if m not in SELECT_METHODS:
+        raise InvalidInputError(
+            f"method={value!r} is unknown; choose one of {', '.join(SELECT_METHODS)}"
+        )
+    return m
+
+
+def _as_seconds(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"time_limit must be a number of seconds; received {value!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class SelectOptions:
+    """The options of one selection, checked once: ``reserve select``'s flags, by name.
+
+    Built from Python keyword arguments (``SelectOptions(budget=30, method="svm")``), or from
+    the command line and a TOML file by :meth:`from_sources`; every value is checked and
+    normalised when the object is made, so the code that runs the selection trusts it. The
+    defaults are those of :data:`SELECT_DEFAULTS`.
+
+    Attributes
+    ----------
+    budget : int or float
+        Number of cells to select (an int >= 1) or, with ``cost_column``, a positive total
+        cost.
+    cells : path-like or None
+        ``planning_units`` GeoPackage; None for the embedded default region.
+    method : str
+        One of :data:`SELECT_METHODS`.
+    C : float or "cv"
+        Hinge-loss weight, or ``"cv"`` (cross-validation over ``SELECT_DEFAULTS.Cs``).
+    seed : int
+        Seed of the cross-validation folds, the solver and the bootstrap.
+    out : path-like or None
+        Folder of ``reserve.gpkg``; nothing is written when None.
+    map : path-like, bool or None
+        HTML map path; None or True for the default name, False for no map.
+    overwrite : bool
+        Replace existing outputs.
+    time_limit : float
+        Seconds per exact fit.
+    locked_in, locked_out : str, path-like or None
+        Boolean column names or polygon files of cells always / never selected.
+    bootstrap : int
+        Refits on resampled training cells (0: none).
+    n_jobs : int
+        Worker processes of the bootstrap refits.
+    cost_column : str or None
+        Column of each cell's cost; makes ``budget`` a total cost.
+    species : tuple of str or None
+        Species of a multi-species ingest.
+
+    Examples
+    --------
+    >>> SelectOptions(budget=30, C="cv").C
+    'cv'
+    >>> SelectOptions.from_sources({"budget": "30", "seed": "2"}).seed
+    2
+    """
+
+    budget: int | float | None
+    cells: str | os.PathLike[str] | None = None
+    method: str = SELECT_DEFAULTS.method
+    C: float | str = SELECT_DEFAULTS.C
+    seed: int = SELECT_DEFAULTS.seed
+    out: str | os.PathLike[str] | None = None
+    map: str | os.PathLike[str] | bool | None = None
+    overwrite: bool = False
+    time_limit: float = SELECT_DEFAULTS.time_limit
+    locked_in: str | os.PathLike[str] | None = None
+    locked_out: str | os.PathLike[str] | None = None
+    bootstrap: int = SELECT_DEFAULTS.bootstrap
+    n_jobs: int = SELECT_DEFAULTS.n_jobs
+    cost_column: str | None = None
+    species: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "method", _as_method(self.method))
+        put(self, "C", _as_C(self.C))
+        put(self, "seed", _as_int(self.seed, "seed", low=0))
+        put(self, "bootstrap", _as_int(self.bootstrap, "bootstrap", low=0))
+        put(self, "n_jobs", _as_int(self.n_jobs, "n_jobs", low=1))
+        put(self, "time_limit", _as_seconds(self.time_limit))
+        if self.budget is None:
+            raise InvalidInputError("budget is required; pass --budget K (e.g. --budget 30)")
+        if self.cost_column is not None:
+            put(self, "cost_column", str(self.cost_column))
+            put(self, "budget", _as_money(self.budget))
+        else:
+            put(self, "budget", _as_cells(self.budget))
+        put(self, "species", _as_species(self.species))
+        if not isinstance(self.overwrite, bool):
+            raise InvalidInputError(f"overwrite must be true or false; received {self.overwrite!r}")
+        for key in _PATH_KEYS:
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str | os.PathLike):
+                if not (key == "map" and isinstance(value, bool)):
+                    raise InvalidInputError(f"{key} must be a path; received {value!r}")
+        self._check_species()
+
+    def _check_species(self) -> None:
+        if not self.species or len(self.species) < 2:
+            return
+        if self.method not in MULTI_SPECIES_METHODS:
+            raise InvalidInputError(
+                f"method={self.method!r} selects for one species; with several --species use "
+                f"one of {', '.join(MULTI_SPECIES_METHODS)}"
+            )
+        if self.cost_column is not None:
+            raise InvalidInputError(
+                "a money budget (--cost-column) with several --species is not supported; "
+                "pass one --species, or drop --cost-column and give a number of cells"
+            )
+        if self.C == "cv":
+            raise InvalidInputError(
+                "C='cv' chooses C for one species; with several --species pass a number, e.g. --C 1"
+            )
+
+    @property
+    def money(self) -> bool:
+        """Whether ``budget`` is a total cost (``cost_column`` given)."""
+        return self.cost_column is not None
+
+    @classmethod
+    def from_sources(
+        cls, given: Mapping[str, Any], config: str | os.PathLike[str] | None = None
+    ) -> SelectOptions:
+        """Explicit values over a TOML file over the defaults; text values are parsed.
+
+        Parameters
+        ----------
+        given : mapping
+            Values set explicitly (command-line flags, as text); ``None`` values are ignored.
+        config : path-like, optional
+            TOML file read with :func:`load_config`.
+
+        Returns
+        -------
+        SelectOptions
+        """
+        merged: dict[str, Any] = {"out": SELECT_DEFAULTS.out}
+        if config is not None:
+            merged.update(load_config(config))
+        merged.update({k: v for k, v in given.items() if v is not None})
+        budget = merged.get("budget")
+        if budget is not None and merged.get("cost_column") is None:
+            merged["budget"] = _as_int(budget, "budget", low=1)  # "30" from a flag
+        for key in _PATH_KEYS:
+            value = merged.get(key)
+            if value is not None and not isinstance(value, str | os.PathLike):
+                raise InvalidInputError(f"{key} must be a path; received {value!r}")
+            if value is not None:
+                merged[key] = str(value)
+        return cls(**{"budget": None, **merged})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as a dict of :data:`CONFIG_KEYS` (species as a list, as given)."""
+        out = asdict(self)
+        out["species"] = None if self.species is None else list(self.species)
+        return out
+
+    def map_path(self, cells_path: Path) -> Path | None:
+        """The map asked for: ``maps/<cells>_<method>_k<budget>.html`` by default, or none.
+
+        ``<cells>`` is the cells file's stem (``georgia`` for the default region); with
+        ``species``, their slugs are appended.
+        """
+        if self.map is False:
+            return None
+        if self.map is not None and self.map is not True:
+            return Path(self.map)
+        stem = "georgia" if self.cells is None else cells_path.stem
+        size = f"k{self.budget}" if not self.money else f"cost{self.budget:g}"
+        name = f"{stem}_{self.method}_{size}"
+        if self.species:  # one map per species set, not over the default run's
+            name += "_" + "_".join(species_slug(n) for n in self.species)
+        return Path(SELECT_DEFAULTS.map_dir) / f"{name}.html"
+
+    def recorded(self, map_path: Path | None) -> dict[str, Any]:
+        """The effective configuration of a Python call, as recorded in the summary."""
+        out = self.to_dict()
+        for key in ("cells", "out", "locked_in", "locked_out"):
+            out[key] = None if out[key] is None else str(out[key])
+        out["map"] = None if map_path is None else str(map_path)
+        return out
+
+
+#: Names a ``--config`` TOML file may use: the flags of ``reserve select``.
+CONFIG_KEYS = tuple(f.name for f in fields(SelectOptions))
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a ``reserve select`` TOML configuration (keys: the flag names).
+
+    Parameters
+    ----------
+    path : path-like
+        TOML file, e.g. ``budget = 30`` and ``method = "ttk"`` on separate lines.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    InvalidInputError
+        Missing or unreadable file, invalid TOML, unknown keys.
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(
+            f"config={str(p)!r} cannot be read ({type(exc).__name__}); pass a UTF-8 TOML file"
+        ) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInputError(
+            f"config={str(p)!r} is not valid TOML ({exc}); write e.g. budget = 30"
+        ) from None
+    out = {str(k).replace("-", "_"): v for k, v in raw.items()}
+    unknown = sorted(set(out) - set(CONFIG_KEYS))
+    if unknown:
+        raise InvalidInputError(
+            f"config={str(p)!r} has unknown keys {unknown}; allowed: {', '.join(CONFIG_KEYS)}"
+        )
+    return out
+
+
+def resolve_config(
+    given: Mapping[str, Any], config: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Merge explicit values over a TOML config over the defaults; check and coerce types.
+
+    Parameters
+    ----------
+    given : mapping
+        Values set explicitly (flags); ``None`` values are ignored.
+    config : path-like, optional
+        TOML file read with :func:`load_config`.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for :func:`select_reserve` (the effective configuration).
+
+    Examples
+    --------
+    >>> resolve_config({"budget": "30"})["budget"]
+    30
+    """
+    return SelectOptions.from_sources(given, config).to_dict()

@@ -36,7 +36,7 @@ import datetime as _dt
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import pandas as pd
@@ -45,7 +45,14 @@ from pyproj import CRS
 from reserve.errors import DataFileError, OutputExistsError
 from reserve.io.atomic import atomic_target, remove_stale_temporaries
 
-__all__ = ["FIXED_TIMESTAMP", "LAYERS", "identified_crs", "write_geopackage"]
+if TYPE_CHECKING:
+    from reserve.result import SelectionResult
+
+__all__ = ["FIXED_TIMESTAMP", "GPKG_NAME", "LAYERS", "identified_crs", "prepare_outputs",
+           "write_geopackage", "write_result"]  # fmt: skip
+
+#: File name of the selection's GeoPackage in the output folder.
+GPKG_NAME = "reserve.gpkg"
 
 #: Layer names of ``reserve.gpkg``.
 LAYERS = ("planning_units", "selected", "run_summary", "ranking")
@@ -179,3 +186,76 @@ def write_geopackage(
             if leftover.exists():
                 leftover.unlink()
     return path
+
+
+def prepare_outputs(
+    out: str | os.PathLike[str], map_path: Path | None = None, *, overwrite: bool = False
+) -> Path:
+    """Check, before any work, that the outputs can be written and may be replaced.
+
+    Parameters
+    ----------
+    out : path-like
+        Folder of ``reserve.gpkg`` (created when missing).
+    map_path : Path, optional
+        The HTML map to be written too (its folder is created).
+    overwrite : bool
+        Whether existing outputs may be replaced.
+
+    Returns
+    -------
+    Path
+        ``<out>/reserve.gpkg``.
+
+    Raises
+    ------
+    OutputExistsError
+        An output exists and ``overwrite`` is False.
+    DataFileError
+        A folder that is a file, cannot be created or is not writable.
+    """
+    out_dir = Path(out)
+    gpkg = out_dir / GPKG_NAME
+    for target in (gpkg, map_path):
+        if target is not None and target.exists() and not overwrite:
+            raise OutputExistsError(
+                f"output {str(target)!r} already exists; pass --overwrite (overwrite=True) "
+                "to replace it"
+            )
+    for folder in {out_dir, *([map_path.parent] if map_path is not None else [])}:
+        if folder.exists() and not folder.is_dir():
+            raise DataFileError(f"output folder {str(folder)!r} is a file; pass a folder path")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataFileError(
+                f"output folder {str(folder)!r} cannot be created ({exc.strerror}); "
+                "pass a writable folder"
+            ) from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise DataFileError(
+                f"output folder {str(folder)!r} is not writable; pass a writable folder"
+            )
+    return gpkg
+
+
+def write_result(
+    result: SelectionResult, path: str | os.PathLike[str], *, overwrite: bool = False
+) -> Path:
+    """Write a selection's tables to ``path`` (:func:`write_geopackage` of its layers).
+
+    Parameters
+    ----------
+    result : reserve.result.SelectionResult
+        Its ``planning_units``, ``selected``, ``summary`` and ``ranking``.
+    path : path-like
+        Target ``.gpkg``.
+    overwrite : bool
+        Replace an existing file.
+
+    Returns
+    -------
+    Path
+    """
+    return write_geopackage(result.planning_units, result.selected, result.summary, path,
+                            overwrite=overwrite, ranking=result.ranking)  # fmt: skip

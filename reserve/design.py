@@ -1,0 +1,629 @@
+"""Planning units in, one checked :class:`Problem` out: features, labels, costs, locks, rows.
+
+:func:`read_planning_units` reads the ``planning_units`` layer written by
+:func:`reserve.ingest.ingest`; :func:`build_problem` checks it against the options of a run
+and returns the arrays the solvers see. Every refusal happens here, before anything is fitted
+or written.
+
+Rows and labels
+---------------
+``train`` cells are labelled 1 (detected) or 0 (not detected), ``candidate`` cells -1 (the
+unlabelled rows of the transductive fit); ``other`` cells, locked-out cells and locked-in
+cells are left out of the fit. With ``species=`` the labels come from the ``label__<slug>``
+columns of a multi-species ingest (one column per species: ``y`` has one column each).
+
+Locked cells
+------------
+``locked_out`` (the ``planning_units`` column of that name, always honoured, plus an optional
+``locked_out=`` boolean column name or polygon file) removes cells from the fit: they are
+never selected. ``locked_in=`` (a boolean column name or a polygon file) marks cells already
+owned or committed: they are always selected and count against the budget, and they leave
+the candidate set, so the solver chooses ``budget - n_locked_in`` more cells among the other
+candidates (a locked-in cell is neither fitted as unlabelled nor ranked against the others;
+it is ranked first in the selection). A polygon file locks the cells more than
+``INGEST_DEFAULTS.locked_threshold`` (half) of whose area it covers, as ``reserve ingest``
+does. Refused: a cell both locked in and locked out; locked-in cells that are not
+``candidate`` cells (public training or ``other`` cells cannot be bought); more locked-in
+cells than the budget (exactly the budget is allowed: nothing is left to choose, the
+estimator is still fitted with ``k = 1`` to score and rank the other candidates, and none of
+them is selected); a polygon file without a CRS or that locks no cell of the region.
+
+Money budgets
+-------------
+With ``cost_column=`` the budget is a total cost, not a number of cells: the named column
+holds each cell's price (any currency; it is never a feature). TTK then solves its knapsack
+form (``TTK(budget=...)``) and the baselines are fitted with the number of cells the budget
+buys at the median candidate cost, their candidates walked by decreasing score within the
+budget (:func:`reserve.solvers.budget_select`). Locked-in cells use up their cost of the
+budget first. Every candidate's cost must be a positive finite number; a budget that buys
+every candidate, or no candidate at all (without locked-in cells), is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import validate_data
+
+from reserve.config import (
+    INGEST_DEFAULTS,
+    PLANNING_UNIT_COLUMNS,
+    SPECIES_DETECTIONS_PREFIX,
+    SPECIES_LABEL_PREFIX,
+    SelectOptions,
+    species_slug,
+)
+from reserve.errors import DataFileError, InvalidInputError
+
+__all__ = [
+    "NON_FEATURES",
+    "REQUIRED_COLUMNS",
+    "MomentScaler",
+    "Problem",
+    "build_problem",
+    "default_cells",
+    "feature_columns",
+    "file_sha256",
+    "locate_cells",
+    "read_planning_units",
+]
+
+#: Columns ``planning_units`` must have (besides the geometry and at least one feature).
+REQUIRED_COLUMNS = ("cell_id", "role", "label", "locked_out")
+
+#: Columns of ``planning_units`` that are never features.
+NON_FEATURES = (
+    *PLANNING_UNIT_COLUMNS,
+    # added by reserve select, so a reserve.gpkg read back is not mistaken for features
+    "score",
+    "rank",
+    "selected",
+    "locked_in",
+    "selection_frequency",
+    "cumulative_cost",
+)
+#: Prefixes of per-species columns that are never features (labels, counts, scores).
+NON_FEATURE_PREFIXES = (SPECIES_LABEL_PREFIX, SPECIES_DETECTIONS_PREFIX, "score__")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One selection problem: what the estimator sees and what the result tables need.
+
+    Attributes
+    ----------
+    units : geopandas.GeoDataFrame
+        The planning units as read (CRS with its EPSG code looked up once).
+    source : str
+        The cells file, for messages and the summary.
+    features : list of str
+        Feature columns, in the order of ``X``'s columns.
+    X : numpy.ndarray of shape (n_cells, n_features)
+        Raw feature values of every cell (NaN where missing).
+    rows : numpy.ndarray of int
+        Cells fitted (unlocked ``train`` and ``candidate`` cells), in cell order.
+    y : numpy.ndarray of int
+        Labels of ``rows``: 1 / 0 on training cells, -1 on candidates; shape
+        (n_rows, n_species) with several species.
+    label : numpy.ndarray of float
+        Every cell's label (the first species' with ``species=``).
+    train, candidate : numpy.ndarray of bool
+        Unlocked training / candidate cells.
+    locked_in, locked_out : numpy.ndarray of bool
+        Cells always / never selected.
+    cost : numpy.ndarray or None
+        Each cell's cost (money budgets).
+    labels : numpy.ndarray or None
+        Per-species labels of every cell, shape (n_cells, n_species), with ``species=``.
+    species : tuple of str
+        Species names given (empty: the file's ``label`` column).
+    slugs : tuple of str
+        Their column suffixes.
+    k_free : int
+        Cells still to choose (cell budgets); with a money budget 1 when some candidate
+        still fits, else 0.
+    k_fit : int
+        ``k`` of the fitted estimator (at least 1; money budgets: the cells the free budget
+        buys at the median candidate cost).
+    free_budget : float or None
+        Money left after the locked-in cells (money budgets).
+    """
+
+    units: gpd.GeoDataFrame
+    source: str
+    features: list[str]
+    X: np.ndarray
+    rows: np.ndarray
+    y: np.ndarray
+    label: np.ndarray
+    train: np.ndarray
+    candidate: np.ndarray
+    locked_in: np.ndarray
+    locked_out: np.ndarray
+    cost: np.ndarray | None
+    labels: np.ndarray | None
+    species: tuple[str, ...]
+    slugs: tuple[str, ...]
+    k_free: int
+    k_fit: int
+    free_budget: float | None
+
+    @property
+    def multi(self) -> bool:
+        """Whether several species share the selection."""
+        return len(self.species) > 1
+
+    @property
+    def n_locked_in(self) -> int:
+        """Number of locked-in cells."""
+        return int(self.locked_in.sum())
+
+    def bootstrap_samples(self, n: int, seed: int) -> list[np.ndarray]:
+        """``n`` resamples of the fitted rows (positions in ``rows``) for bootstrap refits.
+
+        Each replicate draws the training rows (``y >= 0``) with replacement, detections and
+        non-detections separately (so every replicate keeps both classes and their counts),
+        and keeps every candidate row (``y == -1``) once; with several species the strata
+        are the first species'. The draws come from ``numpy.random.SeedSequence(seed)
+        .spawn(n)``, so they do not depend on how the refits are spread over processes.
+        """
+        lab = self.y if self.y.ndim == 1 else self.y[:, 0]
+        pos, neg, cand = (np.flatnonzero(lab == v) for v in (1, 0, -1))
+        samples = []
+        for child in np.random.SeedSequence(seed).spawn(n):
+            rng = np.random.default_rng(child)
+            draw = [rng.choice(pos, pos.size, replace=True),
+                    rng.choice(neg, neg.size, replace=True)]  # fmt: skip
+            samples.append(np.concatenate([*draw, cand]))
+        return samples
+
+
+class MomentScaler(StandardScaler):
+    """:class:`~sklearn.preprocessing.StandardScaler` fitted with NumPy's mean and std.
+
+    sklearn's scaler computes the variance with a correction term and treats nearly constant
+    columns as constant; NumPy's two-pass ``mean`` / ``std`` (an exactly constant column is
+    left unscaled) keep the scores, and so the selections, bit for bit those of earlier
+    releases. ``transform`` is sklearn's own.
+    """
+
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> MomentScaler:
+        """Learn ``mean_``, ``var_`` and ``scale_`` of ``X`` (finite values)."""
+        X = validate_data(self, X, dtype=np.float64, reset=True)
+        self.n_samples_seen_ = X.shape[0]
+        self.mean_ = X.mean(axis=0)
+        self.var_ = X.var(axis=0)
+        sd = X.std(axis=0)
+        self.scale_ = np.where(sd > 0, sd, 1.0)  # constant column: centred to 0, cannot matter
+        return self
+
+
+def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
+    """Read and check the ``planning_units`` layer of a GeoPackage.
+
+    Parameters
+    ----------
+    path : path-like
+        A GeoPackage from ``reserve ingest``.
+
+    Returns
+    -------
+    geopandas.GeoDataFrame
+
+    Raises
+    ------
+    DataFileError
+        Missing file, not a GeoPackage, no ``planning_units`` layer, missing columns, no CRS.
+    """
+    import pyogrio
+    from pyogrio.errors import DataSourceError
+
+    p = Path(path)
+    if not p.is_file():
+        raise DataFileError(f"cells={str(p)!r} does not exist; pass a GeoPackage from ingest")
+    try:
+        info = pyogrio.list_layers(p)
+        driver = pyogrio.read_info(p, layer=info[0][0])["driver"] if len(info) else None
+    except (DataSourceError, OSError, IndexError):
+        driver = None
+    if driver != "GPKG":
+        raise DataFileError(
+            f"cells={str(p)!r} is not a GeoPackage; pass the .gpkg written by 'reserve ingest'"
+        )
+    names = [str(n) for n in info[:, 0]]
+    if "planning_units" not in names:
+        raise DataFileError(
+            f"cells={str(p)!r} has no 'planning_units' layer (layers: {names}); "
+            "pass the .gpkg written by 'reserve ingest'"
+        )
+    units = pyogrio.read_dataframe(p, layer="planning_units")
+    missing = [c for c in REQUIRED_COLUMNS if c not in units.columns]
+    if missing or not isinstance(units, gpd.GeoDataFrame):
+        missing = missing or ["geometry"]
+        raise DataFileError(
+            f"cells={str(p)!r}: planning_units lacks the columns {missing}; "
+            "re-create it with 'reserve ingest'"
+        )
+    if units.crs is None:
+        raise DataFileError(
+            f"cells={str(p)!r}: planning_units has no CRS; re-create it with 'reserve ingest' "
+            "or assign the grid's CRS (e.g. ogr2ogr -a_srs)"
+        )
+    return units
+
+
+def default_cells() -> tuple[Path, Path | None, Path | None]:
+    """The embedded default region: its planning units, public land and outline files."""
+    try:
+        from reserve import default_region
+    except ImportError:
+        raise DataFileError(
+            "no cells given and the embedded default region is not available in this build; "
+            "pass --cells PATH (a GeoPackage from 'reserve ingest')"
+        ) from None
+    cells = Path(default_region.default_planning_units())
+    public = outline = None
+    try:
+        public = Path(default_region.default_public_land_path())
+        outline = Path(default_region.default_region_outline_path())
+    except (AttributeError, OSError):  # outlines are decoration; selection does not need them
+        pass
+    return cells, public, outline
+
+
+def locate_cells(
+    cells: str | os.PathLike[str] | None, public: Any = None, outline: Any = None
+) -> tuple[Path, Any, Any]:
+    """The cells file and the map's public-land and outline files.
+
+    ``cells=None`` is the embedded default region (:func:`default_cells`), whose own public
+    land and outline files fill a ``public`` / ``outline`` not given.
+    """
+    if cells is not None:
+        return Path(cells), public, outline
+    path, default_public, default_outline = default_cells()
+    public = public if public is not None else default_public
+    outline = outline if outline is not None else default_outline
+    return path, public, outline
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file (the cells file, recorded in the run summary)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def feature_columns(units: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
+    """The numeric, non-boolean columns of ``units`` that are features (not ``exclude``)."""
+    return [
+        c
+        for c in units.columns
+        if c not in NON_FEATURES
+        and c not in exclude
+        and not str(c).startswith(NON_FEATURE_PREFIXES)
+        and c != units.geometry.name
+        and pd.api.types.is_numeric_dtype(units[c])
+        and not pd.api.types.is_bool_dtype(units[c])
+    ]
+
+
+def locked_mask(
+    units: gpd.GeoDataFrame, spec: str | os.PathLike[str] | None, name: str
+) -> np.ndarray:
+    """Cells marked by ``spec``: a boolean column of ``units`` or a polygon file.
+
+    A polygon file (read and reprojected by :func:`reserve.ownership.read_polygons`) marks
+    the cells more than ``INGEST_DEFAULTS.locked_threshold`` of whose area it covers.
+    """
+    if spec is None:
+        return np.zeros(len(units), dtype=bool)
+    text = str(spec)
+    if text in units.columns and text != units.geometry.name:
+        col = units[text]
+        if pd.api.types.is_bool_dtype(col):
+            return col.fillna(False).to_numpy(dtype=bool)
+        values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+        ok = np.isnan(values) | np.isin(values, (0.0, 1.0))
+        if not ok.all() or not pd.api.types.is_numeric_dtype(col):
+            raise InvalidInputError(
+                f"{name}={text!r} is a column that is not boolean (true/false or 0/1); pass a "
+                "boolean column of planning_units or a polygon file"
+            )
+        return np.nan_to_num(values, nan=0.0) == 1.0
+    if not Path(text).exists():
+        raise InvalidInputError(
+            f"{name}={text!r} is neither a column of planning_units nor an existing file; pass "
+            "a boolean column name or a polygon file (GeoPackage, shapefile, GeoJSON)"
+        )
+    from reserve.ownership import cover_fraction, read_polygons
+
+    polygons = read_polygons(text, units.crs, name=name)
+    frac = cover_fraction(units.geometry.to_numpy(), polygons)
+    mask = frac > INGEST_DEFAULTS.locked_threshold
+    if not mask.any():
+        where = "touches no cell" if not (frac > 0).any() else "covers no cell by more than half"
+        raise DataFileError(
+            f"{name} polygon file {text!r} {where} of the region (planning units in "
+            f"{units.crs.name}); check its CRS and that it lies inside the region"
+        )
+    return mask
+
+
+def _locks(units: gpd.GeoDataFrame, opts: SelectOptions) -> tuple[np.ndarray, np.ndarray]:
+    """The locked-in and locked-out masks, refused when they conflict."""
+    role = units["role"].astype(str).to_numpy()
+    lock_out = units["locked_out"].fillna(False).astype(bool).to_numpy()
+    lock_out = lock_out | locked_mask(units, opts.locked_out, "locked_out")
+    lock_in = locked_mask(units, opts.locked_in, "locked_in")
+    both = lock_in & lock_out
+    if both.any():
+        ids = units["cell_id"].to_numpy()[both][:5].tolist()
+        raise InvalidInputError(
+            f"locked_in and locked_out share {int(both.sum())} cells (cell_id {ids}); a cell "
+            "cannot be both: remove it from one of them"
+        )
+    not_cand = lock_in & (role != "candidate")
+    if not_cand.any():
+        ids = units["cell_id"].to_numpy()[not_cand][:5].tolist()
+        raise InvalidInputError(
+            f"locked_in={str(opts.locked_in)!r} marks {int(not_cand.sum())} cells that are not "
+            f"candidates (public or 'other' cells, cell_id {ids}); lock in private candidate "
+            "cells only"
+        )
+    return lock_in, lock_out
+
+
+def cost_values(units: pd.DataFrame, column: str, need: np.ndarray) -> np.ndarray:
+    """The cost column as floats; refused unless positive and finite on the ``need`` rows."""
+    if column not in units.columns or column == units.geometry.name:
+        numeric = [
+            c
+            for c in units.columns
+            if c not in NON_FEATURES
+            and c != units.geometry.name
+            and pd.api.types.is_numeric_dtype(units[c])
+        ][:8]
+        raise InvalidInputError(
+            f"cost_column={column!r} is not a column of planning_units; pass one of its "
+            f"numeric columns (e.g. {', '.join(numeric)}) or add a cost column to the file"
+        )
+    col = units[column]
+    if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+        raise InvalidInputError(
+            f"cost_column={column!r} is not numeric (dtype {col.dtype}); store each cell's "
+            "cost as a number"
+        )
+    cost = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = need & ~(np.isfinite(cost) & (cost > 0))
+    if bad.any():
+        ids = units["cell_id"].to_numpy()[bad][:5].tolist()
+        kinds = []
+        if np.isnan(cost[bad]).any():
+            kinds.append("missing/NaN")
+        if np.isinf(cost[bad]).any():
+            kinds.append("infinite")
+        if (cost[bad] <= 0).any():
+            kinds.append("zero or negative")
+        raise InvalidInputError(
+            f"cost_column={column!r} has {int(bad.sum())} candidate cells with a "
+            f"{' or '.join(kinds)} cost (cell_id {ids}); every candidate needs a positive "
+            "cost: fill them in, or lock those cells out with --locked-out"
+        )
+    return cost
+
+
+def _check_locked_budget(
+    opts: SelectOptions, lock_in: np.ndarray, cost: np.ndarray | None
+) -> float | None:
+    """The money left after the locked-in cells (None for cell budgets); refused if none."""
+    n_in = int(lock_in.sum())
+    if cost is not None:
+        cost_in = float(cost[lock_in].sum())
+        if cost_in > opts.budget * (1.0 + 1e-12):
+            raise InvalidInputError(
+                f"locked_in={str(opts.locked_in)!r} marks {n_in} cells costing {cost_in:g}, "
+                f"more than budget={opts.budget:g}; pass --budget >= {cost_in:g} or lock in "
+                "fewer cells"
+            )
+        return max(opts.budget - cost_in, 0.0)
+    if n_in > opts.budget:
+        raise InvalidInputError(
+            f"locked_in={str(opts.locked_in)!r} marks {n_in} cells, more than "
+            f"budget={opts.budget}; pass --budget >= {n_in} or lock in fewer cells"
+        )
+    return None
+
+
+def species_labels(units: pd.DataFrame, species: tuple[str, ...]) -> tuple[np.ndarray, list[str]]:
+    """Per-species labels (n, S) from the ``label__<slug>`` columns of a multi-species ingest."""
+    slugs = [species_slug(name) for name in species]
+    dup = sorted({n for n, sl in zip(species, slugs, strict=True) if slugs.count(sl) > 1})
+    if dup:
+        raise InvalidInputError(
+            f"species {dup} name the same species column twice; pass each species once"
+        )
+    have = [str(c)[len(SPECIES_LABEL_PREFIX) :] for c in units.columns
+            if str(c).startswith(SPECIES_LABEL_PREFIX)]  # fmt: skip
+    missing = [n for n, sl in zip(species, slugs, strict=True) if sl not in have]
+    if missing:
+        known = ", ".join(have) if have else "none (a single-species ingest)"
+        raise InvalidInputError(
+            f"species {missing} have no {SPECIES_LABEL_PREFIX}<species> column in planning_units "
+            f"(species in the file: {known}); ingest them with reserve ingest --species NAME "
+            "--species NAME2 ..."
+        )
+    cols = [SPECIES_LABEL_PREFIX + sl for sl in slugs]
+    labels = units[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
+    return labels, slugs
+
+
+def _fit_rows(
+    units: pd.DataFrame, label: np.ndarray, locked: np.ndarray, source: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The unlocked training and candidate masks, refused without both classes or candidates."""
+    role = units["role"].astype(str).to_numpy()
+    train = (role == "train") & ~locked
+    cand = (role == "candidate") & ~locked
+    if not train.any():
+        raise DataFileError(
+            f"cells={source!r} has no training cells (role 'train'); ingest with --public "
+            "polygons that contain surveyed cells"
+        )
+    bad_label = train & ~np.isin(label, (0, 1))
+    if bad_label.any():
+        raise DataFileError(
+            f"cells={source!r}: {int(bad_label.sum())} training cells have a label other than "
+            "0 or 1; re-create the file with 'reserve ingest'"
+        )
+    classes = np.unique(label[train])
+    if classes.size < 2:
+        raise DataFileError(
+            f"cells={source!r}: every training cell has label {int(classes[0])}; TTK needs "
+            "detections (1) and non-detections (0) on training cells. Widen the region, "
+            "dates or public land"
+        )
+    if not cand.any():
+        raise DataFileError(
+            f"cells={source!r} has no candidate cells (role 'candidate') that are not locked; "
+            "nothing to select"
+        )
+    return train, cand
+
+
+def _feature_names(units: pd.DataFrame, exclude: tuple[str, ...], source: str) -> list[str]:
+    features = feature_columns(units, exclude)
+    if not features:
+        raise DataFileError(
+            f"cells={source!r}: planning_units has no numeric feature column; ingest with "
+            "--categorical / --continuous rasters"
+        )
+    return features
+
+
+def _feature_values(
+    units: pd.DataFrame, features: list[str], fit_rows: np.ndarray, source: str
+) -> np.ndarray:
+    """Raw feature values of every cell; refused when not finite on the fitted rows."""
+    raw = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(raw[fit_rows])
+    if bad.any():
+        cols = sorted({features[j] for j in np.flatnonzero(bad.any(axis=0))})
+        n_rows = int(bad.any(axis=1).sum())
+        raise DataFileError(
+            f"cells={source!r}: {n_rows} train/candidate cells have NaN or infinite features "
+            f"(columns {cols[:5]}); re-ingest with rasters covering the region, or set those "
+            "cells' role to 'other'"
+        )
+    return raw
+
+
+def _check_species_classes(
+    labels: np.ndarray, train: np.ndarray, species: tuple[str, ...], source: str
+) -> None:
+    for j, name in enumerate(species):
+        classes = np.unique(labels[train, j])
+        if not np.array_equal(classes, [0.0, 1.0]):
+            raise DataFileError(
+                f"cells={source!r}: species {name!r} has labels "
+                f"{classes.astype(int).tolist()} on the training cells; each species needs "
+                "detections (1) and non-detections (0) there. Drop it from --species"
+            )
+
+
+def _allocate(
+    opts: SelectOptions, n_in: int, cand_cost: np.ndarray | None, n_cand: int,
+    free_budget: float | None,
+) -> tuple[int, int]:  # fmt: skip
+    """``(k_free, k_fit)``: cells still to choose and the fitted estimator's ``k``."""
+    if cand_cost is None:
+        k_free = int(opts.budget) - n_in
+        if k_free >= n_cand:
+            # every solver ranks candidates against each other: one must stay unselected
+            extra = f" ({n_in} of them locked in)" if n_in else ""
+            raise InvalidInputError(
+                f"budget={opts.budget} must be smaller than the {n_cand + n_in} candidate "
+                f"cells{extra}; pass --budget <= {n_cand + n_in - 1}"
+            )
+        return k_free, max(k_free, 1)  # k_free == 0: fit only to score and rank the others
+    free_budget = 0.0 if free_budget is None else free_budget
+    if free_budget >= float(cand_cost.sum()):
+        raise InvalidInputError(
+            f"budget={opts.budget:g} buys every candidate cell (they cost {cand_cost.sum():g} "
+            f"in all{' besides the locked-in cells' if n_in else ''}); there is nothing "
+            f"to choose: pass --budget < {cand_cost.sum() + opts.budget - free_budget:g}"
+        )
+    if free_budget < float(cand_cost.min()) and not n_in:
+        raise InvalidInputError(
+            f"budget={opts.budget:g} buys no candidate cell (the cheapest costs "
+            f"{cand_cost.min():g}); pass --budget >= {cand_cost.min():g}"
+        )
+    # k_free: 1 when some candidate still fits (the knapsack decides how many), else 0
+    k_free = int(free_budget >= float(cand_cost.min()))
+    # baselines and the CV fit a number of cells: what the budget buys at the median cost
+    k_fit = int(np.clip(free_budget // float(np.median(cand_cost)), 1, n_cand - 1))
+    return k_free, k_fit
+
+
+def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> Problem:
+    """Check ``units`` against ``opts`` and build the :class:`Problem`.
+
+    Parameters
+    ----------
+    units : geopandas.GeoDataFrame
+        The ``planning_units`` layer (:func:`read_planning_units`).
+    opts : SelectOptions
+        Budget, locks, cost column and species of the run.
+    source : str
+        The cells file, named in messages.
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    InvalidInputError
+        Conflicting locks, bad costs or species, a budget that leaves nothing to choose.
+    DataFileError
+        No features, no training cells of both classes, no candidates, non-finite features.
+    """
+    lock_in, lock_out = _locks(units, opts)
+    role = units["role"].astype(str).to_numpy()
+    cost = None
+    if opts.cost_column is not None:
+        cost = cost_values(units, opts.cost_column, (role == "candidate") & ~lock_out)
+    free_budget = _check_locked_budget(opts, lock_in, cost)
+    labels, slugs = None, []
+    label = pd.to_numeric(units["label"], errors="coerce").to_numpy()
+    if opts.species:
+        labels, slugs = species_labels(units, opts.species)
+        label = labels[:, 0]  # the first species' checks and summary
+    exclude = () if opts.cost_column is None else (opts.cost_column,)
+    features = _feature_names(units, exclude, source)
+    train, cand = _fit_rows(units, label, lock_out | lock_in, source)
+    raw = _feature_values(units, features, train | cand, source)
+    rows = np.flatnonzero(train | cand)
+    y = np.where(cand[rows], -1, label[rows]).astype(np.int64)
+    if labels is not None and len(opts.species) > 1:
+        _check_species_classes(labels, train, opts.species, source)
+        y = np.where(cand[rows][:, None], -1, labels[rows]).astype(np.int64)
+    n_in = int(lock_in.sum())
+    k_free, k_fit = _allocate(opts, n_in, None if cost is None else cost[cand],
+                              int(cand.sum()), free_budget)  # fmt: skip
+    return Problem(
+        units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
+        train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
+        labels=labels, species=tuple(opts.species or ()), slugs=tuple(slugs),
+        k_free=k_free, k_fit=k_fit, free_budget=free_budget,
+    )  # fmt: skip

@@ -1,0 +1,363 @@
+"""The selection result and its tables: scored cells, the selected cells, the ranking, a summary.
+
+:func:`build_result` turns a fitted estimator and its :class:`reserve.design.Problem` into a
+:class:`SelectionResult`, whose tables are what :mod:`reserve.export` writes (the
+``planning_units``, ``selected``, ``ranking`` and ``run_summary`` layers) and what
+:mod:`reserve.maps` draws.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+
+from reserve.config import SELECT_DEFAULTS, SelectOptions
+from reserve.design import Problem
+
+__all__ = ["FitOutcome", "SelectionResult", "build_result"]
+
+
+@dataclass
+class SelectionResult:
+    """What :func:`reserve.select.select_reserve` chose and wrote.
+
+    Attributes
+    ----------
+    planning_units : geopandas.GeoDataFrame
+        Every cell of the input with ``locked_out`` (the column and ``locked_out=``),
+        ``locked_in``, ``score``, ``rank`` (selected and candidate cells, 1 = best; 0 for
+        other cells), ``selected`` and, when bootstrapped, ``selection_frequency``, in the
+        input CRS.
+    selected : geopandas.GeoDataFrame
+        The ``k`` selected cells, locked-in first, then best first (``rank`` 1..k); with
+        ``locked_in`` when any cell is locked in, ``selection_frequency`` when bootstrapped.
+    summary : dict
+        The run summary (the ``run_summary`` layer's one row).
+    estimator : estimator
+        The fitted estimator.
+    feature_names : list of str
+        Feature columns, in the order of ``estimator.coef_``.
+    cv : reserve.model_selection.CSelection or None
+        The cross-validation outcome when ``C`` was chosen automatically.
+    gpkg_path, map_path : Path or None
+        Files written (None when ``out`` was not given / no map was asked for).
+    config : dict
+        The effective configuration.
+    contributions : numpy.ndarray or None
+        Per feature (order of ``feature_names``), the mean over the selected cells of
+        ``coef_[j] * z[i, j]`` (``z``: standardised features, mean 0 on the fitted cells):
+        how much feature ``j`` lifts the selected cells' scores above those of an average
+        fitted cell. Their sum is the selected cells' mean score minus the intercept.
+    ranking : pandas.DataFrame or None
+        Every ranked cell (the selected, locked-in first, then the other candidates by
+        score): ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in`` and, when
+        bootstrapped, ``selection_frequency`` (the ``ranking`` layer).
+    """
+
+    planning_units: gpd.GeoDataFrame
+    selected: gpd.GeoDataFrame
+    summary: dict[str, Any]
+    estimator: Any
+    feature_names: list[str]
+    cv: Any = None
+    gpkg_path: Path | None = None
+    map_path: Path | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    contributions: np.ndarray | None = None
+    ranking: pd.DataFrame | None = None
+
+    def main_features(self, n: int = 3) -> list[str]:
+        """The ``n`` features that explain most of the selected cells' scores.
+
+        Features are ordered by ``|contributions|`` (weight times the selected cells' mean
+        standardised value), largest first, ties in column order. A feature with a large
+        weight on which the selected cells are average, and a feature on which they are
+        extreme but that the model ignores, both rank low. Without ``contributions`` the
+        absolute weights are used.
+
+        Parameters
+        ----------
+        n : int
+            Number of features.
+
+        Returns
+        -------
+        list of str
+        """
+        key = self.contributions if self.contributions is not None else self.estimator.coef_
+        order = np.argsort(-np.abs(np.asarray(key, dtype=np.float64)), kind="stable")[:n]
+        return [self.feature_names[i] for i in order]
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    """What the fit produced, for :func:`build_result`.
+
+    Attributes
+    ----------
+    estimator : estimator
+        The fitted estimator (the pipeline's last step).
+    Z : numpy.ndarray of shape (n_cells, n_features)
+        Standardised features of every cell (NaN where a raw value is not finite).
+    picked : numpy.ndarray of int
+        Selected positions among the fitted rows, best first.
+    C : float
+        The C used; ``C_source`` says whether it was ``"given"`` or chosen by ``"cv"``.
+    cv : reserve.model_selection.CSelection or None
+        The cross-validation outcome.
+    fit_seconds : float
+        Time of the final fit.
+    frequency : numpy.ndarray or None
+        Bootstrap selection frequency of every cell.
+    """
+
+    estimator: Any
+    Z: np.ndarray
+    picked: np.ndarray
+    C: float
+    C_source: str
+    cv: Any
+    fit_seconds: float
+    frequency: np.ndarray | None
+
+
+def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-species scores (n, S) of every cell with finite features, and one score per cell."""
+    Z = fit.Z
+    finite = np.isfinite(Z).all(axis=1)
+    coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))  # (S, d)
+    per_species = np.full((len(Z), coef.shape[0]), np.nan)
+    per_species[finite] = Z[finite] @ coef.T + np.atleast_1d(fit.estimator.intercept_)
+    # one score per cell: the species' own; several species: the max (MultiTTK's positives)
+    # or the sum (MultiSVM's ranking), so that the rank follows what the method selected by
+    if not problem.multi:
+        return per_species, per_species[:, 0]
+    score = per_species.sum(axis=1) if method == "svm" else per_species.max(axis=1)
+    return per_species, score
+
+
+def _order(problem: Problem, fit: FitOutcome, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The selected cells (locked-in first, by score, then the estimator's order) and the
+    rank order of every ranked cell (the selected, then the other candidates by score)."""
+    rows = problem.rows
+    cand_rows = rows[fit.estimator.candidates_]
+    sel_rows = rows[fit.picked] if problem.k_free else np.zeros(0, dtype=np.int64)
+    in_rows = np.flatnonzero(problem.locked_in)
+    in_rows = in_rows[np.lexsort((in_rows, -np.nan_to_num(score[in_rows], nan=-np.inf)))]
+    rest = np.setdiff1d(cand_rows, sel_rows)
+    rest = rest[np.lexsort((rest, -score[rest]))]
+    sel_rows = np.concatenate([in_rows, sel_rows]).astype(np.int64)
+    return sel_rows, np.concatenate([sel_rows, rest])
+
+
+def _tables(
+    problem: Problem, opts: SelectOptions, fit: FitOutcome, method: str
+) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame, pd.DataFrame, np.ndarray]:
+    """The scored planning units, the selected cells, the ranking and the selected rows."""
+    units, features = problem.units, problem.features
+    per_species, score = _scores(problem, fit, method)
+    sel_rows, order = _order(problem, fit, score)
+    rank = np.zeros(len(units), dtype=np.int64)
+    rank[order] = np.arange(1, order.size + 1)
+    selected = np.zeros(len(units), dtype=bool)
+    selected[sel_rows] = True
+    added = ("score", "rank", "selected", "locked_in", "selection_frequency")
+    fixed = [c for c in units.columns
+             if c not in features and c != units.geometry.name and c not in added]  # fmt: skip
+    table = units[fixed].copy()
+    table["locked_out"] = problem.locked_out
+    table["locked_in"] = problem.locked_in
+    table["score"] = score
+    table["rank"] = rank
+    table["selected"] = selected
+    if fit.frequency is not None:
+        table["selection_frequency"] = fit.frequency
+    score_cols = [f"score__{sl}" for sl in problem.slugs] if problem.multi else []
+    for j, col in enumerate(score_cols):
+        table[col] = per_species[:, j]
+    result_units = gpd.GeoDataFrame(
+        pd.concat([table, units[features]], axis=1), geometry=units.geometry, crs=units.crs
+    )
+    cost_col = [opts.cost_column] if opts.cost_column is not None else []
+    freq_col = ["selection_frequency"] if fit.frequency is not None else []
+    # the extra columns only when used, so a plain run's selected layer is as before
+    extra = cost_col + freq_col + (["locked_in"] if problem.n_locked_in else [])
+    sel = result_units.iloc[sel_rows].copy()
+    cols = ["rank", "cell_id", "score", *score_cols, *extra, "role", "label", *features,
+            sel.geometry.name]  # fmt: skip
+    sel = sel[cols].reset_index(drop=True)
+    ranking = pd.DataFrame(result_units.iloc[order][
+        ["rank", "cell_id", "score", *score_cols, "selected", "locked_in", *cost_col, *freq_col]
+    ]).reset_index(drop=True)  # fmt: skip
+    if problem.cost is not None:
+        # what buying down the ranking would cost: the runners-up priced for the planner
+        ranking.insert(ranking.columns.get_loc(opts.cost_column) + 1, "cumulative_cost",
+                       np.cumsum(problem.cost[order]))  # fmt: skip
+    return result_units, sel, ranking, sel_rows
+
+
+def _nan_or(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("reserve", "numpy", "scipy", "scikit-learn", "geopandas", "pyogrio", "shapely",
+                "folium", "clarabel", "pyscipopt"):  # fmt: skip
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = ""
+    return out
+
+
+def _crs_text(crs: Any) -> str:
+    """``EPSG:<code>`` when the CRS has one, else its definition as read (WKT)."""
+    epsg = crs.to_epsg()
+    return f"EPSG:{epsg}" if epsg else str(crs.srs)
+
+
+def _solver_summary(opts: SelectOptions, fit: FitOutcome) -> dict[str, Any]:
+    est, cv = fit.estimator, fit.cv
+    n_iter = getattr(est, "n_iter_", None)
+    return {
+        "method": opts.method,
+        "c": fit.C,
+        "c_source": fit.C_source,
+        "c_cv_scores": "" if cv is None else json.dumps(
+            {f"{c:g}": _nan_or(s) for c, s in zip(cv.Cs, cv.mean_scores, strict=True)}
+        ),
+        "solver_status": str(getattr(est, "status_", "fitted")),
+        "objective": _nan_or(getattr(est, "objective_", np.nan)),
+        "bound": _nan_or(getattr(est, "bound_", np.nan)),
+        "gap": _nan_or(getattr(est, "gap_", np.nan)),
+        "n_iter": int(n_iter) if n_iter is not None else -1,
+        "fit_seconds": round(fit.fit_seconds, 3),
+        "runtime_seconds": np.nan,  # set by the caller, after the outputs are written
+        "seed": opts.seed,
+    }  # fmt: skip
+
+
+def _summary(
+    problem: Problem, opts: SelectOptions, fit: FitOutcome, sel_rows: np.ndarray,
+    inputs: Mapping[str, str], config: Mapping[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    cost, train = problem.cost, problem.train
+    summary: dict[str, Any] = {
+        "budget": opts.budget,
+        "budget_unit": "cells" if not opts.money else f"cost ({opts.cost_column})",
+        "cost_column": opts.cost_column or "",
+        "n_selected": int(sel_rows.size),
+        "total_cost": float(cost[sel_rows].sum()) if cost is not None else float("nan"),
+        **_solver_summary(opts, fit),
+        "n_train": int(train.sum()),
+        "n_train_positive": int((train & (problem.label == 1)).sum()),
+        "n_candidates": int(problem.candidate.sum()),
+        "n_locked_in": problem.n_locked_in,
+        "n_locked_out": int(problem.locked_out.sum()),
+        "effective_budget": problem.k_free if cost is None else problem.free_budget,
+        "bootstrap": opts.bootstrap,
+        "n_cells": len(problem.units),
+        "n_features": len(problem.features),
+        "main_features": "",
+        "standardisation": "mean 0, sd 1 on train + candidate cells",
+        "crs": _crs_text(problem.units.crs),
+        **inputs,
+        "config": json.dumps(dict(config), sort_keys=True, default=str),
+    }
+    summary.update({f"version_{k.replace('-', '_')}": v for k, v in _versions().items()})
+    return summary
+
+
+def _expected_precision(
+    train_scores: np.ndarray, train_labels: np.ndarray, chosen_scores: np.ndarray
+) -> float:
+    """Mean Platt-calibrated probability of presence over the chosen cells.
+
+    A one-feature logistic regression of the training cells' labels on their scores maps a
+    score to a probability of detection; its mean over the selection is the share of the
+    chosen cells expected to hold the species (an in-sample calibration: optimistic when the
+    training cells are few).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    if chosen_scores.size == 0:
+        return float("nan")
+    lr = LogisticRegression(C=1e4).fit(train_scores[:, None], train_labels.astype(int))
+    return float(lr.predict_proba(chosen_scores[:, None])[:, 1].mean())
+
+
+def _species_summary(problem: Problem, units: pd.DataFrame, sel_rows: np.ndarray) -> dict:
+    """Per-species training positives and expected precision (several species)."""
+    out: dict[str, Any] = {}
+    presences = 0.0
+    train, labels = problem.train, problem.labels
+    if labels is None:
+        return out
+    for j, sl in enumerate(problem.slugs):
+        scores = units[f"score__{sl}"].to_numpy()
+        ep = _expected_precision(scores[train], labels[train, j], scores[sel_rows])
+        out[f"n_train_positive__{sl}"] = int((labels[train, j] == 1).sum())
+        out[f"expected_precision__{sl}"] = ep
+        presences += ep * sel_rows.size
+    out["expected_presences"] = presences
+    return out
+
+
+def build_result(
+    problem: Problem, opts: SelectOptions, fit: FitOutcome, *,
+    inputs: Mapping[str, str], config: Mapping[str, Any],
+) -> SelectionResult:  # fmt: skip
+    """The :class:`SelectionResult` of a fitted problem.
+
+    Parameters
+    ----------
+    problem : reserve.design.Problem
+        The problem that was fitted.
+    opts : reserve.config.SelectOptions
+        The run's options.
+    fit : FitOutcome
+        The fitted estimator, standardised features, selection, C and bootstrap frequencies.
+    inputs : mapping
+        ``cells_path``, ``cells_sha256``, ``public_path``, ``outline_path`` of the summary.
+    config : mapping
+        The effective configuration recorded in the summary.
+
+    Returns
+    -------
+    SelectionResult
+    """
+    result_units, sel, ranking, sel_rows = _tables(problem, opts, fit, opts.method)
+    config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
+    summary = _summary(problem, opts, fit, sel_rows, inputs, config)
+    coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))
+    result = SelectionResult(
+        planning_units=result_units,
+        selected=sel,
+        summary=summary,
+        estimator=fit.estimator,
+        feature_names=problem.features,
+        cv=fit.cv,
+        config=config,
+        # several species: the sum over species of each species' contribution
+        contributions=fit.Z[sel_rows].mean(axis=0) * coef.sum(axis=0),
+        ranking=ranking,
+    )
+    summary["main_features"] = ", ".join(result.main_features())
+    if problem.species:
+        summary["species"] = ", ".join(problem.species)
+    if problem.multi:
+        summary.update(_species_summary(problem, result_units, sel_rows))
+    return result

@@ -1,0 +1,63 @@
+"""Tests for reserve.config: SelectOptions, the one place of the select defaults and checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from reserve.config import CONFIG_KEYS, SELECT_DEFAULTS, SelectOptions
+from reserve.errors import InvalidInputError
+
+
+def test_defaults_come_from_select_defaults():
+    opts = SelectOptions(budget=3)
+    for name in ("method", "C", "seed", "time_limit", "bootstrap", "n_jobs"):
+        assert getattr(opts, name) == getattr(SELECT_DEFAULTS, name)
+    assert CONFIG_KEYS == tuple(f.name for f in dataclasses.fields(SelectOptions))
+
+
+def test_options_are_frozen_and_normalised():
+    opts = SelectOptions(budget=3, method=" SVM ", C="auto", species="Wood Thrush")
+    assert (opts.method, opts.C, opts.species) == ("svm", "cv", ("Wood Thrush",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.budget = 4  # type: ignore[misc]
+
+
+def test_text_is_parsed_only_from_sources():
+    assert SelectOptions.from_sources({"budget": "30", "n_jobs": "2"}).budget == 30
+    assert SelectOptions.from_sources({"budget": "30"}).out == SELECT_DEFAULTS.out
+    with pytest.raises(InvalidInputError, match="positive integer"):
+        SelectOptions(budget="30")
+    money = SelectOptions.from_sources({"budget": "12.5", "cost_column": "price"})
+    assert money.budget == 12.5 and money.money
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"budget": None}, "budget is required"),
+        ({"budget": 0}, "positive integer"),
+        ({"budget": 3, "seed": -1}, "seed must be an integer >= 0"),
+        ({"budget": 3, "time_limit": "soon"}, "time_limit must be a number"),
+        ({"budget": 3, "overwrite": 1}, "overwrite must be true or false"),
+        ({"budget": 3, "out": 5}, "out must be a path"),
+        ({"budget": 3, "species": ["A", "B"], "method": "aatp"}, "selects for one species"),
+    ],
+)
+def test_bad_options_are_refused(kw, message):
+    with pytest.raises(InvalidInputError, match=message):
+        SelectOptions(**kw)
+
+
+def test_map_path(tmp_path):
+    from pathlib import Path
+
+    opts = SelectOptions(budget=7, method="svm", species=("Wood Thrush", "Quail"))
+    assert opts.map_path(Path("x/cells.gpkg")) == Path(
+        SELECT_DEFAULTS.map_dir, "georgia_svm_k7_wood_thrush_quail.html"
+    )
+    assert SelectOptions(budget=7, cells="a/b.gpkg", map=False).map_path(Path("a/b.gpkg")) is None
+    assert SelectOptions(budget=7.5, cost_column="p").map_path(Path("c.gpkg")).name == (
+        "georgia_ttk_cost7.5.html"
+    )
