@@ -9,7 +9,10 @@ positive candidates cost at most the budget).
 
 from __future__ import annotations
 
+import json
 from itertools import combinations
+from math import comb
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
@@ -153,3 +156,89 @@ def split_cost_instance(X, y, cost):
     """``X_lab, y_pm, X_cand, cand_cost`` of a :func:`make_cost_instance` problem."""
     lab = y != -1
     return X[lab], np.where(y[lab] == 1, 1.0, -1.0), X[~lab], cost[~lab]
+
+
+def make_ttk_instance(seed: int, max_subsets: int = 400):
+    """A tiny random problem: n labelled rows, m <= 14 candidates, C(m, k) <= max_subsets."""
+    rng = np.random.default_rng(seed)
+    while True:
+        n, m, d = int(rng.integers(12, 30)), int(rng.integers(6, 15)), int(rng.integers(2, 6))
+        k = int(rng.integers(1, min(5, m - 1) + 1))
+        if comb(m, k) <= max_subsets:
+            break
+    X = rng.normal(size=(n + m, d))
+    p = 1.0 / (1.0 + np.exp(-2.0 * (X[:n] @ rng.normal(size=d))))
+    y_lab = (rng.random(n) < p).astype(int)
+    if y_lab.min() == y_lab.max():
+        y_lab[0] = 1 - y_lab[0]
+    C = float(rng.choice([0.1, 1.0, 10.0]))
+    return X, np.r_[y_lab, -np.ones(m, dtype=int)], k, C
+
+
+def make_multi_instance(seed: int, n_species: int = 2, max_m: int = 8):
+    """A tiny problem: 10-15 labelled rows, 6..max_m candidates leaning positive, k in 2..3.
+
+    Candidates are shifted towards the positive side so that the species' SVMs mark more than
+    k cells positive and the shared budget binds.
+    """
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(10, 16)), int(rng.integers(6, max_m + 1))
+    d, k = int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    X = rng.normal(size=(n + m, d))
+    X[n:] += 0.7
+    Y = np.full((n + m, n_species), -1, dtype=np.int64)
+    for s in range(n_species):
+        p = 1.0 / (1.0 + np.exp(-2.0 * (X[:n] @ rng.normal(size=d) + 0.5)))
+        y = (rng.random(n) < p).astype(np.int64)
+        y[0], y[1] = 0, 1  # both classes for every species
+        Y[:n, s] = y
+    C = float(rng.choice([0.1, 1.0, 10.0]))
+    return X, Y, k, C
+
+
+def brute_force_multi(X, Y, k, C):
+    """Exact optimum: every k-subset, each species' fixed-set QP by SLSQP, summed; the min."""
+    lab = Y[:, 0] != -1
+    Xl, Xc = X[lab], X[~lab]
+    Y_pm = np.where(Y[lab] == 1, 1.0, -1.0)
+    m = Xc.shape[0]
+    best = np.inf
+    for subset in combinations(range(m), k):
+        out = np.ones(m, dtype=bool)
+        out[list(subset)] = False
+        total = sum(solve_subset_qp(Xl, Y_pm[:, s], C, Xc[out])[2] for s in range(Y.shape[1]))
+        best = min(best, total)
+    return best
+
+
+#: Seeds of the cost oracle: their brute force runs in well under a second each.
+COST_ORACLE_SEEDS = (2, 3, 8, 11, 14, 20, 21, 27, 29, 4, 23)
+#: The instances whose brute-force optima are cached, per family.
+ORACLE_SEEDS = {"ttk": tuple(range(40)), "ttk_cost": COST_ORACLE_SEEDS, "multi": tuple(range(20))}
+#: Where the cached optima live (written by ``python -m tests._oracle``).
+OPTIMA_PATH = Path(__file__).parent / "data" / "oracle_optima.json"
+
+
+def oracle_optimum(family: str, seed: int) -> float:
+    """The brute force's optimum of instance ``seed`` of ``family`` (computed now, not cached)."""
+    if family == "ttk":
+        X, y, k, C = make_ttk_instance(seed)
+        return float(brute_force_ttk(X, y, k, C)[0])
+    if family == "ttk_cost":
+        X, y, cost, budget, C = make_cost_instance(seed)
+        return float(brute_force_ttk_cost(X, y, cost, budget, C)[0])
+    X, Y, k, C = make_multi_instance(seed)
+    return float(brute_force_multi(X, Y, k, C))
+
+
+def load_optima() -> dict[str, dict[str, float]]:
+    """The cached optima: ``{family: {str(seed): optimum}}``."""
+    return json.loads(OPTIMA_PATH.read_text())
+
+
+if __name__ == "__main__":  # regenerate the cache: python -m tests._oracle
+    optima = {
+        fam: {str(s): oracle_optimum(fam, s) for s in seeds} for fam, seeds in ORACLE_SEEDS.items()
+    }
+    OPTIMA_PATH.parent.mkdir(exist_ok=True)
+    OPTIMA_PATH.write_text(json.dumps(optima, indent=1, sort_keys=True) + "\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-from itertools import combinations
 
 import numpy as np
 import pytest
@@ -13,45 +12,9 @@ from sklearn.base import clone
 
 from reserve.errors import InvalidInputError, ReserveError
 from reserve.solvers import TTK, MultiSVM, MultiTTK
-from tests._oracle import solve_subset_qp
+from tests._oracle import make_multi_instance as make_instance
 
 PROVED = ("optimal", "gap_limit")
-
-
-def make_instance(seed: int, n_species: int = 2, max_m: int = 8):
-    """A tiny problem: 10-15 labelled rows, 6..max_m candidates leaning positive, k in 2..3.
-
-    Candidates are shifted towards the positive side so that the species' SVMs mark more than
-    k cells positive and the shared budget binds.
-    """
-    rng = np.random.default_rng(seed)
-    n, m = int(rng.integers(10, 16)), int(rng.integers(6, max_m + 1))
-    d, k = int(rng.integers(2, 4)), int(rng.integers(2, 4))
-    X = rng.normal(size=(n + m, d))
-    X[n:] += 0.7
-    Y = np.full((n + m, n_species), -1, dtype=np.int64)
-    for s in range(n_species):
-        p = 1.0 / (1.0 + np.exp(-2.0 * (X[:n] @ rng.normal(size=d) + 0.5)))
-        y = (rng.random(n) < p).astype(np.int64)
-        y[0], y[1] = 0, 1  # both classes for every species
-        Y[:n, s] = y
-    C = float(rng.choice([0.1, 1.0, 10.0]))
-    return X, Y, k, C
-
-
-def brute_force_multi(X, Y, k, C):
-    """Exact optimum: every k-subset, each species' fixed-set QP by SLSQP, summed; the min."""
-    lab = Y[:, 0] != -1
-    Xl, Xc = X[lab], X[~lab]
-    Y_pm = np.where(Y[lab] == 1, 1.0, -1.0)
-    m = Xc.shape[0]
-    best = np.inf
-    for subset in combinations(range(m), k):
-        out = np.ones(m, dtype=bool)
-        out[list(subset)] = False
-        total = sum(solve_subset_qp(Xl, Y_pm[:, s], C, Xc[out])[2] for s in range(Y.shape[1]))
-        best = min(best, total)
-    return best
 
 
 def recomputed_objective(model, X, Y, C):
@@ -67,11 +30,12 @@ def recomputed_objective(model, X, Y, C):
 
 
 @pytest.fixture(scope="module")
-def oracle_results():
+def oracle_results(oracle_optima):
+    # The optima come from the brute force, cached (tests/test_oracle_cache.py re-derives some).
     out = []
     for seed in range(20):
         X, Y, k, C = make_instance(seed)
-        opt = brute_force_multi(X, Y, k, C)
+        opt = oracle_optima["multi"][str(seed)]
         fd = MultiTTK(k=k, C=C).fit(X, Y)
         mip = MultiTTK(k=k, C=C, solver="mip", time_limit=20.0).fit(X, Y)
         out.append((seed, opt, fd, mip, X, Y, C))

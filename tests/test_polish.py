@@ -48,8 +48,8 @@ def test_polish_never_worsens_and_keeps_k(seed):
 
 
 def test_pairs_follow_antidiagonals():
-    assert _polish._pairs(2, 3, 10) == [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)]
-    assert _polish._pairs(3, 3, 4) == [(0, 0), (0, 1), (1, 0), (0, 2)]
+    assert _polish.swap_pairs(2, 3, 10) == [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)]
+    assert _polish.swap_pairs(3, 3, 4) == [(0, 0), (0, 1), (1, 0), (0, 2)]
 
 
 @pytest.mark.parametrize("seed", [0, 3])

@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import pickle
-from math import comb
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from reserve.errors import InvalidInputError, ReserveError
 from reserve.solvers import TTK
 from reserve.solvers._qp import hinge_objective
-from tests._oracle import brute_force_ttk, brute_force_ttk_cost, make_cost_instance
-
-
-def make_instance(seed: int, max_subsets: int = 400):
-    """A tiny random problem: n labelled rows, m <= 14 candidates, C(m, k) <= max_subsets."""
-    rng = np.random.default_rng(seed)
-    while True:
-        n, m, d = int(rng.integers(12, 30)), int(rng.integers(6, 15)), int(rng.integers(2, 6))
-        k = int(rng.integers(1, min(5, m - 1) + 1))
-        if comb(m, k) <= max_subsets:
-            break
-    X = rng.normal(size=(n + m, d))
-    p = 1.0 / (1.0 + np.exp(-2.0 * (X[:n] @ rng.normal(size=d))))
-    y_lab = (rng.random(n) < p).astype(int)
-    if y_lab.min() == y_lab.max():
-        y_lab[0] = 1 - y_lab[0]
-    C = float(rng.choice([0.1, 1.0, 10.0]))
-    return X, np.r_[y_lab, -np.ones(m, dtype=int)], k, C
+from tests._oracle import COST_ORACLE_SEEDS, brute_force_ttk, make_cost_instance
+from tests._oracle import make_ttk_instance as make_instance
 
 
 def recomputed_objective(model: TTK, X, y, C):
@@ -42,11 +24,12 @@ def recomputed_objective(model: TTK, X, y, C):
 
 
 @pytest.fixture(scope="module")
-def oracle_results():
+def oracle_results(oracle_optima):
+    # The optima come from the brute force, cached (tests/test_oracle_cache.py re-derives some).
     out = []
     for seed in range(40):
         X, y, k, C = make_instance(seed)
-        opt = brute_force_ttk(X, y, k, C)[0]
+        opt = oracle_optima["ttk"][str(seed)]
         model = TTK(k=k, C=C).fit(X, y)
         out.append((seed, opt, model, X, y, C))
     return out
@@ -223,59 +206,7 @@ def test_bad_input_messages_say_how_to_fix():
         TTK(k=2).fit(np.where(np.eye(10, 2) > 0, np.nan, GOOD_X), GOOD_Y)
 
 
-# --- scikit-learn's own estimator checks ---------------------------------------------------
-
-_NEEDS_CANDIDATES = (
-    "sklearn's checks fit fully labelled data; TTK must refuse data with no candidate rows "
-    "(y == -1), so the check cannot run. Its property is tested above with candidates."
-)
-_LABEL_CODES = (
-    "the check passes string or multiclass labels; TTK's labels are 1/0 with -1 reserved "
-    "for candidates (sklearn.semi_supervised's convention), so it refuses them."
-)
-EXPECTED_FAILED = {
-    name: _NEEDS_CANDIDATES
-    for name in (
-        "check_fit_score_takes_y",
-        "check_estimators_overwrite_params",
-        "check_dont_overwrite_parameters",
-        "check_estimators_fit_returns_self",
-        "check_readonly_memmap_input",
-        "check_n_features_in_after_fitting",
-        "check_positive_only_tag_during_fit",
-        "check_dtype_object",
-        "check_pipeline_consistency",
-        "check_estimators_nan_inf",
-        "check_estimators_pickle",
-        "check_f_contiguous_array_estimator",
-        "check_classifiers_one_label",
-        "check_classifiers_train",
-        "check_supervised_y_2d",
-        "check_non_transformer_estimators_n_iter",
-        "check_methods_sample_order_invariance",
-        "check_methods_subset_invariance",
-        "check_fit2d_1sample",
-        "check_fit2d_1feature",
-        "check_dict_unchanged",
-        "check_fit_idempotent",
-        "check_fit_check_is_fitted",
-        "check_n_features_in",
-        "check_fit2d_predict1d",
-    )
-}
-EXPECTED_FAILED |= {
-    name: _LABEL_CODES
-    for name in (
-        "check_estimators_dtypes",
-        "check_classifier_data_not_an_array",
-        "check_classifiers_classes",
-    )
-}
-
-
-@parametrize_with_checks([TTK(k=1)], expected_failed_checks=lambda est: EXPECTED_FAILED)
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
+# scikit-learn's own estimator checks: tests/test_sklearn_checks.py (every estimator).
 
 
 def test_hand_solved_instance():
@@ -355,12 +286,11 @@ def test_equal_costs_reproduce_the_cell_budget_exactly(c, polish):
 
 
 @pytest.fixture(scope="module")
-def cost_oracle_results():
-    # Seeds whose brute force runs in well under a second each (the SLSQP solves dominate).
+def cost_oracle_results(oracle_optima):
     out = []
-    for seed in (2, 3, 8, 11, 14, 20, 21, 27, 29, 4, 23):
+    for seed in COST_ORACLE_SEEDS:
         X, y, cost, budget, C = make_cost_instance(seed)
-        opt = brute_force_ttk_cost(X, y, cost, budget, C)[0]
+        opt = oracle_optima["ttk_cost"][str(seed)]
         model = TTK(C=C, budget=budget).fit(X, y, cost=cost)
         out.append((seed, opt, model, X, y, cost, budget, C))
     return out

@@ -9,6 +9,7 @@ from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
+from reserve.solvers.budget import Budget
 from reserve.solvers.multi import MultiSVM, MultiTTK
 from reserve.solvers.registry import METHODS, canonical_method, make_estimator
 from reserve.solvers.svm import SVM
@@ -23,6 +24,7 @@ __all__ = [
     "SVM",
     "TSVM",
     "TTK",
+    "Budget",
     "MultiSVM",
     "MultiTTK",
     "SVMPerf",

@@ -15,6 +15,7 @@ __all__ = [
     "budget_limit",
     "budget_select",
     "canonical_order",
+    "feasible_intercepts",
     "greedy_fit",
     "top_k",
 ]
@@ -238,6 +239,48 @@ def budget_cut(scores: np.ndarray, cost: np.ndarray, budget: float) -> float:
     if first >= order.size:
         return -np.inf
     return float(scores[order[first]])
+
+
+def feasible_intercepts(
+    margins: np.ndarray, b: np.ndarray, k: int, rank: np.ndarray | None = None
+) -> np.ndarray:
+    """Lower the intercepts just enough that only ``k`` chosen cells can score positive.
+
+    The chosen cells are the top ``k`` of ``rank`` (default: the max-score
+    ``max_s margins_js + b_s``; ties to the lower row). Each ``b_s`` becomes
+    ``min(b_s, -max_{j not chosen} margins_js)``, so every other cell scores ``<= 0`` for every
+    species (exactly: ``a - max <= 0`` in floating point when scores are formed as
+    ``margins + b``). For a point that is already feasible this changes nothing: the chosen
+    cells then include every positive one. With one species it is TTK's shifted intercept,
+    ``min(b, -s_(k+1))``.
+
+    Parameters
+    ----------
+    margins : ndarray of shape (m, S)
+        ``w_s . z_j`` without the intercepts.
+    b : ndarray of shape (S,)
+    k : int
+    rank : ndarray of shape (m,) or None
+        Scores that choose the ``k`` cells.
+
+    Returns
+    -------
+    ndarray of shape (S,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> feasible_intercepts(np.array([[3.0, 0.0], [2.0, 1.0], [1.0, 2.0]]), np.zeros(2), 1)
+    array([-2., -2.])
+    """
+    m = margins.shape[0]
+    if m <= k:
+        return b.copy()
+    if rank is None:
+        rank = (margins + b).max(axis=1)
+    out = np.ones(m, dtype=bool)
+    out[top_k(rank, k)] = False
+    return np.minimum(b, -margins[out].max(axis=0))
 
 
 class TopKClassifierMixin(ClassifierMixin, BaseEstimator):

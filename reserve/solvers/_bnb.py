@@ -36,8 +36,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from reserve.errors import SolverError
-from reserve.solvers._mip import _Budget, _make_feasible, clarabel_settings
+from reserve.solvers._conic import clarabel_settings
 from reserve.solvers._qp import hinge_objective
+from reserve.solvers.budget import Budget
 
 __all__ = ["solve_bnb"]
 
@@ -120,7 +121,7 @@ def solve_bnb(
     Xl: np.ndarray,
     y_pm: np.ndarray,
     Xc: np.ndarray,
-    bud: _Budget,
+    bud: Budget,
     C: float,
     M: np.ndarray,
     fixed_out: np.ndarray,
@@ -135,7 +136,7 @@ def solve_bnb(
     ----------
     Xl, y_pm, Xc : ndarray
         Centred labelled rows, their labels in {-1, +1}, centred candidate rows.
-    bud : _Budget
+    bud : Budget
         The cardinality or knapsack budget.
     C : float
         Hinge weight.
@@ -158,84 +159,107 @@ def solve_bnb(
         ``w``, ``b`` (the incumbent), ``bound``, ``status`` (``"optimal"`` when every node was
         pruned within the gap target, ``"time_limit"``, or ``"not_proved"`` when a node's
         relaxation failed and its bound was kept unimproved), ``n_nodes`` (relaxations
-        solved), ``n_open``,
-        ``warm_start_accepted`` (always True: the start is the first incumbent) and
-        ``solver`` (``"bnb"``).
+        solved), ``n_open``, ``warm_start_accepted`` (True: the start is the first incumbent)
+        and ``solver`` (``"bnb"``).
     """
     del formulation
     t_end = time.perf_counter() + max(limits["time"], 0.0)
-    gap = float(limits["gap"])
-    by_eta = _BRANCH_KEY == "eta"
-    M = np.maximum(M, 0.0)
-    node_qp = _NodeRelaxation(Xl, y_pm, Xc, C, M, bud.cost, bud.limit)
-    state = {
-        "ub": hinge_objective(start[0], float(start[1]), Xl, y_pm, C),
-        "w": np.asarray(start[0], dtype=np.float64),
-        "b": float(start[1]),
-        "pruned": math.inf,  # smallest bound of the nodes pruned or solved
-        "unresolved": math.inf,  # smallest bound of nodes whose relaxation failed
-        "n_nodes": 0,
-    }
-
-    def evaluate(outs: tuple[int, ...], ins: tuple[int, ...], parent: float):
-        """Solve a node; ``None`` if it is closed (pruned, solved or failed), else its data."""
-        out_mask = fixed_out.copy()
-        out_mask[list(outs)] = True
-        in_mask = fixed_in.copy()
-        in_mask[list(ins)] = True
-        state["n_nodes"] += 1
-        value, w, b = node_qp.solve(out_mask, in_mask)
-        if w is None:
-            state["unresolved"] = min(state["unresolved"], parent)
-            return None
-        value = max(value, parent)  # a child's relaxation is a restriction of its parent's
-        b_fit = _make_feasible(w, b, Xc, bud)
-        obj = hinge_objective(w, b_fit, Xl, y_pm, C)
-        if obj < state["ub"]:
-            state.update(ub=obj, w=w, b=b_fit)
-        solved = obj <= value + _SOLVED_RTOL * (1.0 + abs(value))
-        if solved or value >= _prune_level(state["ub"], gap):
-            # Pruned by bound, or solved: the relaxation's own point fits the budget (up to
-            # the relaxation's tolerances, which can leave a score at +1e-10). Either way the
-            # node's bound is kept for the final gap.
-            state["pruned"] = min(state["pruned"], value)
-            return None
-        free = np.flatnonzero(~out_mask & ~in_mask)
-        scores = Xc[free] @ w + b
-        if not free.size or scores.max() <= 0.0:
-            # Nothing to branch on, yet the point did not prove the node (rounding in the
-            # relaxation): keep its bound as unresolved rather than claim it.
-            state["unresolved"] = min(state["unresolved"], value)
-            return None
-        key = scores / np.maximum(M[free], 1e-12) if by_eta else scores
-        order = np.argsort(-key, kind="stable")[:_STRONG]
-        return value, free[order[scores[order] > 0.0]]
-
-    # heap entries: (bound, -depth, counter, fixed out, fixed in, branching candidates)
+    search = _Search(Xl, y_pm, Xc, bud, C, np.maximum(M, 0.0), fixed_out, fixed_in, start)
+    search.gap = float(limits["gap"])  # the pruning level's relative gap
+    # Heap entries: (bound, -depth, counter, fixed out, fixed in, branching candidates)
     heap: list = []
-    counter = 0
-    root = evaluate((), (), -math.inf)
+    counter, root = 0, search.evaluate((), (), -math.inf)
     if root is not None:
         heap.append((root[0], 0, counter, (), (), root[1]))
     status = "optimal"
     while heap:
-        if heap[0][0] >= _prune_level(state["ub"], gap):
+        if heap[0][0] >= _prune_level(search.ub, search.gap):
             break  # every open node is within the gap target
         if time.perf_counter() > t_end:
             status = "time_limit"
             break
         value, neg_depth, _, outs, ins, cands = heapq.heappop(heap)
-        in_mask = fixed_in.copy()
+        for o, i, r in search.branch(value, outs, ins, cands, t_end):
+            if r is not None:
+                counter += 1
+                heapq.heappush(heap, (r[0], neg_depth - 1, counter, o, i, r[1]))
+    if math.isfinite(search.unresolved) and status == "optimal":
+        status = "not_proved"
+    # Every TTK point lies in an open node, a pruned one or an unresolved one.
+    lower = min(heap[0][0] if heap else math.inf, search.pruned, search.unresolved, search.ub)
+    return {
+        "w": search.w,
+        "b": search.b,
+        "bound": float(lower),
+        "status": status,
+        "n_nodes": search.n_nodes,
+        "n_open": len(heap),
+        "warm_start_accepted": True,
+        "solver": "bnb",
+    }
+
+
+class _Search:
+    """The incumbent, the bounds of closed nodes, and how a node is solved and branched."""
+
+    def __init__(self, Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start):
+        self.Xl, self.y_pm, self.Xc, self.bud, self.C, self.M = Xl, y_pm, Xc, bud, C, M
+        self.fixed_out, self.fixed_in = fixed_out, fixed_in
+        self.node_qp = _NodeRelaxation(Xl, y_pm, Xc, C, M, bud.cost, bud.limit)
+        self.ub = hinge_objective(start[0], float(start[1]), Xl, y_pm, C)
+        self.w = np.asarray(start[0], dtype=np.float64)
+        self.b = float(start[1])
+        self.pruned = math.inf  # smallest bound of the nodes pruned or solved
+        self.unresolved = math.inf  # smallest bound of nodes whose relaxation failed
+        self.n_nodes = 0
+        self.gap = 0.0
+
+    def evaluate(self, outs: tuple[int, ...], ins: tuple[int, ...], parent: float):
+        """Solve a node; ``None`` if it is closed (pruned, solved or failed), else its data."""
+        out_mask = self.fixed_out.copy()
+        out_mask[list(outs)] = True
+        in_mask = self.fixed_in.copy()
         in_mask[list(ins)] = True
-        # Strong branching over the best-scoring candidates: solve both children of each and
-        # keep the candidate whose weaker child gains most (the product rule).
+        self.n_nodes += 1
+        value, w, b = self.node_qp.solve(out_mask, in_mask)
+        if w is None:
+            self.unresolved = min(self.unresolved, parent)
+            return None
+        value = max(value, parent)  # a child's relaxation is a restriction of its parent's
+        b_fit = self.bud.make_feasible(w, b, self.Xc)
+        obj = hinge_objective(w, b_fit, self.Xl, self.y_pm, self.C)
+        if obj < self.ub:
+            self.ub, self.w, self.b = obj, w, b_fit
+        solved = obj <= value + _SOLVED_RTOL * (1.0 + abs(value))
+        if solved or value >= _prune_level(self.ub, self.gap):
+            # Pruned by bound, or solved: the relaxation's own point fits the budget (up to
+            # the relaxation's tolerances, which can leave a score at +1e-10). Either way the
+            # node's bound is kept for the final gap.
+            self.pruned = min(self.pruned, value)
+            return None
+        free = np.flatnonzero(~out_mask & ~in_mask)
+        scores = self.Xc[free] @ w + b
+        if not free.size or scores.max() <= 0.0:
+            # Nothing to branch on, yet the point did not prove the node (rounding in the
+            # relaxation): keep its bound as unresolved rather than claim it.
+            self.unresolved = min(self.unresolved, value)
+            return None
+        key = scores / np.maximum(self.M[free], 1e-12) if _BRANCH_KEY == "eta" else scores
+        order = np.argsort(-key, kind="stable")[:_STRONG]
+        return value, free[order[scores[order] > 0.0]]
+
+    def branch(self, value, outs, ins, cands, t_end):
+        """Strong branching over the best-scoring candidates: solve both children of each and
+        keep the candidate whose weaker child gains most (the product rule); its children."""
+        in_mask = self.fixed_in.copy()
+        in_mask[list(ins)] = True
         best = None
         for j in cands:
             j = int(j)
             kids = [((*outs, j), ins)]
-            if bud.fits_with(in_mask, j):
+            if self.bud.fits_with(in_mask, j):
                 kids.append((outs, (*ins, j)))
-            solved = [(o, i, evaluate(o, i, value)) for o, i in kids]
+            solved = [(o, i, self.evaluate(o, i, value)) for o, i in kids]
             gains = [(r[0] if r is not None else math.inf) - value for _, _, r in solved]
             gains += [math.inf] * (2 - len(gains))
             score = max(gains[0], 1e-9) * max(gains[1], 1e-9)
@@ -243,23 +267,4 @@ def solve_bnb(
                 best = (score, solved)
             if time.perf_counter() > t_end:
                 break
-        for o, i, r in best[1] if best is not None else ():
-            if r is not None:
-                counter += 1
-                heapq.heappush(heap, (r[0], neg_depth - 1, counter, o, i, r[1]))
-    ub, w_best, b_best = state["ub"], state["w"], state["b"]
-    pruned, unresolved, n_nodes = state["pruned"], state["unresolved"], state["n_nodes"]
-    if math.isfinite(unresolved) and status == "optimal":
-        status = "not_proved"
-    # Every TTK point lies in an open node, a pruned one or an unresolved one.
-    lower = min(heap[0][0] if heap else math.inf, pruned, unresolved, ub)
-    return {
-        "w": w_best,
-        "b": b_best,
-        "bound": float(lower),
-        "status": status,
-        "n_nodes": n_nodes,
-        "n_open": len(heap),
-        "warm_start_accepted": True,
-        "solver": "bnb",
-    }
+        return best[1] if best is not None else ()

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from reserve.errors import SolverError
 
-__all__ = ["solve_qp"]
+__all__ = ["clarabel_settings", "solve_qp"]
 
 
 def solve_qp(
@@ -67,3 +67,18 @@ def solve_qp(
             "and retry, or change C."
         )
     return np.asarray(sol.x), status
+
+
+def clarabel_settings() -> clarabel.DefaultSettings:
+    """Clarabel settings for the bound problems: quiet, tolerances 1e-8, data updates allowed.
+
+    Bounds computed from these solves are padded by 1e-7 relative (ten times the tolerance).
+    """
+    st = clarabel.DefaultSettings()
+    st.verbose = False
+    st.presolve_enable = False  # required for data updates
+    st.tol_gap_abs = 1e-8
+    st.tol_gap_rel = 1e-8
+    st.tol_feas = 1e-8
+    st.max_iter = 100
+    return st

@@ -43,7 +43,6 @@ Decisions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import clarabel
 import numpy as np
@@ -51,9 +50,7 @@ import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._fd import line_search
-
-if TYPE_CHECKING:
-    from reserve.solvers._qp import QPResult
+from reserve.solvers._hinge import QPResult, hinge_objective
 
 __all__ = ["CuttingPlaneState", "solve_cutting_plane"]
 
@@ -282,13 +279,60 @@ def solve_cutting_plane(
     >>> round(float(r.w[0]), 6), round(r.b, 6)
     (1.0, 0.0)
     """
-    from reserve.solvers._qp import QPResult, hinge_objective  # _qp imports this module
-
-    X = np.asarray(X, dtype=np.float64)
-    y_pm = np.asarray(y_pm, dtype=np.float64)
+    X, y_pm = np.asarray(X, dtype=np.float64), np.asarray(y_pm, dtype=np.float64)
     n, d = X.shape
     Zm = np.zeros((0, d)) if Z is None else np.asarray(Z, dtype=np.float64).reshape(-1, d)
-    p = Zm.shape[0]
+    state = _init_state(state, X, y_pm)
+    pt = _best_point(state, X, y_pm, Zm, C)
+    run = _Master(state, Zm, C, n, d, _b_max(state, X, Zm, C), keep_age)
+    run.start_work(pt.zs)
+    args = (tol, max_iter, mix, max_age, cutoff)
+    it, lower, converged, cut_off = _iterate(state, pt, run, X, y_pm, Zm, C, *args)
+    if not (converged or cut_off):
+        raise SolverError(
+            f"the cutting-plane QP solver did not reach the relative gap tol={tol:g} in "
+            f"max_iter={max_iter} iterations (gap {(pt.upper - lower) / max(pt.upper, 1e-300):.2e}"
+            '); raise max_iter or tol, standardise the features, or pass method="clarabel".'
+        )
+    return _result(state, pt, run, X, y_pm, Zm, C, it, lower, cutoff if cut_off else None), state
+
+
+def _iterate(state, pt, run, X, y_pm, Zm, C, tol, max_iter, mix, max_age, cutoff):
+    """The cutting-plane iterations; ``(iterations, lower bound, converged, cut off)``."""
+    n, d = X.shape
+    lower = -np.inf
+    history: list[tuple[float, float]] = []
+    converged = cut_off = False
+    it = 0
+    while it < max_iter:
+        it += 1
+        v_m, t_m, accurate = run.solve()
+        # The relaxed master's optimum: a lower bound even if generation stopped early.
+        lower_m = 0.5 * float(v_m[:d] @ v_m[:d]) + C * n * max(t_m, 0.0)
+        if accurate:
+            lower = max(lower, lower_m)  # every master optimum is a lower bound: keep the best
+        history.append((pt.upper, lower))
+        if pt.upper - lower <= tol * max(pt.upper, 1e-300):
+            converged = True
+            break
+        if cutoff is not None and lower >= cutoff:
+            cut_off = True
+            break
+        u_m = pt.step_towards(v_m, X, y_pm, Zm, C)
+        # Next cut between the best point and the master's point.
+        u_c = (1.0 - mix) * pt.u + mix * u_m
+        c_new, g_new = _cut_update(state, X, y_pm, u_c > 0)
+        _add_cut(state, c_new, g_new)
+        run.cw = _prune(state, max_age, run.cw)
+    state.n_iter = it
+    state.n_iter_total += it
+    state.history = history
+    return it, lower, converged, cut_off
+
+
+def _init_state(state, X, y_pm) -> CuttingPlaneState:
+    """``state``, or a new one, with the two class cuts when it has no cuts yet."""
+    d = X.shape[1]
     if state is None:
         state = CuttingPlaneState()
     if state.slopes is not None and state.slopes.shape[1] != d + 1:
@@ -302,15 +346,55 @@ def solve_cutting_plane(
         state.offsets = np.array([c1, c2])
         state.slopes = np.vstack([g1, g2])
         state.age = np.zeros(2, dtype=np.int64)
+    return state
 
-    # The best feasible point: the last solution with b lowered onto the new constraints.
+
+class _BestPoint:
+    """The best feasible point ``(w, b)``, its hinge arguments ``u``, scores ``zs``, objective."""
+
+    def __init__(self, w, b, u, zs, upper):
+        self.w, self.b, self.u, self.zs, self.upper = w, b, u, zs, upper
+
+    def step_towards(self, v_m, X, y_pm, Zm, C) -> np.ndarray:
+        """Exact line search from the point towards the master's; the master's ``u``."""
+        d = X.shape[1]
+        w, b, u = self.w, self.b, self.u
+        w_m, b_m = v_m[:d], float(v_m[d])
+        Xw_m = X @ w_m
+        u_m = 1.0 - y_pm * (Xw_m + b_m)
+        d_w = w_m - w
+        a_max = np.inf
+        p = Zm.shape[0]
+        if p:
+            rate_z = Zm @ d_w + (b_m - b)
+            up = rate_z > 0
+            if np.any(up):
+                a_max = float(np.min(-np.minimum(self.zs[up], 0.0) / rate_z[up]))
+        du = u_m - u
+        w_dot_d, d_sq = float(w @ d_w), float(d_w @ d_w)
+        a_hi = _bracket(w_dot_d, d_sq, u, du, C, a_max)
+        # Only kinks inside (0, a_hi) are sorted: few once the margins settle.
+        a = line_search(w_dot_d, d_sq, u, du, C, a_hi)
+        if a > 0.0:
+            self.w = w + a * d_w
+            self.b = b + a * (b_m - b)
+            self.u = u + a * (u_m - u)
+            if p:
+                self.zs = self.zs + a * rate_z
+            self.upper = 0.5 * float(self.w @ self.w) + C * float(np.maximum(self.u, 0.0).sum())
+        return u_m
+
+
+def _best_point(state, X, y_pm, Zm, C) -> _BestPoint:
+    """The last solution with ``b`` lowered onto the new constraints; adds its cut."""
+    d = X.shape[1]
     if state.w is not None and state.w.shape == (d,):
         w = state.w.copy()
         b = float(state.b)
     else:
         w, b = np.zeros(d), 0.0
     Zw_b = Zm @ w
-    if p:
+    if Zm.shape[0]:
         b = min(b, -float(Zw_b.max()))
     zs = Zw_b + b  # candidate scores at the best point, all <= 0
     Xw = X @ w
@@ -318,139 +402,124 @@ def solve_cutting_plane(
     upper = 0.5 * float(w @ w) + C * float(np.maximum(u, 0.0).sum())
     c0, g0 = _cut_update(state, X, y_pm, u > 0)
     _add_cut(state, c0, g0)
+    return _BestPoint(w, b, u, zs, upper)
 
-    # Some optimum has |b| <= b_max: for fixed w the best b lies between the hinge kinks
-    # y_i - w . x_i or at the candidates' cap -max_j w . z_j, and ||w||^2 <= 2 f(0, 0) = 2 C n.
-    # The box keeps the master bounded when one class is missing (it never binds otherwise).
+
+def _b_max(state, X, Zm, C) -> float:
+    """A bound on ``|b|`` that some optimum satisfies.
+
+    For fixed w the best b lies between the hinge kinks y_i - w . x_i or at the candidates'
+    cap -max_j w . z_j, and ||w||^2 <= 2 f(0, 0) = 2 C n. The box keeps the master bounded
+    when one class is missing (it never binds otherwise).
+    """
+    n = X.shape[0]
     if state.x_norm_max is None:
         state.x_norm_max = float(np.sqrt(np.einsum("ij,ij->i", X, X).max(initial=0.0)))
     r_max = state.x_norm_max
-    if p:
+    if Zm.shape[0]:
         r_max = max(r_max, float(np.sqrt(np.einsum("ij,ij->i", Zm, Zm).max())))
-    b_max = 2.0 * (1.0 + r_max * np.sqrt(2.0 * C * n))
+    return 2.0 * (1.0 + r_max * np.sqrt(2.0 * C * n))
 
-    # Candidate rows in the master: those closest to the boundary relative to their norm.
-    znorm = np.sqrt(np.einsum("ij,ij->i", Zm, Zm) + 1.0)
-    n0 = min(p, 2 * (d + 1))
-    work = np.sort(np.argpartition(-zs / znorm, n0 - 1)[:n0]) if n0 else np.zeros(0, np.int64)
 
-    history: list[tuple[float, float]] = []
-    lower = -np.inf
-    beta_keep = np.zeros(0)
-    work_keep = work
-    z_age = np.zeros(p, dtype=np.int64)
-    cw = np.arange(state.n_cuts)
-    converged = cut_off = False
-    it = 0
-    while it < max_iter:
-        it += 1
-        # Master over working sets of cuts and candidate rows, generated until the pool's
-        # cuts and every candidate row hold at its solution: then its point is optimal for
-        # the master over all of them, whose optimum is a lower bound of the QP's.
-        cw = np.union1d(cw, [state.n_cuts - 1])
+class _Master:
+    """The master QP over working sets of cuts ``cw`` and candidate rows ``work``."""
+
+    def __init__(self, state, Zm, C, n, d, b_max, keep_age):
+        self.state, self.Zm, self.C, self.n, self.d, self.b_max = state, Zm, C, n, d, b_max
+        self.keep_age = keep_age
+        p = Zm.shape[0]
+        # Candidate rows in the master: those closest to the boundary relative to their norm.
+        self.znorm = np.sqrt(np.einsum("ij,ij->i", Zm, Zm) + 1.0)
+        self.zs0 = None
+        self.work = np.zeros(0, np.int64)
+        self.beta_keep = np.zeros(0)
+        self.z_age = np.zeros(p, dtype=np.int64)
+        self.cw = np.arange(state.n_cuts)
+
+    def start_work(self, zs: np.ndarray) -> None:
+        p, d = self.Zm.shape[0], self.d
+        n0 = min(p, 2 * (d + 1))
+        if n0:
+            self.work = np.sort(np.argpartition(-zs / self.znorm, n0 - 1)[:n0])
+        self.work_keep = self.work
+
+    def solve(self):
+        """Master solves, generating cuts and rows until they hold; ``(v, t, accurate)``.
+
+        Generated until the pool's cuts and every candidate row hold at its solution: then
+        its point is optimal for the master over all of them, whose optimum is a lower bound
+        of the QP's. Then the working sets are aged.
+        """
+        state, Zm, d = self.state, self.Zm, self.d
+        self.cw = np.union1d(self.cw, [state.n_cuts - 1])
         for _ in range(_MAX_ROUNDS):
             v_m, t_m, lam, beta_work, accurate = _master(
-                state.offsets[cw], state.slopes[cw], Zm[work], C, n, d, b_max
-            )
+                state.offsets[self.cw], state.slopes[self.cw], Zm[self.work], self.C, self.n,
+                d, self.b_max,
+            )  # fmt: skip
             vals = state.slopes @ v_m + state.offsets
             add_c = np.flatnonzero(vals > t_m + 1e-10 * max(abs(t_m), 1e-3))
-            add_c = add_c[~np.isin(add_c, cw)]
-            viol = np.zeros(0, dtype=np.int64)
-            if p:
-                s_m = Zm @ v_m[:d] + v_m[d]
-                scale = abs(v_m[d]) + float(np.linalg.norm(v_m[:d])) * float(znorm.max())
-                viol = np.flatnonzero(s_m > 1e-9 * max(scale, 1.0))
-                viol = viol[~np.isin(viol, work)]
-                if viol.size > _ADD_PER_ROUND:
-                    viol = viol[np.argpartition(-s_m[viol], _ADD_PER_ROUND - 1)[:_ADD_PER_ROUND]]
+            add_c = add_c[~np.isin(add_c, self.cw)]
+            viol = self._violated(v_m)
             if add_c.size == 0 and viol.size == 0:
                 break
-            cw = np.union1d(cw, add_c)
-            work = np.union1d(work, viol)
-        # The relaxed master's optimum: a lower bound even if generation stopped early.
-        lower_m = 0.5 * float(v_m[:d] @ v_m[:d]) + C * n * max(t_m, 0.0)
-        if accurate:
-            lower = max(lower, lower_m)  # every master optimum is a lower bound: keep the best
-        # Cuts and candidate rows without a multiplier leave the working sets (they come back
-        # when violated); pool cuts unused for max_age solves are forgotten.
+            self.cw = np.union1d(self.cw, add_c)
+            self.work = np.union1d(self.work, viol)
+        self._age(lam, beta_work)
+        return v_m, t_m, accurate
+
+    def _violated(self, v_m: np.ndarray) -> np.ndarray:
+        Zm, d = self.Zm, self.d
+        if not Zm.shape[0]:
+            return np.zeros(0, dtype=np.int64)
+        s_m = Zm @ v_m[:d] + v_m[d]
+        scale = abs(v_m[d]) + float(np.linalg.norm(v_m[:d])) * float(self.znorm.max())
+        viol = np.flatnonzero(s_m > 1e-9 * max(scale, 1.0))
+        viol = viol[~np.isin(viol, self.work)]
+        if viol.size > _ADD_PER_ROUND:
+            viol = viol[np.argpartition(-s_m[viol], _ADD_PER_ROUND - 1)[:_ADD_PER_ROUND]]
+        return viol
+
+    def _age(self, lam: np.ndarray, beta_work: np.ndarray) -> None:
+        """Cuts and candidate rows without a multiplier leave the working sets (they come back
+        when violated); pool cuts unused for max_age solves are forgotten by the caller."""
+        state, keep_age = self.state, self.keep_age
         used = lam > 1e-7 * max(float(lam.max(initial=0.0)), 1e-300)
         state.age += 1
-        state.age[cw[used]] = 0
+        state.age[self.cw[used]] = 0
         # Keeping recently used cuts saves re-solves when the active set flickers.
-        cw = np.union1d(np.flatnonzero(state.age <= keep_age), [0, 1])
-        beta_keep, work_keep = beta_work, work
+        self.cw = np.union1d(np.flatnonzero(state.age <= keep_age), [0, 1])
+        self.beta_keep, self.work_keep = beta_work, self.work
+        work = self.work
         if work.size:
-            z_age[work] += 1
-            z_age[work[beta_work > 1e-7 * max(float(beta_work.max()), 1e-300)]] = 0
-            work = work[z_age[work] <= keep_age]
-        history.append((upper, lower))
-        if upper - lower <= tol * max(upper, 1e-300):
-            converged = True
-            break
-        if cutoff is not None and lower >= cutoff:
-            cut_off = True
-            break
+            self.z_age[work] += 1
+            self.z_age[work[beta_work > 1e-7 * max(float(beta_work.max()), 1e-300)]] = 0
+            self.work = work[self.z_age[work] <= keep_age]
 
-        # Exact line search from the best point towards the master's point.
-        w_m, b_m = v_m[:d], float(v_m[d])
-        Xw_m = X @ w_m
-        u_m = 1.0 - y_pm * (Xw_m + b_m)
-        d_w = w_m - w
-        a_max = np.inf
-        if p:
-            rate_z = Zm @ d_w + (b_m - b)
-            up = rate_z > 0
-            if np.any(up):
-                a_max = float(np.min(-np.minimum(zs[up], 0.0) / rate_z[up]))
-        du = u_m - u
-        w_dot_d, d_sq = float(w @ d_w), float(d_w @ d_w)
-        a_hi = _bracket(w_dot_d, d_sq, u, du, C, a_max)
-        # Only kinks inside (0, a_hi) are sorted: few once the margins settle.
-        a = line_search(w_dot_d, d_sq, u, du, C, a_hi)
-        if a > 0.0:
-            w = w + a * d_w
-            b = b + a * (b_m - b)
-            u = u + a * (u_m - u)
-            if p:
-                zs = zs + a * rate_z
-            upper = 0.5 * float(w @ w) + C * float(np.maximum(u, 0.0).sum())
-        # Next cut between the best point and the master's point.
-        u_c = (1.0 - mix) * u + mix * u_m
-        c_new, g_new = _cut_update(state, X, y_pm, u_c > 0)
-        _add_cut(state, c_new, g_new)
-        cw = _prune(state, max_age, cw)
 
-    state.n_iter = it
-    state.n_iter_total += it
-    state.history = history
-    if not (converged or cut_off):
-        raise SolverError(
-            f"the cutting-plane QP solver did not reach the relative gap tol={tol:g} in "
-            f"max_iter={max_iter} iterations (gap {(upper - lower) / max(upper, 1e-300):.2e}); "
-            "raise max_iter or tol, standardise the features, or pass "
-            'method="clarabel" for the interior-point solver.'
-        )
-    # Exact feasibility and objective from (w, b), whatever rounding the updates accumulated.
+def _result(state, pt, run, X, y_pm, Zm, C, it, lower, cutoff) -> QPResult:
+    """Exact feasibility and objective from ``(w, b)``, whatever rounding the updates left."""
+    w, b, upper = pt.w, pt.b, pt.upper
+    p = Zm.shape[0]
     if p:
         top = float((Zm @ w).max()) + b
         if top > 0.0:
             b -= top
     state.w, state.b = w.copy(), float(b)
     beta = np.zeros(p)
-    beta[work_keep] = beta_keep
+    beta[run.work_keep] = run.beta_keep
     gap = (upper - lower) / max(upper, 1e-300)
-    result = QPResult(
+    return QPResult(
         w=w,
         b=float(b),
         objective=hinge_objective(w, float(b), X, y_pm, C),
         beta=beta,
         status=(
             f"Cutoff (cutting plane: {it} iterations, lower bound {lower:.6g} >= {cutoff:.6g})"
-            if cut_off
+            if cutoff is not None
             else f"Solved (cutting plane: {it} iterations, relative gap {gap:.1e})"
         ),
     )
-    return result, state
 
 
 def _bracket(

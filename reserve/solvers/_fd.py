@@ -51,7 +51,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reserve.solvers._base import budget_cut, budget_limit
+from reserve.errors import InvalidInputError
+from reserve.solvers._base import feasible_intercepts
+from reserve.solvers._hinge import species_objectives
+from reserve.solvers.budget import Budget
 
 __all__ = [
     "FDResult",
@@ -190,12 +193,6 @@ def project_direction(
     B : ndarray of int
         Rows of ``A_E`` whose null space ``d_star`` lies in.
 
-    Notes
-    -----
-    An orthonormal basis of the span of the constrained rows is grown by Gram-Schmidt (with
-    one re-orthogonalisation pass), and the inner products of the remaining rows are updated
-    with each new basis vector, so the cost is O(|E| |B| p) ≤ O(|E|^2 p).
-
     Examples
     --------
     >>> import numpy as np
@@ -219,6 +216,19 @@ def project_direction(
     ip = ip[order]
     if cost is not None:
         n_free = int(np.searchsorted(np.cumsum(cost[order]), slack, side="right"))
+    B = _constrain(d, A, ip, n_free, tol)
+    return d, np.asarray([int(order[jp]) for jp in B], dtype=np.int64)
+
+
+def _constrain(d: np.ndarray, A: np.ndarray, ip: np.ndarray, n_free: int, tol: float) -> list:
+    """Walk the sorted rows ``A`` from ``n_free`` on, projecting ``d`` (in place) off each.
+
+    An orthonormal basis of the span of the constrained rows is grown by Gram-Schmidt (with
+    one re-orthogonalisation pass), and the inner products ``ip`` of the remaining rows are
+    updated with each new basis vector, so the cost is O(|E| |B| p) <= O(|E|^2 p). Returns
+    the positions (in ``A``) of the constrained rows.
+    """
+    nE = A.shape[0]
     row_norm = np.linalg.norm(A, axis=1)
     Q: list[np.ndarray] = []
     B: list[int] = []
@@ -233,7 +243,7 @@ def project_direction(
         for q in Q:  # second pass keeps the basis orthogonal to working precision
             a -= (q @ a) * q
         na = float(np.linalg.norm(a))
-        B.append(int(order[jp]))
+        B.append(jp)
         if na <= tol * max(row_norm[jp], 1.0):
             continue  # dependent on rows already in B: d is already orthogonal to it
         q = a / na
@@ -244,7 +254,7 @@ def project_direction(
         if len(Q) == d.shape[0]:
             d[:] = 0.0
             break
-    return d, np.asarray(B, dtype=np.int64)
+    return B
 
 
 def _hinge_obj(w: np.ndarray, margins: np.ndarray, C: float) -> float:
@@ -350,6 +360,261 @@ def _ratio_test(s: np.ndarray, rate: np.ndarray, btol: float) -> tuple[float, in
     return float(ratios[pos]), int(below[pos])
 
 
+class _OneScorer:
+    """One scorer ``(w, b)``: the FD iterate with costs and a working set of candidates.
+
+    The arithmetic of every step (vector products, Cauchy-Schwarz working set, cost slack) is
+    the single-species method's; :func:`_run` drives it.
+    """
+
+    def __init__(self, X_lab, y_pm, X_cand, k, C, w0, b0, bud, working_set):
+        self.X_lab, self.y_pm, self.X_cand, self.C, self.bud = X_lab, y_pm, X_cand, C, bud
+        self.dim = X_lab.shape[1]
+        self.w = np.array(w0, dtype=np.float64, copy=True)
+        self.b = float(b0)
+        ws_size = working_set if working_set is not None else max(8 * k, 2048)
+        self.cand = _CandidateScores(X_cand, ws_size, bud.cost)
+        self.cand.refresh(self.w, self.b)
+        self.margins = 1.0 - y_pm * (X_lab @ self.w + self.b)  # hinge arguments u_i
+
+    def objective(self) -> float:
+        return _hinge_obj(self.w, self.margins, self.C)
+
+    def begin(self, boundary_rtol: float) -> None:
+        """Boundary tolerance, what the positives leave of the budget, the boundary rows."""
+        cand = self.cand
+        r = float(np.linalg.norm(self.w)) * cand.r_max
+        self.btol = boundary_rtol * max(abs(self.b) + r, 1e-300)
+        # What the positives leave of the budget (k - |L| + a hair with unit costs).
+        self.slack = self.bud.limit - float(cand.c[cand.s > self.btol].sum())
+        self.E_pos = np.flatnonzero(np.abs(cand.s) <= self.btol)
+        self.A_E = np.hstack([cand.Z[self.E_pos], np.ones((self.E_pos.size, 1))])
+
+    def direction(self, kink_active: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The negative subgradient and its projection (Algorithm 1)."""
+        act = self.margins > (-1e-12 if kink_active else 1e-12)
+        ya = np.where(act, self.y_pm, 0.0)  # a masked product: X_lab[act] would copy rows
+        C = self.C
+        g_aug = -np.r_[self.w - C * (ya @ self.X_lab), -C * float(ya.sum())]
+        cost_E = self.cand.c[self.E_pos]
+        d_aug, _ = project_direction(g_aug, self.A_E, cost=cost_E, slack=self.slack)
+        return g_aug, d_aug
+
+    def trial(self, d_aug: np.ndarray):
+        """Maximal feasible step along ``d_aug``; ``(alpha, blocker, trial data)``."""
+        d_w, d_b = d_aug[: self.dim], float(d_aug[self.dim])
+        alpha, rate, blocker = self.cand.max_step(self.w, self.b, d_w, d_b, self.btol)
+        v_rate = -self.y_pm * (self.X_lab @ d_w + d_b)
+        return alpha, blocker, (d_w, d_b, rate, v_rate)
+
+    def line_search(self, tr, a_max: float) -> float:
+        d_w, _, _, v_rate = tr
+        w_dot_d, d_sq = float(self.w @ d_w), float(d_w @ d_w)
+        return line_search(w_dot_d, d_sq, self.margins, v_rate, self.C, a_max)
+
+    def objective_at(self, a: float, tr) -> float:
+        d_w, _, _, v_rate = tr
+        return _hinge_obj(self.w + a * d_w, self.margins + a * v_rate, self.C)
+
+    def breaks_budget(self, a: float, tr) -> bool:
+        cand = self.cand
+        return float(cand.c[(cand.s + a * tr[2]) > self.btol].sum()) > self.bud.limit
+
+    def move(self, a: float, tr, pin: int) -> None:
+        d_w, d_b, rate, v_rate = tr
+        self.w += a * d_w
+        self.b += a * d_b
+        self.margins += a * v_rate
+        self.cand.s += a * rate
+        if pin >= 0:  # the blocker landed on the boundary: pin it there exactly
+            self.cand.pin(pin, self.w, self.b)
+
+    def finish(self) -> tuple[np.ndarray, float, float]:
+        """Safety net, then the exact objective (incremental updates accumulate rounding)."""
+        w, b, cand = self.w, self.b, self.cand
+        # At a degenerate point (w near 0, every candidate on the boundary) rounding can leave
+        # more than k candidates a hair above zero; lower b under the score of the first
+        # candidate (by decreasing score) whose cost no longer fits: the (k+1)-th with unit
+        # costs.
+        s_cut = self.bud.cut(self.X_cand @ w + b)
+        if s_cut > 0.0:
+            b -= s_cut + 1e-15 * (abs(b) + float(np.linalg.norm(w)) * cand.r_max)
+        f = _hinge_obj(w, 1.0 - self.y_pm * (self.X_lab @ w + b), self.C)
+        return w, b, f
+
+
+def _objective_stacked(W: np.ndarray, U: np.ndarray, C: float) -> float:
+    """Total objective of the scorers ``W`` (S, d) from the hinge arguments ``U`` (n, S)."""
+    return float(0.5 * np.einsum("sd,sd->", W, W) + C * np.maximum(U, 0.0).sum())
+
+
+def _boundary_rows(X_cand: np.ndarray, Ej: np.ndarray, Es: np.ndarray, S: int) -> np.ndarray:
+    """Pairs ``(j, s)`` as rows of the stacked space: ``(z_j, 1)`` in block ``s``, 0 elsewhere."""
+    d = X_cand.shape[1]
+    A = np.zeros((Ej.size, S * (d + 1)))
+    cols = Es[:, None] * (d + 1) + np.arange(d + 1)
+    A[np.arange(Ej.size)[:, None], cols] = np.hstack([X_cand[Ej], np.ones((Ej.size, 1))])
+    return A
+
+
+class _StackedScorers:
+    """``S`` scorers ``W`` (S, d), ``b`` (S,) sharing ``k`` cells: the FD iterate.
+
+    A cell is positive when any scorer scores it positive. Every candidate score is kept
+    (no working set) and the budget is ``k`` cells.
+
+    With ``S`` scorers the variable is stacked, ``v = (w_1, b_1, ..., w_S, b_S)``, and the
+    single-scorer rules carry over:
+
+    * the objective is separable, so the subgradient is block-wise (block ``s`` is the
+      single-scorer subgradient of its own hinge terms);
+    * ``L`` is the set of cells positive through some scorer (score ``> btol_s``, with
+      ``btol_s = boundary_rtol * (|b_s| + ||w_s|| max_j ||z_j||)``, scorer by scorer because
+      each has its own scale); a pair ``(j, s)`` is on the boundary when
+      ``|w_s . z_j + b_s| <= btol_s`` and ``j`` is not in ``L`` (raising another scorer's
+      score of a cell already positive costs nothing);
+    * Algorithm 1 runs on the boundary pairs as rows of the stacked space with the first
+      ``max(k - |L|, 0)`` pairs free: each freed pair makes at most one more cell positive;
+    * the maximal step is the first crossing of a below-boundary pair of a cell not in ``L``;
+      the exact line search sees the per-scorer hinge terms concatenated;
+    * the kink retry, the anti-jamming rule and the safety net are the same code
+      (:func:`_step`, :func:`_run`).
+    """
+
+    def __init__(self, X_lab, Y_pm, X_cand, k, C, W0, b0):
+        self.X_lab, self.Y_pm, self.X_cand, self.k, self.C = X_lab, Y_pm, X_cand, k, C
+        self.S, self.dim = W0.shape
+        self.W = np.array(W0, dtype=np.float64, copy=True)
+        self.b = np.array(b0, dtype=np.float64, copy=True)
+        self.r_max = float(np.sqrt(np.max(augmented_norms(X_cand) ** 2 - 1.0)))
+        self.U = 1.0 - Y_pm * (X_lab @ self.W.T + self.b)  # hinge arguments, (n, S)
+        self.Sc = X_cand @ self.W.T + self.b  # candidate scores, (m, S)
+
+    def objective(self) -> float:
+        return _objective_stacked(self.W, self.U, self.C)
+
+    def begin(self, boundary_rtol: float) -> None:
+        W, b, Sc = self.W, self.b, self.Sc
+        self.btol = boundary_rtol * np.maximum(
+            np.abs(b) + np.linalg.norm(W, axis=1) * self.r_max, 1e-300
+        )
+        self.in_L = (Sc > self.btol).any(axis=1)
+        self.n_free = max(self.k - int(self.in_L.sum()), 0)
+        Ej, Es = np.nonzero((np.abs(Sc) <= self.btol) & ~self.in_L[:, None])
+        self.A_E = _boundary_rows(self.X_cand, Ej, Es, self.S)
+
+    def direction(self, kink_active: bool) -> tuple[np.ndarray, np.ndarray]:
+        act = self.U > (-1e-12 if kink_active else 1e-12)
+        YA = np.where(act, self.Y_pm, 0.0)
+        C = self.C
+        G = np.hstack([self.W - C * (YA.T @ self.X_lab), -C * YA.sum(axis=0)[:, None]])
+        g = -G.ravel()  # block s = (-grad w_s, -grad b_s)
+        dv, _ = project_direction(g, self.A_E, self.n_free)
+        return g, dv
+
+    def trial(self, dv: np.ndarray):
+        D = dv.reshape(self.S, self.dim + 1)
+        Dw, Db = D[:, : self.dim], D[:, self.dim]
+        rate = self.X_cand @ Dw.T + Db
+        Sc = self.Sc
+        below = (Sc < -self.btol) & (rate > 0) & ~self.in_L[:, None]
+        if below.any():
+            ratios = np.full(Sc.shape, np.inf)
+            ratios[below] = -Sc[below] / rate[below]
+            blocker = int(np.argmin(ratios))  # flat index j * S + s; ties to the lower j
+            alpha = float(ratios.flat[blocker])
+        else:
+            blocker, alpha = -1, np.inf
+        V = -self.Y_pm * (self.X_lab @ Dw.T + Db)
+        return alpha, blocker, (Dw, Db, rate, V)
+
+    def line_search(self, tr, a_max: float) -> float:
+        Dw, _, _, V = tr
+        wd, dd = float(np.einsum("sd,sd->", self.W, Dw)), float(np.einsum("sd,sd->", Dw, Dw))
+        return line_search(wd, dd, self.U.ravel(), V.ravel(), self.C, a_max)
+
+    def objective_at(self, a: float, tr) -> float:
+        Dw, _, _, V = tr
+        return _objective_stacked(self.W + a * Dw, self.U + a * V, self.C)
+
+    def breaks_budget(self, a: float, tr) -> bool:
+        return int(((self.Sc + a * tr[2]) > self.btol).any(axis=1).sum()) > self.k
+
+    def move(self, a: float, tr, pin: int) -> None:
+        Dw, Db, rate, V = tr
+        self.W += a * Dw
+        self.b += a * Db
+        self.U += a * V
+        self.Sc += a * rate
+        if pin >= 0:  # the blocker landed on the boundary: pin it there exactly
+            self.Sc.flat[pin] = 0.0
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray, float]:
+        # Rounding at a degenerate point can leave a score a hair above zero: restore
+        # feasibility.
+        W = self.W
+        b = feasible_intercepts(self.X_cand @ W.T, self.b, self.k)
+        return W, b, float(species_objectives(W, b, self.X_lab, self.Y_pm, self.C).sum())
+
+
+def _step(it, f: float, last_blocker: int, step_shrink: float, tol: float):
+    """One FD iteration's search: ``(step or None, stop reason)``.
+
+    Subgradient: the paper's, ``-C sum_{xi_i > 0} y_i x_i``. A labelled row sitting exactly on
+    the hinge kink (the line search often stops there) makes that element an ascent direction
+    for the row; when the paper's choice yields no progress we retry once with kink rows
+    counted as active, the other extreme of the subdifferential, before stopping.
+    """
+    stop = "max_iter"
+    for kink_active in (False, True):
+        g, d = it.direction(kink_active)
+        # Relative test: when the boundary rows span the space the exact projection is
+        # zero and what is left is rounding noise, along which boundary points may rise.
+        if float(np.linalg.norm(d)) <= 1e-10 * float(np.linalg.norm(g)):
+            stop = "zero_direction"
+            continue
+        alpha, blocker, tr = it.trial(d)
+        # Anti-jamming: a candidate that blocked the previous step too is allowed to reach
+        # the boundary (search the full [0, alpha]) so that it joins E.
+        shrink = 1.0 if (blocker >= 0 and blocker == last_blocker) else step_shrink
+        a = it.line_search(tr, shrink * alpha)
+        if not np.isfinite(a):
+            return None, "unbounded"
+        f_new = it.objective_at(a, tr)
+        # Safety net: never accept a step whose positives break the budget.
+        if it.breaks_budget(a, tr):
+            stop = "infeasible_step"
+            continue
+        if a > 0.0 and f - f_new > tol * max(1.0, abs(f)):
+            return (a, tr, f_new, alpha, blocker), stop
+        stop = "no_progress"
+    return None, stop
+
+
+def _run(it, max_iter: int, step_shrink: float, boundary_rtol: float, tol: float):
+    """The feasible-direction loop over an iterate (one scorer or ``S`` stacked ones).
+
+    Returns the objective history and the stop reason; the iterate is moved in place.
+    """
+    f = it.objective()
+    history = [f]
+    stop = "max_iter"
+    last_blocker = -1
+    for _ in range(max_iter):
+        it.begin(boundary_rtol)
+        step, stop = _step(it, f, last_blocker, step_shrink, tol)
+        if step is None:
+            break
+        a, tr, f_new, alpha, blocker = step
+        it.move(a, tr, blocker if a >= alpha else -1)
+        last_blocker = blocker if a >= step_shrink * alpha else -1
+        f = f_new
+        history.append(f)
+    else:
+        stop = "max_iter"
+    return history, stop
+
+
 def feasible_direction(
     X_lab: np.ndarray,
     y_pm: np.ndarray,
@@ -357,7 +622,7 @@ def feasible_direction(
     k: int,
     C: float,
     w0: np.ndarray,
-    b0: float,
+    b0: float | np.ndarray,
     *,
     max_iter: int = 500,
     step_shrink: float = 0.5,
@@ -365,21 +630,22 @@ def feasible_direction(
     tol: float = 1e-9,
     working_set: int | None = None,
     cost: np.ndarray | None = None,
-    budget: float | None = None,
+    budget: float | Budget | None = None,
 ) -> FDResult:
-    """Run the paper's feasible-direction method from a feasible ``(w0, b0)``.
+    """Run the paper's feasible-direction method from a feasible start, for one or ``S`` scorers.
 
     Parameters
     ----------
     X_lab : ndarray of shape (n, d)
-    y_pm : ndarray of shape (n,)
-        Labels in {-1, +1}.
+    y_pm : ndarray of shape (n,) or (n, S)
+        Labels in {-1, +1}; one column per scorer when ``w0`` is 2-D.
     X_cand : ndarray of shape (m, d)
     k : int
         The cell budget; with ``cost`` only a size hint for the working set (pass about the
         number of candidates the budget buys).
     C : float
-    w0, b0 : start; the positive candidates must fit the budget.
+    w0, b0 : start, ``(d,)`` and a float, or scorers ``(S, d)`` and ``(S,)``; the positive
+        candidates (cells with a positive score for some scorer) must fit the budget.
     max_iter : int
     step_shrink : float
         Line search on ``[0, step_shrink * alpha]``.
@@ -389,96 +655,36 @@ def feasible_direction(
         Relative decrease below which a step counts as no progress.
     working_set : int or None
         Candidates multiplied per iteration (the rest vouched for by Cauchy-Schwarz);
-        ``None`` chooses ``max(8 k, 2048)``.
+        ``None`` chooses ``max(8 k, 2048)``. One scorer only.
     cost : ndarray of shape (m,) or None
-        Positive candidate costs (a money budget); ``None`` means unit costs.
-    budget : float or None
-        The money budget ``B`` (required with ``cost``); ``None`` means ``k``.
+        Positive candidate costs (a money budget); ``None`` means unit costs. One scorer only.
+    budget : float, Budget or None
+        The money budget ``B`` (required with ``cost``), or a :class:`reserve.solvers.Budget`
+        (then ``cost`` is not used); ``None`` means ``k`` cells.
 
     Returns
     -------
     FDResult
+        ``w``, ``b`` shaped like the start; ``history`` is non-increasing.
 
     Notes
     -----
-    Subgradient: the paper's, ``-C sum_{xi_i > 0} y_i x_i``. A labelled row sitting exactly on
-    the hinge kink (the line search often stops there) makes that element an ascent direction
-    for the row; when the paper's choice yields no progress we retry once with kink rows
-    counted as active, the other extreme of the subdifferential, before stopping.
+    A 2-D start takes the stacked arithmetic (``MultiTTK``, even with one species; see
+    :class:`_StackedScorers` for how the rules carry over); a 1-D start the single-scorer one
+    (``TTK``). The two agree to rounding; the loop is one (:func:`_run`, :func:`_step`).
     """
-    dim = X_lab.shape[1]
-    if cost is None:
-        cost, budget = np.ones(X_cand.shape[0]), float(k)
-    limit = budget_limit(budget)
-    w = np.array(w0, dtype=np.float64, copy=True)
-    b = float(b0)
-    ws_size = working_set if working_set is not None else max(8 * k, 2048)
-    cand = _CandidateScores(X_cand, ws_size, np.asarray(cost, dtype=np.float64))
-    cand.refresh(w, b)
-    margins = 1.0 - y_pm * (X_lab @ w + b)  # hinge arguments u_i
-    f = _hinge_obj(w, margins, C)
-    history = [f]
-    stop = "max_iter"
-    last_blocker = -1
-    for _ in range(max_iter):
-        btol = boundary_rtol * max(abs(b) + float(np.linalg.norm(w)) * cand.r_max, 1e-300)
-        # What the positives leave of the budget (k - |L| + a hair with unit costs).
-        slack = limit - float(cand.c[cand.s > btol].sum())
-        E_pos = np.flatnonzero(np.abs(cand.s) <= btol)
-        A_E = np.hstack([cand.Z[E_pos], np.ones((E_pos.size, 1))])
-        step = None
-        for kink_active in (False, True):
-            act = margins > (-1e-12 if kink_active else 1e-12)
-            ya = np.where(act, y_pm, 0.0)  # a masked product: X_lab[act] would copy rows
-            g_aug = -np.r_[w - C * (ya @ X_lab), -C * float(ya.sum())]
-            d_aug, _ = project_direction(g_aug, A_E, cost=cand.c[E_pos], slack=slack)
-            d_w, d_b = d_aug[:dim], float(d_aug[dim])
-            # Relative test: when the boundary rows span the space the exact projection is
-            # zero and what is left is rounding noise, along which boundary points may rise.
-            if float(np.linalg.norm(d_aug)) <= 1e-10 * float(np.linalg.norm(g_aug)):
-                stop = "zero_direction"
-                continue
-            alpha, rate, blocker = cand.max_step(w, b, d_w, d_b, btol)
-            v_rate = -y_pm * (X_lab @ d_w + d_b)
-            # Anti-jamming: a candidate that blocked the previous step too is allowed to reach
-            # the boundary (search the full [0, alpha]) so that it joins E.
-            shrink = 1.0 if (blocker >= 0 and blocker == last_blocker) else step_shrink
-            a = line_search(float(w @ d_w), float(d_w @ d_w), margins, v_rate, C, shrink * alpha)
-            if not np.isfinite(a):
-                stop = "unbounded"
-                break
-            f_new = _hinge_obj(w + a * d_w, margins + a * v_rate, C)
-            # Safety net: never accept a step whose positives break the budget.
-            if float(cand.c[(cand.s + a * rate) > btol].sum()) > limit:
-                stop = "infeasible_step"
-                continue
-            if a > 0.0 and f - f_new > tol * max(1.0, abs(f)):
-                step = (a, d_w, d_b, rate, v_rate, f_new, alpha, blocker)
-                break
-            stop = "no_progress"
-        if step is None:
-            break
-        a, d_w, d_b, rate, v_rate, f_new, alpha, blocker = step
-        w += a * d_w
-        b += a * d_b
-        margins += a * v_rate
-        cand.s += a * rate
-        if a >= alpha:  # the blocker landed on the boundary: pin it there exactly
-            cand.pin(blocker, w, b)
-        last_blocker = blocker if a >= step_shrink * alpha else -1
-        f = f_new
-        history.append(f)
+    if np.ndim(w0) == 2:
+        if cost is not None or working_set is not None or isinstance(budget, Budget):
+            raise InvalidInputError(
+                "several scorers (a 2-D w0) take the cell budget k only; received cost=, "
+                "working_set= or a Budget. Drop them, or fit one scorer (a 1-D w0)."
+            )
+        it = _StackedScorers(X_lab, y_pm, X_cand, k, C, w0, b0)
     else:
-        stop = "max_iter"
-
-    # Safety net: at a degenerate point (w near 0, every candidate on the boundary) rounding
-    # can leave more than k candidates a hair above zero; lower b under the score of the first
-    # candidate (by decreasing score) whose cost no longer fits: the (k+1)-th with unit costs.
-    s_cut = budget_cut(X_cand @ w + b, cand.cost, budget)
-    if s_cut > 0.0:
-        b -= s_cut + 1e-15 * (abs(b) + float(np.linalg.norm(w)) * cand.r_max)
-    # Leave the caller with exact margins/objective (incremental updates accumulate rounding).
-    f = _hinge_obj(w, 1.0 - y_pm * (X_lab @ w + b), C)
+        bud = Budget.resolve(k, X_cand.shape[0], cost, budget)
+        it = _OneScorer(X_lab, y_pm, X_cand, k, C, w0, b0, bud, working_set)
+    history, stop = _run(it, max_iter, step_shrink, boundary_rtol, tol)
+    w, b, f = it.finish()
     return FDResult(
         w=w,
         b=b,
@@ -486,5 +692,5 @@ def feasible_direction(
         n_iter=len(history) - 1,
         history=history,
         stop_reason=stop,
-        n_refresh=cand.n_refresh,
+        n_refresh=it.cand.n_refresh if isinstance(it, _OneScorer) else 0,
     )

@@ -50,18 +50,28 @@ import numpy as np
 import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError, MissingDependencyError, SolverError
-from reserve.solvers._base import budget_cut, budget_limit, budget_select, greedy_fit
+from reserve.solvers._base import greedy_fit
+from reserve.solvers._conic import clarabel_settings
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import check_budget, check_cost_budget, check_positive_real
+from reserve.solvers.budget import Budget
 
-__all__ = ["FORMULATIONS", "SOLVERS", "MIPResult", "solve_ttk_mip"]
+__all__ = [
+    "FORMULATIONS",
+    "SCIP_STATUS",
+    "SOLVERS",
+    "MIPResult",
+    "certify_gap",
+    "import_scip",
+    "solve_ttk_mip",
+]
 
 #: Values accepted by ``solver``.
 SOLVERS: tuple[str, ...] = ("auto", "scip", "gurobi", "bnb")
 #: Values accepted by ``formulation`` (``"tight"`` measured fastest; see benchmarks/results).
 FORMULATIONS: tuple[str, ...] = ("tight", "simple", "indicator")
 
-_SCIP_STATUS = {
+SCIP_STATUS = {
     "optimal": "optimal",
     "gaplimit": "gap_limit",
     "timelimit": "time_limit",
@@ -130,73 +140,17 @@ class MIPResult:
 # --------------------------------------------------------------------------------------------
 
 
-class _Budget:
-    """The budget row: candidate costs, the budget, and its cardinality form when costs agree.
-
-    Attributes
-    ----------
-    cost : ndarray of shape (m,)
-    budget, limit : float
-        ``B`` and the largest total that fits, ``B (1 + 1e-12)``.
-    card : int or None
-        With equal costs, how many candidates fit (``k`` for the cell budget); the model then
-        uses the cardinality row. ``None``: the knapsack row.
-    """
-
-    def __init__(self, cost: np.ndarray, budget: float) -> None:
-        self.cost = cost
-        self.budget = float(budget)
-        self.limit = budget_limit(budget)
-        self.card = None
-        if cost.size and np.all(cost == cost[0]):
-            self.card = int(np.searchsorted(np.cumsum(cost), self.limit, side="right"))
-
-    def room(self, fixed_in: np.ndarray) -> float:
-        """What the candidates fixed in leave of the budget."""
-        return self.limit - float(self.cost[fixed_in].sum())
-
-    def fits_with(self, fixed_in: np.ndarray, j: int) -> bool:
-        """Whether candidate ``j`` fits next to those fixed in (count < k, unit costs)."""
-        return float(self.cost[j]) <= self.room(fixed_in)
-
-    def row(self, fixed_in: np.ndarray, free: np.ndarray):
-        """``(k_rem, None)`` for the cardinality row, ``(None, (c_free, room))`` for knapsack."""
-        if self.card is not None:
-            return self.card - int(fixed_in.sum()), None
-        return None, (self.cost[free], self.room(fixed_in))
-
-    def none_fits(self, fixed_in: np.ndarray, free: np.ndarray) -> bool:
-        """No free candidate fits any more (``k_rem == 0``): the rest of the problem is convex."""
-        return not bool(np.any(self.cost[free] <= self.room(fixed_in)))
-
-
-def _make_feasible(w: np.ndarray, b: float, Xc: np.ndarray, bud: _Budget) -> float:
-    """Lower ``b`` just enough that the strictly positive candidates fit the budget."""
-    s = Xc @ w + b
-    # The first candidate (by decreasing score) whose cost breaks the budget must score <= 0:
-    # with unit costs, the (k+1)-th largest score.
-    cut = budget_cut(s, bud.cost, bud.budget)
-    if cut > 0:
-        b = b - cut
-    # Rounding in Xc @ w + b can leave a score at +1e-16; step down until the positives fit.
-    step = 1e-12 * (1.0 + abs(b))
-    while budget_cut(Xc @ w + b, bud.cost, bud.budget) > 0:
-        b -= step
-        step *= 2.0
-    return float(b)
-
-
 def _polish(Xl, y_pm, Xc, bud, C, w, b):
     """Best of ``(w, b)`` made feasible and the fixed-set QP on its selected set."""
-    b = _make_feasible(w, b, Xc, bud)
+    b = bud.make_feasible(w, b, Xc)
     best = (hinge_objective(w, b, Xl, y_pm, C), w, b)
     out = np.ones(Xc.shape[0], dtype=bool)
-    out[budget_select(Xc @ w + b, bud.cost, bud.budget)] = False
+    out[bud.select(Xc @ w + b)] = False
     try:
         r = solve_fixed_set(Xl, y_pm, C, Xc[out])
     except SolverError:
         return best
-    b2 = _make_feasible(r.w, r.b, Xc, bud)
+    b2 = bud.make_feasible(r.w, r.b, Xc)
     obj2 = hinge_objective(r.w, b2, Xl, y_pm, C)
     if obj2 < best[0]:
         best = (obj2, r.w, b2)
@@ -206,21 +160,6 @@ def _polish(Xl, y_pm, Xc, bud, C, w, b):
 # --------------------------------------------------------------------------------------------
 # Bounds on candidate scores over {objective <= UB}
 # --------------------------------------------------------------------------------------------
-
-
-def clarabel_settings() -> clarabel.DefaultSettings:
-    """Clarabel settings for the bound problems: quiet, tolerances 1e-8, data updates allowed.
-
-    Bounds computed from these solves are padded by 1e-7 relative (ten times the tolerance).
-    """
-    st = clarabel.DefaultSettings()
-    st.verbose = False
-    st.presolve_enable = False  # required for data updates
-    st.tol_gap_abs = 1e-8
-    st.tol_gap_rel = 1e-8
-    st.tol_feas = 1e-8
-    st.max_iter = 100
-    return st
 
 
 class _Relaxation:
@@ -420,7 +359,7 @@ def _simple_upper(Xl, y_pm, Xc, C, ub):
 # --------------------------------------------------------------------------------------------
 
 
-def _import_scip():
+def import_scip():
     try:
         import pyscipopt
     except ImportError:
@@ -451,9 +390,29 @@ def _start_eta(bud, fixed_in, free, s0, k_rem):
     return sel[free]
 
 
+def _scip_warm_start(mdl, variables, Xl, y_pm, start, sel) -> bool:
+    """Offer ``start = (w0, b0)`` (``eta`` from ``sel``) to SCIP; whether it was accepted."""
+    w, b, xi, t, eta = variables
+    w0, b0 = start
+    n, d = Xl.shape
+    sol = mdl.createSol()
+    for j in range(d):
+        mdl.setSolVal(sol, w[j], float(w0[j]))
+        mdl.setSolVal(sol, t[j], float(w0[j] ** 2) * (1.0 + 1e-12))
+    mdl.setSolVal(sol, b, float(b0))
+    xi0 = np.maximum(0.0, 1.0 - y_pm * (Xl @ w0 + b0))
+    for i in range(n):
+        mdl.setSolVal(sol, xi[i], float(xi0[i]))
+    if sel is not None:
+        # eta = 1 for the positive free candidates first, then the best of the rest.
+        for pos in range(sel.size):
+            mdl.setSolVal(sol, eta[pos], 1.0 if sel[pos] else 0.0)
+    return bool(mdl.addSol(sol, free=True))
+
+
 def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
     """Build and solve the MIQP in SCIP; return the raw outcome."""
-    pyscipopt = _import_scip()
+    pyscipopt = import_scip()
     n, d = Xl.shape
     free = np.flatnonzero(~fixed_out & ~fixed_in)
     k_rem, knapsack = bud.row(fixed_in, free)
@@ -497,22 +456,10 @@ def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation
 
     accepted = False
     if start is not None:
-        w0, b0 = start
-        s0 = Xc @ w0 + b0
-        sol = mdl.createSol()
-        for j in range(d):
-            mdl.setSolVal(sol, w[j], float(w0[j]))
-            mdl.setSolVal(sol, t[j], float(w0[j] ** 2) * (1.0 + 1e-12))
-        mdl.setSolVal(sol, b, float(b0))
-        xi0 = np.maximum(0.0, 1.0 - y_pm * (Xl @ w0 + b0))
-        for i in range(n):
-            mdl.setSolVal(sol, xi[i], float(xi0[i]))
-        if free.size:
-            # eta = 1 for the positive free candidates first, then the best of the rest.
-            sel = _start_eta(bud, fixed_in, free, s0, k_rem)
-            for pos in range(free.size):
-                mdl.setSolVal(sol, eta[pos], 1.0 if sel[pos] else 0.0)
-        accepted = bool(mdl.addSol(sol, free=True))
+        sel = (
+            _start_eta(bud, fixed_in, free, Xc @ start[0] + start[1], k_rem) if free.size else None
+        )
+        accepted = _scip_warm_start(mdl, (w, b, xi, t, eta), Xl, y_pm, start, sel)
 
     mdl.optimize()
     status = str(mdl.getStatus())
@@ -531,7 +478,7 @@ def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation
         "w": wv,
         "b": bv,
         "bound": float(mdl.getDualbound()),
-        "status": _SCIP_STATUS.get(status, status),
+        "status": SCIP_STATUS.get(status, status),
         "n_nodes": int(mdl.getNNodes()),
         "warm_start_accepted": accepted,
         "solver": "scip",
@@ -600,6 +547,61 @@ def _solve_gurobi(gp, Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formu
     return res
 
 
+def certify_gap(
+    objective: float, best_lb: float, status: str, mip_gap: float, advice: str
+) -> tuple[float, float, str]:
+    """The bound, gap and status a MIP can show for a feasible point's recomputed objective.
+
+    The solver's own figures use its tolerances (SCIP: 1e-6 feasibility); what is reported
+    is what the recomputed objective and the best proven lower bound show.
+
+    Parameters
+    ----------
+    objective : float
+        Recomputed from the returned point (made exactly feasible).
+    best_lb : float
+        The best valid lower bound (solver's dual bound, relaxation bounds).
+    status : str
+        The solver's status, mapped (``"optimal"``, ``"gap_limit"``, ``"time_limit"``, ...).
+    mip_gap : float
+        The target relative gap.
+    advice : str
+        What the error message tells the user when the bound exceeds the objective.
+
+    Returns
+    -------
+    bound, gap : float
+    status : str
+        ``"optimal"`` or ``"gap_limit"`` only when the recomputed gap shows it.
+
+    Raises
+    ------
+    SolverError
+        The lower bound exceeds the objective of a feasible point: a bound is wrong.
+
+    Examples
+    --------
+    >>> certify_gap(10.0, 9.0, "time_limit", 0.2, "")
+    (9.0, 0.1, 'gap_limit')
+    """
+    if best_lb > objective * (1.0 + 1e-6) + 1e-9:
+        raise SolverError(
+            f"the MIP's lower bound ({best_lb:.10g}) exceeds the objective of a feasible point "
+            f"({objective:.10g}); a bound is wrong. {advice}"
+        )
+    bound = min(best_lb, objective)
+    if not math.isfinite(bound):
+        bound = 0.0  # the objective is a sum of non-negative terms
+    gap = (objective - bound) / objective if objective > 0 else 0.0
+    if gap <= mip_gap and status not in ("optimal", "gap_limit"):
+        status = "gap_limit"  # proved by a relaxation's bound
+    elif gap > mip_gap and status in ("optimal", "gap_limit"):
+        # SCIP's own tolerances (1e-6 feasibility) can leave a recomputed gap a hair above
+        # the target; report what we can show rather than what the solver said.
+        status = "optimal" if gap <= 1e-6 and status == "optimal" else "not_proved"
+    return bound, gap, status
+
+
 # --------------------------------------------------------------------------------------------
 # Public entry point
 # --------------------------------------------------------------------------------------------
@@ -632,21 +634,28 @@ def _check_inputs(
             "Impute or drop those rows before solving."
         )
     m = Xc.shape[0]
-    if cost is None:
+    if isinstance(budget, Budget):
+        if cost is not None or budget.cost.shape != (m,):
+            raise InvalidInputError(
+                f"budget=Budget(...) must have one cost per candidate ({m}) and comes without "
+                f"cost=; received {budget!r} and cost={'None' if cost is None else '...'}. "
+                "Pass either budget=Budget(...) alone or cost= and a money budget."
+            )
+        bud = budget
+    elif cost is None:
         if budget is not None:
             raise InvalidInputError(
                 f"budget={budget!r} needs cost=: a money budget is spent on per-candidate "
                 "costs. Pass cost=..., or leave budget=None and use k."
             )
-        # The cell budget is the money budget with unit costs.
-        bud = _Budget(np.ones(m), float(check_budget(k, m)))
+        bud = Budget.cells(check_budget(k, m), m)
     else:
         if budget is None:
             raise InvalidInputError(
                 "cost= needs a money budget; received budget=None. Pass budget=... (the most "
                 "the selected candidates may cost in total)."
             )
-        bud = _Budget(*check_cost_budget(cost, budget, np.arange(m), m))
+        bud = Budget(*check_cost_budget(cost, budget, np.arange(m), m))
     C = check_positive_real(C, "C")
     time_limit = check_positive_real(time_limit, "time_limit")
     mip_gap = check_positive_real(mip_gap, "mip_gap", allow_zero=True)
@@ -682,50 +691,39 @@ def solve_ttk_mip(
     solver: str = "auto",
     formulation: str = "tight",
     cost: np.ndarray | None = None,
-    budget: float | None = None,
+    budget: float | Budget | None = None,
 ) -> MIPResult:
     """Solve TTK exactly (or to a proven gap) as a mixed-integer quadratic program.
 
     Parameters
     ----------
-    X_lab : ndarray of shape (n, d)
-        Labelled rows, in the feature space the caller wants ``(w, b)`` in. Centring is done
-        internally and undone exactly; scaling is not (it would change the problem).
-    y_pm : ndarray of shape (n,)
-        Labels in {-1, +1}; both must occur.
-    X_cand : ndarray of shape (m, d)
-        Candidate rows.
-    k : int or None
-        Budget, ``0 < k < m``. Not used with ``cost``.
-    C : float
-        Hinge weight, ``> 0``.
+    X_lab, y_pm, X_cand : ndarray of shape (n, d), (n,), (m, d)
+        Labelled rows, their labels in {-1, +1} (both occur), candidate rows; ``(w, b)`` come
+        back in this feature space (centred internally and exactly undone; never scaled).
+    k, C : int or None, float
+        The cell budget ``0 < k < m`` (not used with ``cost``); the hinge weight ``> 0``.
     warm_start : tuple (w, b) or None
         A point from the feasible-direction solver. If the positive candidates break the
         budget, ``b`` is lowered until they fit. Its objective (or that of its
         fixed-set polish, if lower) is the upper bound behind the big-M values, and the
         returned objective is never above it. Without it a shifted, polished SVM is used.
-    time_limit : float
-        Wall-time budget in seconds for the whole call (bound tightening included), ``> 0``.
-        On expiry the best point found is returned with ``status == "time_limit"``.
-    mip_gap : float
-        Stop once ``(objective - bound) / objective <= mip_gap`` is proved.
+    time_limit, mip_gap : float
+        Seconds for the whole call (tightening included; on expiry the best point comes back
+        with ``status == "time_limit"``); stop once ``(objective - bound) / objective <=
+        mip_gap`` is proved.
     threads : int
-        Threads for Gurobi. SCIP's standard solve is sequential and ignores it.
+        Threads for Gurobi (SCIP's standard solve is sequential).
     solver : {"auto", "scip", "gurobi", "bnb"}
-        ``"auto"`` runs Gurobi if ``gurobipy`` is installed and its licence accepts the model
-        size (the pip licence stops at 200 variables with a quadratic objective), else SCIP.
-        ``"bnb"``: the package's own branch and bound over the candidates with convex-QP
-        nodes (:mod:`reserve.solvers._bnb`); needs no MIP solver, and proves the
-        high-dimensional benchmarks (sonar) that SCIP leaves with wide gaps.
+        ``"auto"``: Gurobi if installed with a licence that fits the model (the pip licence
+        stops at 200 variables), else SCIP. ``"bnb"``: the package's own branch and bound with
+        convex-QP nodes (:mod:`reserve.solvers._bnb`; proves sonar, which SCIP leaves open).
     formulation : {"tight", "simple", "indicator"}
         ``"tight"``: per-candidate big-M from one convex bound problem each, with fixing.
         ``"simple"``: ``M_j = sqrt(2 UB) ||z_j|| + b_max`` in closed form.
         ``"indicator"``: indicator constraints (no big-M), fixing from the tight bounds.
-    cost : ndarray of shape (m,) or None
-        Candidate costs for a money budget (finite, ``> 0``); ``None``: the cell budget ``k``.
-    budget : float or None
-        The money budget (required with ``cost``): the positive candidates' costs add up to at
-        most ``budget * (1 + 1e-12)``.
+    cost, budget : ndarray of shape (m,) or None, float or Budget or None
+        Candidate costs (finite, ``> 0``) and the money budget their positives fit (to a
+        relative 1e-12); or ``budget`` a :class:`reserve.solvers.Budget` alone. ``None``: ``k``.
 
     Returns
     -------
@@ -734,11 +732,10 @@ def solve_ttk_mip(
     Raises
     ------
     InvalidInputError
-        Bad shapes, labels, ``k``, ``C``, ``time_limit <= 0``, ``mip_gap < 0``, ``threads``,
-        ``cost`` or ``budget`` (see :func:`reserve.solvers._validation.check_cost_budget`).
+        Bad shapes, labels, ``k``, ``C``, ``time_limit``, ``mip_gap``, ``threads``, ``cost``
+        or ``budget``.
     MissingDependencyError
-        SCIP is needed and ``pyscipopt`` is missing (message: ``pip install pyscipopt``), or
-        ``solver="gurobi"`` without ``gurobipy``.
+        ``pyscipopt`` missing when SCIP is needed, or ``gurobipy`` for ``solver="gurobi"``.
     SolverError
         The MIP solver failed numerically.
 
@@ -755,128 +752,44 @@ def solve_ttk_mip(
     [1, 0]
     """
     t0 = time.perf_counter()
-    Xl, y, Xc, bud, C, time_limit, mip_gap, threads = _check_inputs(
+    checked = _check_inputs(
         X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation, cost, budget
     )
-    deadline = t0 + time_limit
-    gp = None
-    if solver in ("auto", "gurobi"):
-        gp = _import_gurobi()
-        if gp is None and solver == "gurobi":
-            raise MissingDependencyError(
-                "solver='gurobi' needs gurobipy, which is not installed. Install it with:\n"
-                "pip install gurobipy\n(or pass solver='scip' or 'auto' to use SCIP)."
-            )
-    if gp is None and solver != "bnb":
-        _import_scip()  # fail before any work if SCIP is missing
+    return _solve(t0, *checked, warm_start, solver, formulation)
 
+
+def _solve(t0, Xl, y, Xc, bud, C, time_limit, mip_gap, threads, warm_start, solver, formulation):
+    """:func:`solve_ttk_mip` on checked inputs."""
+    gp = _backend(solver)
     # Centre: scores and objective are unchanged with b' = b + mu . w.
     mu = np.vstack([Xl, Xc]).mean(axis=0)
     Xl0, Xc0 = Xl - mu, Xc - mu
-
-    # Upper bound: the warm start (made feasible) and its fixed-set polish, or a shifted SVM.
-    if warm_start is not None:
-        w0 = np.asarray(warm_start[0], dtype=np.float64).ravel()
-        b0 = float(warm_start[1])
-        if w0.shape[0] != Xl.shape[1] or not (np.isfinite(w0).all() and math.isfinite(b0)):
-            raise InvalidInputError(
-                f"warm_start must be (w, b) with w of length {Xl.shape[1]} and finite values; "
-                f"received w of shape {np.shape(warm_start[0])}. Pass the FD solver's (w, b)."
-            )
-        b0 = b0 + float(mu @ w0)
-    else:
-        svm = solve_fixed_set(Xl0, y, C)
-        w0, b0 = svm.w, svm.b
+    w0, b0 = _start(warm_start, Xl0, y, C, mu)
     ub, w0, b0 = _polish(Xl0, y, Xc0, bud, C, w0, b0)
-    ub_safe = ub * (1.0 + 1e-7) + 1e-9
-
-    # Tighten the big-M values against the start's objective, then run the MIP. (Re-tightening
-    # after a short MIP run had found a better incumbent was measured worse on ionosphere.)
-    m = Xc.shape[0]
-    simple = _simple_upper(Xl0, y, Xc0, C, ub_safe)
-    M, fixed_in = simple.copy(), np.zeros(m, dtype=bool)
-    ub_start, best_lb, lb_history, t_bounds = ub, 0.0, [], 0.0
-    gurobi_note = None
-    if formulation in ("tight", "indicator"):
-        t_b = time.perf_counter()
-        M, _, fixed_in, best_lb, lb_history = _tighten(
-            Xl0, y, Xc0, C, bud, ub_safe, M, fixed_in, Xc0 @ w0 + b0,
-            t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0), _MAX_BOUND_ROUNDS,
-            ub * (1.0 - mip_gap),
-        )  # fmt: skip
-        t_bounds = time.perf_counter() - t_b
-    fixed_out = M <= 0.0
-    limits = {"time": deadline - time.perf_counter(), "gap": mip_gap, "threads": threads}
-    args = (Xl0, y, Xc0, bud, C, np.maximum(M, 0.0), fixed_out, fixed_in, (w0, b0))
-    args += (formulation, limits)
+    bounds = _bounds(Xl0, y, Xc0, C, bud, ub, w0, b0, formulation, t0 + time_limit, mip_gap)
+    limits = {"time": t0 + time_limit - time.perf_counter(), "gap": mip_gap, "threads": threads}
+    args = (Xl0, y, Xc0, bud, C, np.maximum(bounds["M"], 0.0), bounds["M"] <= 0.0)
+    args += (bounds["fixed_in"], (w0, b0), formulation, limits)
     t_m = time.perf_counter()
-    raw = None
-    if solver == "bnb":
-        from reserve.solvers._bnb import solve_bnb
-
-        raw = solve_bnb(*args)
-    elif gp is not None:
-        try:
-            raw = _solve_gurobi(gp, *args)
-        except gp.GurobiError as exc:
-            if solver == "gurobi" or getattr(exc, "errno", None) != _GUROBI_SIZE_LIMIT:
-                raise SolverError(f"Gurobi failed on the TTK model: {exc}") from None
-            gurobi_note = f"gurobi skipped: {exc}"
-            limits["time"] = deadline - time.perf_counter()
-    if raw is None:
-        raw = _solve_scip(*args)
+    raw, note = _run_backend(solver, gp, args, t0 + time_limit)
     t_mip = time.perf_counter() - t_m
     # The MIP's bound and the relaxation's are both valid: the model only cuts off points
     # worse than the start.
-    best_lb = max(best_lb, raw["bound"])
+    best_lb = max(bounds["best_lb"], raw["bound"])
     if raw["w"] is not None:
-        b_new = _make_feasible(raw["w"], raw["b"], Xc0, bud)
+        b_new = bud.make_feasible(raw["w"], raw["b"], Xc0)
         obj_new = hinge_objective(raw["w"], b_new, Xl0, y, C)
         if obj_new < ub:  # else keep the start (SCIP may have dropped it)
             ub, w0, b0 = obj_new, raw["w"], b_new
-
     # Recompute everything from (w, b) in the caller's space.
     w_out = np.asarray(w0, dtype=np.float64).copy()
-    b_out = _make_feasible(w_out, float(b0 - mu @ w_out), Xc, bud)
+    b_out = bud.make_feasible(w_out, float(b0 - mu @ w_out), Xc)
     objective = hinge_objective(w_out, b_out, Xl, y, C)
-    if best_lb > objective * (1.0 + 1e-6) + 1e-9:
-        raise SolverError(
-            f"the MIP's lower bound ({best_lb:.10g}) exceeds the objective of a feasible point "
-            f"({objective:.10g}); a bound is wrong. Retry with formulation='simple' and "
-            "report this instance."
-        )
-    bound = min(best_lb, objective)
-    if not math.isfinite(bound):
-        bound = 0.0  # the objective is a sum of non-negative terms
-    gap = (objective - bound) / objective
-    status = raw["status"]
-    if gap <= mip_gap and status not in ("optimal", "gap_limit"):
-        status = "gap_limit"  # proved by the tightening's relaxation bound
-    elif gap > mip_gap and status in ("optimal", "gap_limit"):
-        # SCIP's own tolerances (1e-6 feasibility) can leave a recomputed gap a hair above
-        # the target; report what we can show rather than what the solver said.
-        status = "optimal" if gap <= 1e-6 and status == "optimal" else "not_proved"
-    fixed_out = M <= 0.0
-    details = {
-        "upper_bound_start": ub_start,
-        "bound_time": t_bounds,
-        "mip_time": t_mip,
-        "n_fixed_out": int(fixed_out.sum()),
-        "n_fixed_in": int(fixed_in.sum()),
-        "n_free": int((~fixed_out & ~fixed_in).sum()),
-        "bound_rounds": len(lb_history),
-        "relaxation_bounds": lb_history,
-        "median_M": float(np.median(np.maximum(M[~fixed_out & ~fixed_in], 0.0)))
-        if (~fixed_out & ~fixed_in).any()
-        else 0.0,
-        "median_simple_M": float(np.median(np.maximum(simple, 0.0))) if m else 0.0,
-        "warm_start_accepted": raw["warm_start_accepted"],
-        "formulation": formulation,
-    }
-    if "n_open" in raw:
-        details["n_open"] = raw["n_open"]  # bnb: nodes left open at the end
-    if gurobi_note:
-        details["note"] = gurobi_note
+    bound, gap, status = certify_gap(
+        objective, best_lb, raw["status"], mip_gap,
+        "Retry with formulation='simple' and report this instance.",
+    )  # fmt: skip
+    details = _details(bounds, raw, t_mip, formulation, note)
     return MIPResult(
         w=w_out,
         b=float(b_out),
@@ -887,6 +800,105 @@ def solve_ttk_mip(
         n_nodes=raw["n_nodes"],
         runtime=time.perf_counter() - t0,
         solver=raw["solver"],
-        selected=budget_select(Xc @ w_out + b_out, bud.cost, bud.budget),
+        selected=bud.select(Xc @ w_out + b_out),
         details=details,
     )
+
+
+def _backend(solver: str):
+    """``gurobipy`` when it is to be tried, else ``None``; fail early on a missing solver."""
+    gp = None
+    if solver in ("auto", "gurobi"):
+        gp = _import_gurobi()
+        if gp is None and solver == "gurobi":
+            raise MissingDependencyError(
+                "solver='gurobi' needs gurobipy, which is not installed. Install it with:\n"
+                "pip install gurobipy\n(or pass solver='scip' or 'auto' to use SCIP)."
+            )
+    if gp is None and solver != "bnb":
+        import_scip()  # fail before any work if SCIP is missing
+    return gp
+
+
+def _start(warm_start, Xl0, y, C, mu):
+    """The start in the centred space: the warm start, or the SVM on the labelled rows."""
+    if warm_start is None:
+        svm = solve_fixed_set(Xl0, y, C)
+        return svm.w, svm.b
+    w0 = np.asarray(warm_start[0], dtype=np.float64).ravel()
+    b0 = float(warm_start[1])
+    if w0.shape[0] != Xl0.shape[1] or not (np.isfinite(w0).all() and math.isfinite(b0)):
+        raise InvalidInputError(
+            f"warm_start must be (w, b) with w of length {Xl0.shape[1]} and finite values; "
+            f"received w of shape {np.shape(warm_start[0])}. Pass the FD solver's (w, b)."
+        )
+    return w0, b0 + float(mu @ w0)
+
+
+def _bounds(Xl0, y, Xc0, C, bud, ub, w0, b0, formulation, deadline, mip_gap) -> dict:
+    """Big-M values tightened against the start's objective ``ub``, and what they proved.
+
+    (Re-tightening after a short MIP run had found a better incumbent was measured worse on
+    ionosphere.)
+    """
+    ub_safe = ub * (1.0 + 1e-7) + 1e-9
+    m = Xc0.shape[0]
+    simple = _simple_upper(Xl0, y, Xc0, C, ub_safe)
+    M, fixed_in = simple.copy(), np.zeros(m, dtype=bool)
+    best_lb, lb_history, t_bounds = 0.0, [], 0.0
+    if formulation in ("tight", "indicator"):
+        t_b = time.perf_counter()
+        M, _, fixed_in, best_lb, lb_history = _tighten(
+            Xl0, y, Xc0, C, bud, ub_safe, M, fixed_in, Xc0 @ w0 + b0,
+            t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0), _MAX_BOUND_ROUNDS,
+            ub * (1.0 - mip_gap),
+        )  # fmt: skip
+        t_bounds = time.perf_counter() - t_b
+    return {
+        "M": M, "fixed_in": fixed_in, "best_lb": best_lb, "lb_history": lb_history,
+        "simple": simple, "ub_start": ub, "t_bounds": t_bounds,
+    }  # fmt: skip
+
+
+def _run_backend(solver, gp, args, deadline):
+    """Run the chosen MIP backend; ``(raw result, note or None)``."""
+    if solver == "bnb":
+        from reserve.solvers._bnb import solve_bnb
+
+        return solve_bnb(*args), None
+    note = None
+    if gp is not None:
+        try:
+            return _solve_gurobi(gp, *args), None
+        except gp.GurobiError as exc:
+            if solver == "gurobi" or getattr(exc, "errno", None) != _GUROBI_SIZE_LIMIT:
+                raise SolverError(f"Gurobi failed on the TTK model: {exc}") from None
+            note = f"gurobi skipped: {exc}"
+            args[-1]["time"] = deadline - time.perf_counter()
+    return _solve_scip(*args), note
+
+
+def _details(bounds: dict, raw: dict, t_mip: float, formulation: str, note) -> dict:
+    """The diagnostics of :attr:`MIPResult.details`."""
+    M, fixed_in, simple = bounds["M"], bounds["fixed_in"], bounds["simple"]
+    fixed_out = M <= 0.0
+    free = ~fixed_out & ~fixed_in
+    details = {
+        "upper_bound_start": bounds["ub_start"],
+        "bound_time": bounds["t_bounds"],
+        "mip_time": t_mip,
+        "n_fixed_out": int(fixed_out.sum()),
+        "n_fixed_in": int(fixed_in.sum()),
+        "n_free": int(free.sum()),
+        "bound_rounds": len(bounds["lb_history"]),
+        "relaxation_bounds": bounds["lb_history"],
+        "median_M": float(np.median(np.maximum(M[free], 0.0))) if free.any() else 0.0,
+        "median_simple_M": float(np.median(np.maximum(simple, 0.0))) if M.size else 0.0,
+        "warm_start_accepted": raw["warm_start_accepted"],
+        "formulation": formulation,
+    }
+    if "n_open" in raw:
+        details["n_open"] = raw["n_open"]  # bnb: nodes left open at the end
+    if note:
+        details["note"] = note
+    return details

@@ -48,11 +48,13 @@ from itertools import islice
 
 import numpy as np
 
-from reserve.solvers._base import budget_limit, budget_select, greedy_fit, top_k
+from reserve.solvers._base import greedy_fit, top_k
 from reserve.solvers._fd import augmented_norms, working_set
+from reserve.solvers._hinge import species_objectives
 from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
+from reserve.solvers.budget import Budget
 
-__all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset"]
+__all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset", "swap_pairs"]
 
 #: From this many labelled rows the polish's QPs use the cutting plane: its cuts carry over
 #: from solve to solve and a lower bound can reject a trial early (spambase, n = 2,300:
@@ -210,10 +212,9 @@ def solve_subset(
         Checks a solution for violated outsiders on its working set when its bound allows
         (the same rows are found as by checking every candidate).
     cutoff : float or None
-        The caller only wants a solution below ``cutoff``. The cutting-plane solver stops as
-        soon as its lower bound proves the optimum is not (a QP over fewer constraints is a
-        relaxation, so its bound holds for the full set too); the point returned is feasible
-        with an objective ``>= cutoff``.
+        Only a solution below ``cutoff`` is wanted: the cutting plane stops once its lower bound
+        (valid for the full set: fewer constraints relax the QP) proves there is none; the point
+        returned is then feasible with an objective ``>= cutoff``.
 
     Returns
     -------
@@ -247,39 +248,46 @@ def solve_subset(
         n_solves += 1
         if rows.size == n_out or res.status.startswith("Cutoff"):
             break
-        if screen is not None:
-            cand, s_cand = screen.outsider_scores(res.w, res.b, in_S)
-        else:
-            cand = np.flatnonzero(~in_S)
-            s_cand = (X_cand @ res.w)[cand] + res.b  # no copy of X_cand[out]
         if x_max is None:
             x_max = max(float(X_cand.max()), -float(X_cand.min()))  # np.abs would copy
-        scale = abs(res.b) + float(np.linalg.norm(res.w)) * x_max
-        viol = cand[s_cand > 1e-7 * max(scale, 1.0)]
-        viol = np.setdiff1d(viol, rows, assume_unique=True)
+        viol = np.setdiff1d(_violated(res, X_cand, in_S, screen, x_max), rows, assume_unique=True)
         if viol.size == 0:
             break
         rows = np.union1d(rows, viol)
     beta = np.zeros(m)
     beta[rows] = res.beta
-    # A point the interior-point method leaves a hair above zero is made feasible exactly by
-    # lowering b; the objective is recomputed by the caller from (w, b).
     if rows.size:
-        if screen is not None:
-            _, s_cand = screen.outsider_scores(res.w, res.b, in_S)
-            top = float(s_cand.max(initial=-np.inf))
-        else:
-            top = float((X_cand @ res.w)[~in_S].max()) + res.b
-        if top > 0.0:
-            b = res.b - top
-            res = QPResult(
-                w=res.w,
-                b=b,
-                objective=hinge_objective(res.w, b, X_lab, y_pm, C),
-                beta=res.beta,
-                status=res.status,
-            )
+        res = _lower_to_feasible(res, X_lab, y_pm, X_cand, in_S, C, screen)
     return res, beta, n_solves
+
+
+def _violated(res, X_cand, in_S, screen, x_max) -> np.ndarray:
+    """Outsiders of ``in_S`` scoring above a relative 1e-7 at ``res`` (increasing rows)."""
+    if screen is not None:
+        cand, s_cand = screen.outsider_scores(res.w, res.b, in_S)
+    else:
+        cand = np.flatnonzero(~in_S)
+        s_cand = (X_cand @ res.w)[cand] + res.b  # no copy of X_cand[out]
+    scale = abs(res.b) + float(np.linalg.norm(res.w)) * x_max
+    return cand[s_cand > 1e-7 * max(scale, 1.0)]
+
+
+def _lower_to_feasible(res, X_lab, y_pm, X_cand, in_S, C, screen) -> QPResult:
+    """``res`` with ``b`` lowered so that no outsider of ``in_S`` scores above zero.
+
+    A point the interior-point method leaves a hair above zero is made feasible exactly; the
+    objective is recomputed from ``(w, b)``.
+    """
+    if screen is not None:
+        _, s_cand = screen.outsider_scores(res.w, res.b, in_S)
+        top = float(s_cand.max(initial=-np.inf))
+    else:
+        top = float((X_cand @ res.w)[~in_S].max()) + res.b
+    if top <= 0.0:
+        return res
+    b = res.b - top
+    objective = hinge_objective(res.w, b, X_lab, y_pm, C)
+    return QPResult(w=res.w, b=b, objective=objective, beta=res.beta, status=res.status)
 
 
 def _iter_pairs(n_in: int, n_out: int) -> Iterator[tuple[int, int]]:
@@ -289,7 +297,7 @@ def _iter_pairs(n_in: int, n_out: int) -> Iterator[tuple[int, int]]:
             yield a, diag - a
 
 
-def _pairs(n_in: int, n_out: int, limit: int) -> list[tuple[int, int]]:
+def swap_pairs(n_in: int, n_out: int, limit: int) -> list[tuple[int, int]]:
     """Rank pairs (insider rank, outsider rank) along anti-diagonals, at most ``limit``."""
     return list(islice(_iter_pairs(n_in, n_out), limit))
 
@@ -321,6 +329,177 @@ def _fill(
     return out
 
 
+class _OneSet:
+    """Fixed-set solves for one scorer: the screen, the first constraints, the cuts."""
+
+    def __init__(self, X_lab, y_pm, X_cand, k, C, w, b, warm_start, screen):
+        self.X_lab, self.y_pm, self.X_cand, self.C = X_lab, y_pm, X_cand, C
+        m = X_cand.shape[0]
+        self.m = m
+        self.scr = None
+        if screen and m > _FULL_CONSTRAINTS:
+            self.scr = CandidateScreen(X_cand, max(_SCREEN_PER_K * k, _SCREEN_MIN))
+            self.scr.refresh(w, b)
+            self.scores0 = self.scr.scores
+        else:
+            self.scores0 = X_cand @ w + b
+        # Cuts of the cutting-plane QP solver (large n) stay valid whatever the set: share them.
+        self.warm = CuttingPlaneState() if warm_start is None else warm_start
+        # The first solve starts from the given point (feasible for S), not from the old state's.
+        self.warm.w, self.warm.b = np.array(w, dtype=np.float64, copy=True), float(b)
+        self.n0 = max(4 * k, 128)
+
+    def start(self, bud: Budget):
+        """The start's set (``bud.select`` of its scores), its cost and its solve."""
+        S = bud.select(self.scores0)
+        in_S = np.zeros(self.m, dtype=bool)
+        in_S[S] = True
+        res, beta, n_qp = solve_subset(
+            self.X_lab, self.y_pm, self.X_cand, in_S, self.C, self.scores0, self.warm,
+            screen=self.scr,
+        )  # fmt: skip
+        return in_S, float(bud.cost[S].sum()), res, beta, n_qp
+
+    def hint(self, res, in_S):
+        """Scores at ``res`` (the solver's hint) and the insiders' ranking key."""
+        if self.scr is not None:
+            self.scr.refresh(res.w, res.b)
+            hint = self.scr.scores
+        else:
+            hint = self.X_cand @ res.w + res.b
+        # A swap changes the outsiders by one row each way: their n0 + 1 best by the hint
+        # hold every trial's first constraints (the n0 best of the trial's outsiders).
+        self.best_out = None
+        n_S = int(np.count_nonzero(in_S))
+        if self.m > _FULL_CONSTRAINTS and self.n0 + 1 <= self.m - n_S:
+            self.best_out = top_k(np.where(in_S, -np.inf, hint), self.n0 + 1)
+        return hint, hint
+
+    def solve(self, trial, hint, cutoff, swap):
+        """Solve the set ``trial``; ``swap = (drop, added, j)`` says how it was made."""
+        drop, added, j = swap
+        rows0 = None
+        if self.best_out is not None and len(drop) == 1 and added.size == 0:
+            rows = np.sort(np.r_[self.best_out[self.best_out != j], drop[0]])
+            rows0 = _top_rows(hint, rows, self.n0)
+        return solve_subset(
+            self.X_lab, self.y_pm, self.X_cand, trial, self.C, hint, self.warm,
+            rows0=rows0, screen=self.scr, cutoff=cutoff,
+        )  # fmt: skip
+
+
+@dataclass
+class _StackedSolution:
+    w: np.ndarray  # (S, d)
+    b: np.ndarray  # (S,)
+    objective: float
+
+
+class _StackedSets:
+    """Fixed-set solves for ``S`` scorers sharing the set: one QP per scorer, summed."""
+
+    def __init__(self, X_lab, Y_pm, X_cand, k, C, W, b):
+        self.X_lab, self.Y_pm, self.X_cand, self.k, self.C = X_lab, Y_pm, X_cand, k, C
+        self.W0, self.b0 = W, b
+        # Cuts of the cutting-plane QP solver stay valid whatever the set: one state per scorer.
+        self.warms = []
+        for s in range(Y_pm.shape[1]):
+            st = CuttingPlaneState()
+            st.w, st.b = np.array(W[s], dtype=np.float64, copy=True), float(b[s])
+            self.warms.append(st)
+
+    def start(self, bud: Budget):
+        hint = self.X_cand @ self.W0.T + self.b0
+        in_S = np.zeros(self.X_cand.shape[0], dtype=bool)
+        in_S[top_k(hint.max(axis=1), self.k)] = True
+        res, beta, n_qp = self._solve_set(in_S, hint)
+        return in_S, float(self.k), res, beta, n_qp
+
+    def hint(self, res, in_S):
+        hint = self.X_cand @ res.w.T + res.b
+        return hint, hint.max(axis=1)
+
+    def solve(self, trial, hint, cutoff, swap):
+        return self._solve_set(trial, hint, cutoff)
+
+    def _solve_set(self, in_S, hint, cutoff=None):
+        """``F(S) = sum_s QP_s(S)``; ``None`` once the scorers solved so far reach ``cutoff``.
+
+        Every ``QP_s >= 0``, so a partial sum at or above ``cutoff`` rejects the trial exactly;
+        the cutting-plane QP (many labelled rows) also stops early on the remaining budget.
+        """
+        Ws, bs, beta = [], [], np.zeros(self.X_cand.shape[0])
+        total, n_qp = 0.0, 0
+        for s in range(self.Y_pm.shape[1]):
+            cut = None if cutoff is None else cutoff - total
+            res, beta_s, used = solve_subset(
+                self.X_lab, self.Y_pm[:, s], self.X_cand, in_S, self.C, hint[:, s],
+                self.warms[s], cutoff=cut,
+            )  # fmt: skip
+            n_qp += used
+            total += res.objective
+            if cutoff is not None and total >= cutoff:
+                return None, None, n_qp
+            Ws.append(res.w)
+            bs.append(res.b)
+            beta += beta_s
+        W, b = np.vstack(Ws), np.asarray(bs, dtype=np.float64)
+        obj = float(species_objectives(W, b, self.X_lab, self.Y_pm, self.C).sum())
+        return _StackedSolution(w=W, b=b, objective=obj), beta, n_qp
+
+
+def _make_room(ins, i, j, cost, cost_S, limit):
+    """Insiders to drop so that ``j`` fits in place of ``i``, and the cost after the swap."""
+    drop, after = [i], cost_S - cost[i] + cost[j]
+    if after > limit:
+        # With costs one insider may not make room for j: drop further insiders, lowest
+        # score first, until j fits (never happens with unit costs).
+        for i2 in ins:
+            if after <= limit:
+                break
+            if i2 != i:
+                drop.append(i2)
+                after -= cost[i2]
+    return drop, after
+
+
+def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol):
+    """One round of swaps: the first improving trial ``(res, beta, in_S, cost_S)``, or None.
+
+    Returns ``(improvement or None, QPs solved)``.
+    """
+    cost, limit = bud.cost, bud.limit
+    beta_tol = 1e-7 * max(float(beta.max(initial=0.0)), 1e-300)
+    outs = np.flatnonzero((~in_S) & (beta > beta_tol))
+    if outs.size == 0:
+        return None, 0  # no active constraint: the QP optimum is the unconstrained SVM
+    outs = outs[np.lexsort((outs, -beta[outs]))]
+    hint, key = sets.hint(res, in_S)
+    ins = np.flatnonzero(in_S)
+    ins = ins[np.lexsort((ins, key[ins]))]
+    cost_min = float(cost.min()) if cost.size else 0.0
+    n_tried, n_qp = 0, 0
+    for a, c in _iter_pairs(ins.size, outs.size):
+        if n_tried >= max_pairs:
+            break
+        i, j = ins[a], outs[c]
+        if cost[j] > limit:
+            continue  # j alone breaks the budget: it can never score positive
+        drop, after = _make_room(ins, i, j, cost, cost_S, limit)
+        n_tried += 1
+        trial = in_S.copy()
+        trial[drop], trial[j] = False, True
+        added = _fill(trial, limit - after, cost, beta, beta_tol, key, cost_min)
+        # A trial is accepted only below `target`; a lower bound at or above it rejects
+        # the trial exactly as its full solve would, so the search path is unchanged.
+        target = res.objective - tol * max(1.0, abs(res.objective))
+        new, new_beta, used = sets.solve(trial, hint, target, (drop, added, j))
+        n_qp += used
+        if new is not None and new.objective < target:
+            return (new, new_beta, trial, float(cost[trial].sum())), n_qp
+    return None, n_qp
+
+
 def polish(
     X_lab: np.ndarray,
     y_pm: np.ndarray,
@@ -328,7 +507,7 @@ def polish(
     k: int,
     C: float,
     w: np.ndarray,
-    b: float,
+    b: float | np.ndarray,
     *,
     max_rounds: int = 200,
     max_pairs: int = 40,
@@ -336,7 +515,7 @@ def polish(
     warm_start: CuttingPlaneState | None = None,
     screen: bool = True,
     cost: np.ndarray | None = None,
-    budget: float | None = None,
+    budget: float | Budget | None = None,
 ) -> PolishResult:
     """Improve a feasible TTK solution by fixed-set QPs and swap moves.
 
@@ -360,104 +539,38 @@ def polish(
         set (same path as checking all of them, fewer passes over ``X_cand``).
     cost : ndarray of shape (m,) or None
         Positive candidate costs (a money budget); ``None`` means unit costs.
-    budget : float or None
-        The money budget (required with ``cost``); ``None`` means ``k``.
+    budget : float, Budget or None
+        The money budget (required with ``cost``), or a :class:`reserve.solvers.Budget`
+        (then ``cost`` is not used); ``None`` means ``k`` cells.
 
     Returns
     -------
     PolishResult
     """
     m = X_cand.shape[0]
-    if cost is None:
-        cost, budget = np.ones(m), float(k)
-    cost = np.asarray(cost, dtype=np.float64)
-    limit = budget_limit(budget)
-    cost_min = float(cost.min()) if cost.size else 0.0
-    scr = None
-    if screen and m > _FULL_CONSTRAINTS:
-        scr = CandidateScreen(X_cand, max(_SCREEN_PER_K * k, _SCREEN_MIN))
-        scr.refresh(w, b)
-        scores = scr.scores
+    if np.ndim(w) == 2:
+        bud = Budget.cells(k, m)
+        sets = _StackedSets(X_lab, y_pm, X_cand, k, C, w, b)
     else:
-        scores = X_cand @ w + b
-    S = budget_select(scores, cost, budget)
-    in_S = np.zeros(m, dtype=bool)
-    in_S[S] = True
-    cost_S = float(cost[S].sum())
-    # Cuts of the cutting-plane QP solver (large n) stay valid whatever the set: share them.
-    warm = CuttingPlaneState() if warm_start is None else warm_start
-    # The first solve starts from the given point (feasible for S), not from the old state's.
-    warm.w, warm.b = np.array(w, dtype=np.float64, copy=True), float(b)
-    res, beta, n_qp = solve_subset(X_lab, y_pm, X_cand, in_S, C, scores, warm, screen=scr)
+        bud = Budget.resolve(k, m, cost, budget)
+        sets = _OneSet(X_lab, y_pm, X_cand, k, C, w, b, warm_start, screen)
+    in_S, cost_S, res, beta, n_qp = sets.start(bud)
     history = [res.objective]
     n_swaps = 0
-    n0 = max(4 * k, 128)
     for _ in range(max_rounds):
-        beta_tol = 1e-7 * max(float(beta.max(initial=0.0)), 1e-300)
-        outs = np.flatnonzero((~in_S) & (beta > beta_tol))
-        if outs.size == 0:
-            break  # no active constraint: the QP optimum is the unconstrained SVM
-        outs = outs[np.lexsort((outs, -beta[outs]))]
-        if scr is not None:
-            scr.refresh(res.w, res.b)
-            hint = scr.scores
-        else:
-            hint = X_cand @ res.w + res.b
-        ins = np.flatnonzero(in_S)
-        ins = ins[np.lexsort((ins, hint[ins]))]
-        # A swap changes the outsiders by one row each way: their n0 + 1 best by the hint
-        # hold every trial's first constraints (the n0 best of the trial's outsiders).
-        best_out = None
-        n_S = int(np.count_nonzero(in_S))
-        if m > _FULL_CONSTRAINTS and n0 + 1 <= m - n_S:
-            best_out = top_k(np.where(in_S, -np.inf, hint), n0 + 1)
-        improved = False
-        n_tried = 0
-        for a, c in _iter_pairs(ins.size, outs.size):
-            if n_tried >= max_pairs:
-                break
-            i, j = ins[a], outs[c]
-            if cost[j] > limit:
-                continue  # j alone breaks the budget: it can never score positive
-            drop, after = [i], cost_S - cost[i] + cost[j]
-            if after > limit:
-                # With costs one insider may not make room for j: drop further insiders,
-                # lowest score first, until j fits (never happens with unit costs).
-                for i2 in ins:
-                    if after <= limit:
-                        break
-                    if i2 != i:
-                        drop.append(i2)
-                        after -= cost[i2]
-            n_tried += 1
-            trial = in_S.copy()
-            trial[drop], trial[j] = False, True
-            added = _fill(trial, limit - after, cost, beta, beta_tol, hint, cost_min)
-            rows0 = None
-            if best_out is not None and len(drop) == 1 and added.size == 0:
-                rows0 = _top_rows(hint, np.sort(np.r_[best_out[best_out != j], i]), n0)
-            # A trial is accepted only below `target`; a lower bound at or above it rejects
-            # the trial exactly as its full solve would, so the search path is unchanged.
-            target = res.objective - tol * max(1.0, abs(res.objective))
-            new, new_beta, used = solve_subset(
-                X_lab, y_pm, X_cand, trial, C, hint, warm, rows0=rows0, screen=scr, cutoff=target
-            )
-            n_qp += used
-            if new.objective < target:
-                res, beta, in_S = new, new_beta, trial
-                cost_S = float(cost[in_S].sum())
-                history.append(res.objective)
-                n_swaps += 1
-                improved = True
-                break
-        if not improved:
+        found, used = _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol)
+        n_qp += used
+        if found is None:
             break
-    selected = np.flatnonzero(in_S)
+        res, beta, in_S, cost_S = found
+        history.append(res.objective)
+        n_swaps += 1
+    scr = getattr(sets, "scr", None)
     return PolishResult(
         w=res.w,
         b=res.b,
         objective=res.objective,
-        selected=selected,
+        selected=np.flatnonzero(in_S),
         n_swaps=n_swaps,
         n_qp=n_qp,
         history=history,

@@ -13,52 +13,15 @@ returns the multipliers we use to rank swap moves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import clarabel
 import numpy as np
 import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._cutting_plane import CuttingPlaneState, solve_cutting_plane
+from reserve.solvers._hinge import QPResult, hinge_objective
 
 __all__ = ["CuttingPlaneState", "QPResult", "hinge_objective", "solve_fixed_set"]
-
-
-@dataclass(frozen=True)
-class QPResult:
-    """Solution of a fixed-set QP.
-
-    Attributes
-    ----------
-    w : ndarray of shape (d,)
-    b : float
-    objective : float
-        Recomputed from ``(w, b)`` (not the solver's own figure).
-    beta : ndarray
-        Multipliers of the candidate constraints, aligned with the ``Z`` rows passed in.
-    status : str
-        Clarabel's status string.
-    """
-
-    w: np.ndarray
-    b: float
-    objective: float
-    beta: np.ndarray
-    status: str
-
-
-def hinge_objective(w: np.ndarray, b: float, X: np.ndarray, y_pm: np.ndarray, C: float) -> float:
-    """Regularised hinge objective ``0.5 ||w||^2 + C sum_i [1 - y_i (w.x_i + b)]_+``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> hinge_objective(np.zeros(1), 0.0, np.ones((2, 1)), np.array([1.0, -1.0]), 1.0)
-    2.0
-    """
-    margins = 1.0 - y_pm * (X @ w + b)
-    return float(0.5 * (w @ w) + C * np.maximum(margins, 0.0).sum())
 
 
 def _settings() -> clarabel.DefaultSettings:
@@ -140,6 +103,11 @@ def solve_fixed_set(
             if method == "cutting_plane":
                 raise
             # "auto": the interior point below is slow at this size but does converge.
+    return _solve_clarabel(X, y_pm, C, Z)
+
+
+def _solve_clarabel(X: np.ndarray, y_pm: np.ndarray, C: float, Z: np.ndarray | None) -> QPResult:
+    """The fixed-set QP in the primal by Clarabel (interior point, tolerances 1e-9)."""
     n, d = X.shape
     p = 0 if Z is None else Z.shape[0]
     P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n)], format="csc")

@@ -16,6 +16,7 @@ from reserve.errors import InvalidInputError
 
 __all__ = [
     "TransductiveData",
+    "as_float_matrix",
     "check_budget",
     "check_cost_budget",
     "check_positive_real",
@@ -155,6 +156,64 @@ def check_budget(k: object, n_candidates: int, name: str = "k") -> int:
     return k
 
 
+def _cost_array(cost: object, n_samples: int) -> np.ndarray:
+    """``cost`` as a float64 vector of length ``n_samples``, or a one-line error."""
+    if cost is None or sp.issparse(cost):
+        raise InvalidInputError(
+            f"cost must be a 1-D numeric array; received {type(cost).__name__}. Pass one "
+            "positive number per row of X (e.g. the cell's price or area)."
+        )
+    try:
+        arr = np.asarray(cost)
+        if arr.dtype == object:  # e.g. a list mixing ints and floats from a table
+            arr = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.dtype.kind not in "iuf":
+        got = "values that are not numbers" if arr is None else f"dtype {arr.dtype}"
+        raise InvalidInputError(
+            f"cost must be numeric; received {type(cost).__name__} with {got}. Pass one "
+            "positive number per row of X (e.g. the cell's price or area)."
+        )
+    arr = arr.astype(np.float64)
+    if arr.ndim != 1 or arr.shape[0] != n_samples:
+        raise InvalidInputError(
+            f"cost must have shape ({n_samples},), one entry per row of X; received shape "
+            f"{arr.shape}. Pass a 1-D array aligned with X (labelled rows' entries are ignored)."
+        )
+    return arr
+
+
+def _check_money(budget: object, c: np.ndarray, candidates: np.ndarray) -> float:
+    """``budget`` as a float that some but not all of the candidates' costs ``c`` fit."""
+    if isinstance(budget, bool) or not isinstance(budget, Real):
+        raise InvalidInputError(
+            f"budget must be a positive finite number; received {budget!r} "
+            f"({type(budget).__name__}). Pass the money budget, e.g. budget=1000.0."
+        )
+    B = float(budget)
+    if not (np.isfinite(B) and B > 0):
+        raise InvalidInputError(
+            f"budget must be a positive finite number; received {budget!r}. "
+            "Pass the money budget, e.g. budget=1000.0."
+        )
+    limit = B * (1.0 + _BUDGET_RTOL)
+    j = int(np.argmin(c))
+    if c[j] > limit:
+        raise InvalidInputError(
+            f"budget={B:g} is below the cheapest candidate's cost ({c[j]:g}, row "
+            f"{int(candidates[j])}): nothing fits. Raise budget to at least {c[j]:g}."
+        )
+    total = float(c.sum())
+    if total <= limit:
+        raise InvalidInputError(
+            f"budget={B:g} covers the total cost of all {c.size} candidates ({total:g}): every "
+            f"candidate would be selected. Choose a budget below {total:g}, "
+            "or add candidate rows (y == -1)."
+        )
+    return B
+
+
 def check_cost_budget(
     cost: object, budget: object, candidates: np.ndarray, n_samples: int
 ) -> tuple[np.ndarray, float]:
@@ -189,29 +248,7 @@ def check_cost_budget(
     >>> c.tolist(), B
     ([2.0, 3.0], 4.0)
     """
-    if cost is None or sp.issparse(cost):
-        raise InvalidInputError(
-            f"cost must be a 1-D numeric array; received {type(cost).__name__}. Pass one "
-            "positive number per row of X (e.g. the cell's price or area)."
-        )
-    try:
-        arr = np.asarray(cost)
-        if arr.dtype == object:  # e.g. a list mixing ints and floats from a table
-            arr = arr.astype(np.float64)
-    except (TypeError, ValueError):
-        arr = None
-    if arr is None or arr.dtype.kind not in "iuf":
-        got = "values that are not numbers" if arr is None else f"dtype {arr.dtype}"
-        raise InvalidInputError(
-            f"cost must be numeric; received {type(cost).__name__} with {got}. Pass one "
-            "positive number per row of X (e.g. the cell's price or area)."
-        )
-    arr = arr.astype(np.float64)
-    if arr.ndim != 1 or arr.shape[0] != n_samples:
-        raise InvalidInputError(
-            f"cost must have shape ({n_samples},), one entry per row of X; received shape "
-            f"{arr.shape}. Pass a 1-D array aligned with X (labelled rows' entries are ignored)."
-        )
+    arr = _cost_array(cost, n_samples)
     c = arr[candidates]
     bad = ~np.isfinite(c)
     if bad.any():
@@ -229,35 +266,11 @@ def check_cost_budget(
             f"<= 0, first at row {r} ({arr[r]}). Give each candidate a positive cost or "
             "drop it from the candidates."
         )
-    if isinstance(budget, bool) or not isinstance(budget, Real):
-        raise InvalidInputError(
-            f"budget must be a positive finite number; received {budget!r} "
-            f"({type(budget).__name__}). Pass the money budget, e.g. budget=1000.0."
-        )
-    B = float(budget)
-    if not (np.isfinite(B) and B > 0):
-        raise InvalidInputError(
-            f"budget must be a positive finite number; received {budget!r}. "
-            "Pass the money budget, e.g. budget=1000.0."
-        )
-    limit = B * (1.0 + _BUDGET_RTOL)
-    j = int(np.argmin(c))
-    if c[j] > limit:
-        raise InvalidInputError(
-            f"budget={B:g} is below the cheapest candidate's cost ({c[j]:g}, row "
-            f"{int(candidates[j])}): nothing fits. Raise budget to at least {c[j]:g}."
-        )
-    total = float(c.sum())
-    if total <= limit:
-        raise InvalidInputError(
-            f"budget={B:g} covers the total cost of all {c.size} candidates ({total:g}): every "
-            f"candidate would be selected. Choose a budget below {total:g}, "
-            "or add candidate rows (y == -1)."
-        )
+    B = _check_money(budget, c, candidates)
     return np.ascontiguousarray(c), B
 
 
-def _as_float_matrix(X: object) -> np.ndarray:
+def as_float_matrix(X: object) -> np.ndarray:
     if sp.issparse(X):
         raise InvalidInputError(
             "X is a sparse matrix, and sparse input is not supported: the solvers work on "
@@ -303,6 +316,30 @@ def _as_float_matrix(X: object) -> np.ndarray:
     return arr
 
 
+def _label_values(ya: np.ndarray) -> np.ndarray:
+    """``ya`` as float64 holding only 1, 0 and -1, or a one-line error."""
+    try:
+        yf = ya.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"y must hold the numbers 1, 0 or -1; received dtype {ya.dtype}. "
+            "Encode detected as 1, not detected as 0, candidates as -1."
+        ) from None
+    if np.any(yf != np.round(yf)):
+        raise InvalidInputError(
+            "Unknown label type: continuous. y must hold 1 (positive), 0 (negative) or "
+            "-1 (candidate); recode the labels."
+        )
+    bad = ~np.isin(yf, (-1.0, 0.0, 1.0))
+    if bad.any():
+        vals = np.unique(ya[bad])[:5].tolist()
+        raise InvalidInputError(
+            "Only binary classification is supported. y must contain only 1 (positive), "
+            f"0 (negative) and -1 (candidate); received other values {vals}. Recode the labels."
+        )
+    return yf
+
+
 def check_transductive(X: object, y: object, k: object | None) -> TransductiveData:
     """Validate a transductive top-k problem.
 
@@ -338,7 +375,7 @@ def check_transductive(X: object, y: object, k: object | None) -> TransductiveDa
             "this estimator requires y to be passed, but the target y is None. Pass labels: "
             "1 / 0 for labelled rows, -1 for candidates."
         )
-    Xa = _as_float_matrix(X)
+    Xa = as_float_matrix(X)
     ya = np.asarray(y)
     if ya.ndim == 2 and ya.shape[1] == 1:
         ya = ya.ravel()
@@ -351,25 +388,7 @@ def check_transductive(X: object, y: object, k: object | None) -> TransductiveDa
             f"X and y disagree: X has {Xa.shape[0]} rows, y has {ya.shape[0]} labels. "
             "Pass one label per row (1, 0, or -1 for candidates)."
         )
-    try:
-        yf = ya.astype(np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInputError(
-            f"y must hold the numbers 1, 0 or -1; received dtype {ya.dtype}. "
-            "Encode detected as 1, not detected as 0, candidates as -1."
-        ) from None
-    if np.any(yf != np.round(yf)):
-        raise InvalidInputError(
-            "Unknown label type: continuous. y must hold 1 (positive), 0 (negative) or "
-            "-1 (candidate); recode the labels."
-        )
-    bad = ~np.isin(yf, (-1.0, 0.0, 1.0))
-    if bad.any():
-        vals = np.unique(ya[bad])[:5].tolist()
-        raise InvalidInputError(
-            "Only binary classification is supported. y must contain only 1 (positive), "
-            f"0 (negative) and -1 (candidate); received other values {vals}. Recode the labels."
-        )
+    yf = _label_values(ya)
     yi = yf.astype(np.int64)
     candidates = np.flatnonzero(yi == -1)
     labelled = np.flatnonzero(yi != -1)

@@ -14,33 +14,36 @@ Solvers, each reusing the single-species pieces:
 * **Start.** Per species the true-hinge SVM; then the ``k`` cells with the largest max-score are
   kept and each intercept is lowered to ``b_s <= -max_{j outside} w_s . z_j`` (see
   :func:`feasible_intercepts`). With ``S = 1`` this is TTK's shifted-SVM start.
-* **Feasible direction** (:func:`multi_feasible_direction`) on the stacked variable
-  ``v = (w_1, b_1, ..., w_S, b_S)``; see its docstring for how the paper's rules carry over.
-* **Polish** (:func:`multi_polish`): for a fixed set of ``k`` cells the problem separates into
-  one fixed-set QP per species (each scorer must score the outsiders ``<= 0``); swap moves over
-  that set as in :mod:`reserve.solvers._polish`.
-* **MIP** (:func:`solve_multi_mip`): one binary per candidate shared by all species, SCIP.
+* **Feasible direction**: TTK's own loop (:func:`reserve.solvers._fd.feasible_direction`) on
+  the stacked variable ``v = (w_1, b_1, ..., w_S, b_S)``; its docstring says how the paper's
+  rules carry over.
+* **Polish**: TTK's own swap search (:func:`reserve.solvers._polish.polish`); for a fixed set
+  of ``k`` cells the problem separates into one fixed-set QP per species (each scorer must
+  score the outsiders ``<= 0``).
+* **MIP** (:func:`reserve.solvers._mip_stacked.solve_stacked_mip`): one binary per cell shared
+  by all species, SCIP.
 
 ``MultiSVM`` is the baseline: one SVM per species, cells ranked by the sum of the scores.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from reserve.errors import InvalidInputError, SolverError
-from reserve.solvers._base import canonical_order, top_k
-from reserve.solvers._fd import augmented_norms, line_search, project_direction
-from reserve.solvers._polish import _pairs, solve_subset
-from reserve.solvers._qp import CuttingPlaneState, solve_fixed_set
+from reserve.errors import InvalidInputError
+from reserve.solvers._base import canonical_order, feasible_intercepts, top_k
+from reserve.solvers._fd import feasible_direction
+from reserve.solvers._hinge import species_objectives
+from reserve.solvers._mip_stacked import solve_stacked_mip
+from reserve.solvers._polish import polish
+from reserve.solvers._qp import solve_fixed_set
 from reserve.solvers._validation import (
-    _as_float_matrix,
+    as_float_matrix,
     check_budget,
     check_positive_real,
     check_solver_params,
@@ -48,16 +51,10 @@ from reserve.solvers._validation import (
 
 __all__ = [
     "MultiData",
-    "MultiFDResult",
-    "MultiMIPResult",
-    "MultiPolishResult",
     "MultiSVM",
     "MultiTTK",
     "check_multi_transductive",
     "feasible_intercepts",
-    "multi_feasible_direction",
-    "multi_polish",
-    "solve_multi_mip",
     "species_objectives",
 ]
 
@@ -113,7 +110,7 @@ def check_multi_transductive(X: object, Y: object, k: object) -> MultiData:
             "Y is None; this estimator needs labels. Pass Y of shape (n_samples, n_species): "
             "1 / 0 for labelled rows, -1 in every column for candidates."
         )
-    Xa = _as_float_matrix(X)
+    Xa = as_float_matrix(X)
     Ya = np.asarray(Y)
     if Ya.ndim == 1:
         Ya = Ya[:, None]
@@ -170,576 +167,6 @@ def check_multi_transductive(X: object, Y: object, k: object) -> MultiData:
     kk = check_budget(k, candidates.size)
     Y_pm = np.where(Yl == 1, 1.0, -1.0)
     return MultiData(X=Xa, Y=Yi, labelled=labelled, candidates=candidates, Y_pm=Y_pm, k=kk)
-
-
-# --------------------------------------------------------------------------------------------
-# Shared pieces
-# --------------------------------------------------------------------------------------------
-
-
-def species_objectives(
-    W: np.ndarray, b: np.ndarray, X_lab: np.ndarray, Y_pm: np.ndarray, C: float
-) -> np.ndarray:
-    """``0.5 ||w_s||^2 + C sum_i [1 - y_is (w_s . x_i + b_s)]_+`` for every species ``s``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> species_objectives(np.zeros((1, 1)), np.zeros(1), np.ones((2, 1)),
-    ...                    np.array([[1.0], [-1.0]]), 1.0).tolist()
-    [2.0]
-    """
-    margins = 1.0 - Y_pm * (X_lab @ W.T + b)
-    return 0.5 * np.einsum("sd,sd->s", W, W) + C * np.maximum(margins, 0.0).sum(axis=0)
-
-
-def _objective(W: np.ndarray, U: np.ndarray, C: float) -> float:
-    """Total objective from the hinge arguments ``U`` (n, S)."""
-    return float(0.5 * np.einsum("sd,sd->", W, W) + C * np.maximum(U, 0.0).sum())
-
-
-def feasible_intercepts(
-    margins: np.ndarray, b: np.ndarray, k: int, rank: np.ndarray | None = None
-) -> np.ndarray:
-    """Lower the intercepts just enough that only ``k`` chosen cells can score positive.
-
-    The chosen cells are the top ``k`` of ``rank`` (default: the max-score
-    ``max_s margins_js + b_s``; ties to the lower row). Each ``b_s`` becomes
-    ``min(b_s, -max_{j not chosen} margins_js)``, so every other cell scores ``<= 0`` for every
-    species (exactly: ``a - max <= 0`` in floating point when scores are formed as
-    ``margins + b``). For a point that is already feasible this changes nothing: the chosen
-    cells then include every positive one. With one species it is TTK's shifted intercept,
-    ``min(b, -s_(k+1))``.
-
-    Parameters
-    ----------
-    margins : ndarray of shape (m, S)
-        ``w_s . z_j`` without the intercepts.
-    b : ndarray of shape (S,)
-    k : int
-    rank : ndarray of shape (m,) or None
-        Scores that choose the ``k`` cells.
-
-    Returns
-    -------
-    ndarray of shape (S,)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> feasible_intercepts(np.array([[3.0, 0.0], [2.0, 1.0], [1.0, 2.0]]), np.zeros(2), 1)
-    array([-2., -2.])
-    """
-    m = margins.shape[0]
-    if m <= k:
-        return b.copy()
-    if rank is None:
-        rank = (margins + b).max(axis=1)
-    out = np.ones(m, dtype=bool)
-    out[top_k(rank, k)] = False
-    return np.minimum(b, -margins[out].max(axis=0))
-
-
-# --------------------------------------------------------------------------------------------
-# Feasible direction
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class MultiFDResult:
-    """Outcome of :func:`multi_feasible_direction`."""
-
-    W: np.ndarray
-    b: np.ndarray
-    objective: float
-    n_iter: int
-    history: list[float] = field(default_factory=list)
-    stop_reason: str = ""
-
-
-def _boundary_rows(X_cand: np.ndarray, Ej: np.ndarray, Es: np.ndarray, S: int) -> np.ndarray:
-    """Pairs ``(j, s)`` as rows of the stacked space: ``(z_j, 1)`` in block ``s``, 0 elsewhere."""
-    d = X_cand.shape[1]
-    A = np.zeros((Ej.size, S * (d + 1)))
-    cols = Es[:, None] * (d + 1) + np.arange(d + 1)
-    A[np.arange(Ej.size)[:, None], cols] = np.hstack([X_cand[Ej], np.ones((Ej.size, 1))])
-    return A
-
-
-def multi_feasible_direction(
-    X_lab: np.ndarray,
-    Y_pm: np.ndarray,
-    X_cand: np.ndarray,
-    k: int,
-    C: float,
-    W0: np.ndarray,
-    b0: np.ndarray,
-    *,
-    max_iter: int = 500,
-    step_shrink: float = 0.5,
-    boundary_rtol: float = 1e-9,
-    tol: float = 1e-9,
-) -> MultiFDResult:
-    """The paper's feasible-direction method on the stacked variable ``(w_1, b_1, ..., w_S, b_S)``.
-
-    Parameters
-    ----------
-    X_lab : ndarray of shape (n, d)
-    Y_pm : ndarray of shape (n, S)
-        Labels in {-1, +1}.
-    X_cand : ndarray of shape (m, d)
-    k : int
-    C : float
-    W0, b0 : ndarray of shape (S, d) and (S,)
-        A start at which at most ``k`` cells have a positive max-score.
-    max_iter, step_shrink, boundary_rtol, tol
-        As in :func:`reserve.solvers._fd.feasible_direction`.
-
-    Returns
-    -------
-    MultiFDResult
-        ``history`` is non-increasing (a step is taken only when it lowers the objective).
-
-    Notes
-    -----
-    How the single-species rules carry over:
-
-    * the objective is separable, so the subgradient is block-wise (species ``s``'s block is
-      the single-species subgradient of its own hinge terms);
-    * ``L`` is the set of cells positive through some species (score ``> btol_s``, with
-      ``btol_s = boundary_rtol * (|b_s| + ||w_s|| max_j ||z_j||)``, species by species because
-      each scorer has its own scale); a pair ``(j, s)`` is on the boundary when
-      ``|w_s . z_j + b_s| <= btol_s`` and ``j`` is not in ``L`` (raising another species' score
-      of a cell already positive costs nothing);
-    * Algorithm 1 runs on the boundary pairs as rows of the stacked space with the first
-      ``max(k - |L|, 0)`` pairs free: each freed pair makes at most one more cell positive, so
-      at most ``k`` cells end positive;
-    * the maximal step is the first crossing of a below-boundary pair of a cell not in ``L``;
-      the exact line search sees the per-species hinge terms concatenated;
-    * a step leaving more than ``k`` cells positive is refused (rounding safety net), and a
-      pair that blocked the previous step too may reach the boundary (anti-jamming), as in
-      :mod:`reserve.solvers._fd`.
-    """
-    S, d = W0.shape
-    W = np.array(W0, dtype=np.float64, copy=True)
-    b = np.array(b0, dtype=np.float64, copy=True)
-    r_max = float(np.sqrt(np.max(augmented_norms(X_cand) ** 2 - 1.0)))
-    U = 1.0 - Y_pm * (X_lab @ W.T + b)  # hinge arguments, (n, S)
-    Sc = X_cand @ W.T + b  # candidate scores, (m, S)
-    f = _objective(W, U, C)
-    history = [f]
-    stop = "max_iter"
-    last_blocker = -1
-    for _ in range(max_iter):
-        btol = boundary_rtol * np.maximum(np.abs(b) + np.linalg.norm(W, axis=1) * r_max, 1e-300)
-        in_L = (Sc > btol).any(axis=1)
-        n_free = max(k - int(in_L.sum()), 0)
-        Ej, Es = np.nonzero((np.abs(Sc) <= btol) & ~in_L[:, None])
-        A_E = _boundary_rows(X_cand, Ej, Es, S)
-        step = None
-        for kink_active in (False, True):
-            act = U > (-1e-12 if kink_active else 1e-12)
-            YA = np.where(act, Y_pm, 0.0)
-            G = np.hstack([W - C * (YA.T @ X_lab), -C * YA.sum(axis=0)[:, None]])
-            g = -G.ravel()  # block s = (-grad w_s, -grad b_s)
-            dv, _ = project_direction(g, A_E, n_free)
-            if float(np.linalg.norm(dv)) <= 1e-10 * float(np.linalg.norm(g)):
-                stop = "zero_direction"
-                continue
-            D = dv.reshape(S, d + 1)
-            Dw, Db = D[:, :d], D[:, d]
-            rate = X_cand @ Dw.T + Db
-            below = (Sc < -btol) & (rate > 0) & ~in_L[:, None]
-            if below.any():
-                ratios = np.full(Sc.shape, np.inf)
-                ratios[below] = -Sc[below] / rate[below]
-                blocker = int(np.argmin(ratios))  # flat index j * S + s; ties to the lower j
-                alpha = float(ratios.flat[blocker])
-            else:
-                blocker, alpha = -1, np.inf
-            V = -Y_pm * (X_lab @ Dw.T + Db)
-            # Anti-jamming: a pair that blocked the previous step too may reach the boundary.
-            shrink = 1.0 if (blocker >= 0 and blocker == last_blocker) else step_shrink
-            wd, dd = float(np.einsum("sd,sd->", W, Dw)), float(np.einsum("sd,sd->", Dw, Dw))
-            a = line_search(wd, dd, U.ravel(), V.ravel(), C, shrink * alpha)
-            if not np.isfinite(a):
-                stop = "unbounded"
-                break
-            f_new = _objective(W + a * Dw, U + a * V, C)
-            # Safety net: never accept a step that leaves more than k cells positive.
-            if int(((Sc + a * rate) > btol).any(axis=1).sum()) > k:
-                stop = "infeasible_step"
-                continue
-            if a > 0.0 and f - f_new > tol * max(1.0, abs(f)):
-                step = (a, Dw, Db, rate, V, f_new, alpha, blocker)
-                break
-            stop = "no_progress"
-        if step is None:
-            break
-        a, Dw, Db, rate, V, f_new, alpha, blocker = step
-        W += a * Dw
-        b += a * Db
-        U += a * V
-        Sc += a * rate
-        if a >= alpha:  # the blocker landed on the boundary: pin it there exactly
-            Sc.flat[blocker] = 0.0
-        last_blocker = blocker if a >= step_shrink * alpha else -1
-        f = f_new
-        history.append(f)
-    else:
-        stop = "max_iter"
-    # Rounding at a degenerate point can leave a score a hair above zero: restore feasibility.
-    b = feasible_intercepts(X_cand @ W.T, b, k)
-    return MultiFDResult(
-        W=W,
-        b=b,
-        objective=float(species_objectives(W, b, X_lab, Y_pm, C).sum()),
-        n_iter=len(history) - 1,
-        history=history,
-        stop_reason=stop,
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Polish
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class MultiPolishResult:
-    """Outcome of :func:`multi_polish`."""
-
-    W: np.ndarray
-    b: np.ndarray
-    objective: float
-    selected: np.ndarray
-    n_swaps: int = 0
-    n_qp: int = 0
-    history: list[float] = field(default_factory=list)
-
-
-@dataclass
-class _SetSolution:
-    W: np.ndarray
-    b: np.ndarray
-    objective: float
-    beta: np.ndarray  # sum over species of the outsider multipliers, (m,)
-
-
-def _solve_set(X_lab, Y_pm, X_cand, in_S, C, hint, warms, cutoff=None):
-    """``F(S) = sum_s QP_s(S)``; ``None`` once the species solved so far reach ``cutoff``.
-
-    Every ``QP_s >= 0``, so a partial sum at or above ``cutoff`` rejects the trial exactly; the
-    cutting-plane QP (many labelled rows) also stops early on the remaining budget.
-    """
-    S = Y_pm.shape[1]
-    Ws, bs, beta = [], [], np.zeros(X_cand.shape[0])
-    total, n_qp = 0.0, 0
-    for s in range(S):
-        cut = None if cutoff is None else cutoff - total
-        res, beta_s, used = solve_subset(
-            X_lab, Y_pm[:, s], X_cand, in_S, C, hint[:, s], warms[s], cutoff=cut
-        )
-        n_qp += used
-        total += res.objective
-        if cutoff is not None and total >= cutoff:
-            return None, n_qp
-        Ws.append(res.w)
-        bs.append(res.b)
-        beta += beta_s
-    W, b = np.vstack(Ws), np.asarray(bs, dtype=np.float64)
-    obj = float(species_objectives(W, b, X_lab, Y_pm, C).sum())
-    return _SetSolution(W=W, b=b, objective=obj, beta=beta), n_qp
-
-
-def multi_polish(
-    X_lab: np.ndarray,
-    Y_pm: np.ndarray,
-    X_cand: np.ndarray,
-    k: int,
-    C: float,
-    W: np.ndarray,
-    b: np.ndarray,
-    *,
-    max_rounds: int = 200,
-    max_pairs: int = 40,
-    tol: float = 1e-9,
-) -> MultiPolishResult:
-    """Swap local search over the shared set: ``F(S) = sum_s QP_s(S)``.
-
-    Starts from the top ``k`` cells by max-score of ``(W, b)``. Swaps ``S - {i} + {j}`` are
-    tried with outsiders ``j`` in decreasing order of ``sum_s beta_sj`` (the first-order gain
-    of letting ``j`` score positive for every species) and insiders ``i`` in increasing order
-    of max-score, along the anti-diagonals of :func:`reserve.solvers._polish._pairs`; the first
-    improving swap is accepted; the search stops after ``max_pairs`` fruitless pairs or when no
-    outsider constraint is active (then every species has its unconstrained SVM: the global
-    optimum). Each species' QP is :func:`reserve.solvers._polish.solve_subset`, which carries
-    every outsider constraint up to 400 candidates and generates constraints beyond.
-
-    Returns
-    -------
-    MultiPolishResult
-    """
-    S = Y_pm.shape[1]
-    m = X_cand.shape[0]
-    hint = X_cand @ W.T + b
-    in_S = np.zeros(m, dtype=bool)
-    in_S[top_k(hint.max(axis=1), k)] = True
-    # Cuts of the cutting-plane QP solver stay valid whatever the set: one state per species.
-    warms = []
-    for s in range(S):
-        st = CuttingPlaneState()
-        st.w, st.b = np.array(W[s], dtype=np.float64, copy=True), float(b[s])
-        warms.append(st)
-    res, n_qp = _solve_set(X_lab, Y_pm, X_cand, in_S, C, hint, warms)
-    history = [res.objective]
-    n_swaps = 0
-    for _ in range(max_rounds):
-        beta = res.beta
-        beta_tol = 1e-7 * max(float(beta.max(initial=0.0)), 1e-300)
-        outs = np.flatnonzero((~in_S) & (beta > beta_tol))
-        if outs.size == 0:
-            break
-        outs = outs[np.lexsort((outs, -beta[outs]))]
-        hint = X_cand @ res.W.T + res.b
-        ins = np.flatnonzero(in_S)
-        ins = ins[np.lexsort((ins, hint.max(axis=1)[ins]))]
-        improved = False
-        for a, c in _pairs(ins.size, outs.size, max_pairs):
-            trial = in_S.copy()
-            trial[ins[a]], trial[outs[c]] = False, True
-            target = res.objective - tol * max(1.0, abs(res.objective))
-            new, used = _solve_set(X_lab, Y_pm, X_cand, trial, C, hint, warms, cutoff=target)
-            n_qp += used
-            if new is not None and new.objective < target:
-                res, in_S = new, trial
-                history.append(res.objective)
-                n_swaps += 1
-                improved = True
-                break
-        if not improved:
-            break
-    return MultiPolishResult(
-        W=res.W,
-        b=res.b,
-        objective=res.objective,
-        selected=np.flatnonzero(in_S),
-        n_swaps=n_swaps,
-        n_qp=n_qp,
-        history=history,
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# MIP
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MultiMIPResult:
-    """Outcome of :func:`solve_multi_mip` (fields as in :class:`reserve.solvers._mip.MIPResult`)."""
-
-    W: np.ndarray
-    b: np.ndarray
-    objective: float
-    bound: float
-    gap: float
-    status: str
-    n_nodes: int
-    runtime: float
-    solver: str
-    warm_start_accepted: bool
-
-
-def _big_m(Xl, Y_pm, Xc, C, ub_species):
-    """Per-(cell, species) upper bounds on the score over ``{objective_s <= ub_species_s}``.
-
-    For a row ``i`` labelled negative for species ``s``, ``C xi_is <= objective_s`` and
-    ``xi_is >= 1 + w_s . x_i + b_s`` give ``w_s . x_i + b_s <= ub_s / C - 1``; with
-    ``||w_s|| <= sqrt(2 ub_s)`` (from ``0.5 ||w_s||^2 <= objective_s``),
-
-        w_s . z_j + b_s = (w_s . x_i + b_s) + w_s . (z_j - x_i)
-                        <= ub_s / C - 1 + sqrt(2 ub_s) min_i ||z_j - x_i||.
-
-    Also returns box bounds on ``b_s`` from the same argument (``||x_i||`` in place of the
-    distance; positive rows bound it from below).
-    """
-    from scipy.spatial import cKDTree
-
-    m, S = Xc.shape[0], Y_pm.shape[1]
-    M = np.empty((m, S))
-    b_lo, b_hi = np.empty(S), np.empty(S)
-    norms = np.linalg.norm(Xl, axis=1)
-    for s in range(S):
-        r = math.sqrt(2.0 * ub_species[s])
-        neg, pos = Y_pm[:, s] < 0, Y_pm[:, s] > 0
-        dist = cKDTree(Xl[neg]).query(Xc, k=1)[0]
-        M[:, s] = ub_species[s] / C - 1.0 + r * dist
-        b_hi[s] = ub_species[s] / C - 1.0 + r * float(norms[neg].min())
-        b_lo[s] = 1.0 - ub_species[s] / C - r * float(norms[pos].min())
-    return M, b_lo, b_hi
-
-
-def solve_multi_mip(
-    X_lab: np.ndarray,
-    Y_pm: np.ndarray,
-    X_cand: np.ndarray,
-    k: int,
-    C: float,
-    W0: np.ndarray,
-    b0: np.ndarray,
-    svm_objectives: np.ndarray,
-    *,
-    time_limit: float = 60.0,
-    mip_gap: float = 1e-6,
-) -> MultiMIPResult:
-    """Solve multi-species TTK exactly (or to a proven gap) with SCIP.
-
-    Model: one binary ``eta_j`` per cell shared by every species,
-    ``w_s . z_j + b_s <= M_js eta_j``, ``sum_j eta_j = k``, hinge slacks per (row, species) and
-    the quadratic part through per-coordinate epigraphs ``t_sl >= w_sl^2`` (SCIP wants a linear
-    objective).
-
-    Big-M (see :func:`_big_m`): ``UB`` is the warm start's objective (padded by ``1e-7``
-    relative). Every other species' objective is at least its SVM optimum (``svm_objectives``,
-    padded down by ``1e-6`` relative: Clarabel solves them to ``1e-9``), so species ``s`` has
-    ``objective_s <= UB_s = UB - sum_{s' != s} svm_s'``. Any point no worse than the warm start
-    satisfies those bounds, so the optimum is kept; the same bounds give ``|w_sl| <= sqrt(2
-    UB_s)`` and a box on ``b_s``. Features are centred first (scores unchanged, intercepts
-    shifted back), which keeps the intercepts small.
-
-    Parameters
-    ----------
-    X_lab, Y_pm, X_cand, k, C : the problem, as for :func:`multi_feasible_direction`.
-    W0, b0 : ndarray of shape (S, d) and (S,)
-        A feasible warm start (FD + polish); its objective is the upper bound behind the big-M
-        values and the returned objective is never above it.
-    svm_objectives : ndarray of shape (S,)
-        Each species' unconstrained SVM objective (a lower bound on its part of any point).
-    time_limit : float
-        Seconds for the whole call (big-M values included).
-    mip_gap : float
-        Stop once ``(objective - bound) / objective <= mip_gap`` is proved.
-
-    Returns
-    -------
-    MultiMIPResult
-        ``objective`` recomputed from ``(W, b)`` after making them exactly feasible; never
-        above the warm start's. ``status`` is ``"optimal"`` or ``"gap_limit"`` only when the
-        recomputed gap ``(objective - bound) / objective`` shows it, else ``"not_proved"``,
-        ``"time_limit"`` or another SCIP limit.
-    """
-    from reserve.solvers._mip import _SCIP_STATUS, _import_scip
-
-    pyscipopt = _import_scip()
-    t0 = time.perf_counter()
-    n, d = X_lab.shape
-    m, S = X_cand.shape[0], Y_pm.shape[1]
-    mu = np.vstack([X_lab, X_cand]).mean(axis=0)
-    Xl, Xc = X_lab - mu, X_cand - mu
-    W0 = np.asarray(W0, dtype=np.float64)
-    b0c = np.asarray(b0, dtype=np.float64) + W0 @ mu
-    obj0 = species_objectives(W0, b0c, Xl, Y_pm, C)
-    ub = float(obj0.sum())
-    ub_safe = ub * (1.0 + 1e-7) + 1e-9
-    lb_species = np.maximum(np.asarray(svm_objectives, dtype=np.float64) * (1.0 - 1e-6), 0.0)
-    ub_species = ub_safe - (lb_species.sum() - lb_species)
-    M, b_lo, b_hi = _big_m(Xl, Y_pm, Xc, C, ub_species)
-
-    mdl = pyscipopt.Model("multi_ttk")
-    mdl.hideOutput()
-    mdl.setParam("limits/time", max(time_limit - (time.perf_counter() - t0), 0.01))
-    # SCIP's gap is (primal - dual) / min(|primal|, |dual|), never below ours,
-    # (objective - bound) / objective; but its primal figure uses t >= w^2 only to its 1e-6
-    # feasibility tolerance, a hair below the recomputed objective (measured: 1.002e-6 for a
-    # 1e-6 target). Half the target leaves room for that.
-    mdl.setParam("limits/gap", 0.5 * mip_gap)
-    mdl.setParam("randomization/randomseedshift", 0)
-    eta = mdl.addMatrixVar(m, vtype="B", name="eta")
-    mdl.addCons(eta.sum() == k)
-    w_vars, b_vars, xi_vars, t_vars = [], [], [], []
-    for s in range(S):
-        r = math.sqrt(2.0 * ub_species[s])
-        w = mdl.addMatrixVar(d, vtype="C", lb=-r, ub=r, name=f"w{s}")
-        bv = mdl.addVar(lb=float(b_lo[s]), ub=float(b_hi[s]), name=f"b{s}")
-        xi = mdl.addMatrixVar(n, vtype="C", lb=0.0, name=f"xi{s}")
-        t = mdl.addMatrixVar(d, vtype="C", lb=0.0, name=f"t{s}")
-        y = Y_pm[:, s]
-        mdl.addMatrixCons(y * (Xl @ w) + y * bv + xi >= 1.0)
-        mdl.addMatrixCons(Xc @ w + bv - np.maximum(M[:, s], 0.0) * eta <= 0.0)
-        for j in range(d):
-            mdl.addCons(t[j] >= w[j] * w[j])
-        w_vars.append(w)
-        b_vars.append(bv)
-        xi_vars.append(xi)
-        t_vars.append(t)
-    mdl.setObjective(
-        0.5 * sum(t.sum() for t in t_vars) + C * sum(xi.sum() for xi in xi_vars), "minimize"
-    )
-
-    # Warm start: eta = 1 on the top k cells by max-score (they hold every positive cell).
-    sol = mdl.createSol()
-    chosen = np.zeros(m, dtype=bool)
-    chosen[top_k((Xc @ W0.T + b0c).max(axis=1), k)] = True
-    for j in range(m):
-        mdl.setSolVal(sol, eta[j], 1.0 if chosen[j] else 0.0)
-    for s in range(S):
-        xi0 = np.maximum(0.0, 1.0 - Y_pm[:, s] * (Xl @ W0[s] + b0c[s]))
-        for j in range(d):
-            mdl.setSolVal(sol, w_vars[s][j], float(W0[s, j]))
-            # A hair above w^2 so the epigraph row is not rejected by rounding.
-            mdl.setSolVal(sol, t_vars[s][j], float(W0[s, j] ** 2) * (1.0 + 1e-12))
-        mdl.setSolVal(sol, b_vars[s], float(b0c[s]))
-        for i in range(n):
-            mdl.setSolVal(sol, xi_vars[s][i], float(xi0[i]))
-    accepted = bool(mdl.addSol(sol, free=True))
-
-    mdl.optimize()
-    raw_status = str(mdl.getStatus())
-    status = _SCIP_STATUS.get(raw_status, raw_status)
-    W_best, b_best, obj_best = W0, b0c, ub
-    if mdl.getNSols() > 0:
-        best = mdl.getBestSol()
-        Wn = np.array([[mdl.getSolVal(best, w_vars[s][j]) for j in range(d)] for s in range(S)])
-        bn = np.array([mdl.getSolVal(best, b_vars[s]) for s in range(S)])
-        # Scores recomputed from (w, b): SCIP's 1e-6 feasibility tolerance can leave a cell a
-        # hair positive, and its objective figure is not ours.
-        bn = feasible_intercepts(Xc @ Wn.T, bn, k)
-        obj_n = float(species_objectives(Wn, bn, Xl, Y_pm, C).sum())
-        if obj_n < obj_best:
-            W_best, b_best, obj_best = Wn, bn, obj_n
-    dual = float(mdl.getDualbound())
-    n_nodes = int(mdl.getNNodes())
-
-    W_out = np.array(W_best, dtype=np.float64)
-    b_out = feasible_intercepts(X_cand @ W_out.T, b_best - W_out @ mu, k)
-    objective = float(species_objectives(W_out, b_out, X_lab, Y_pm, C).sum())
-    best_lb = max(dual, float(lb_species.sum()))
-    if best_lb > objective * (1.0 + 1e-6) + 1e-9:
-        raise SolverError(
-            f"the MIP's lower bound ({best_lb:.10g}) exceeds the objective of a feasible point "
-            f"({objective:.10g}); a bound is wrong. Report this instance."
-        )
-    bound = min(best_lb, objective)
-    gap = (objective - bound) / objective if objective > 0 else 0.0
-    if gap <= mip_gap and status not in ("optimal", "gap_limit"):
-        status = "gap_limit"
-    elif gap > mip_gap and status in ("optimal", "gap_limit"):
-        # SCIP's own tolerances can leave the recomputed gap a hair above the target; report
-        # what we can show rather than what the solver said.
-        status = "optimal" if gap <= 1e-6 and status == "optimal" else "not_proved"
-    return MultiMIPResult(
-        W=W_out,
-        b=b_out,
-        objective=objective,
-        bound=float(bound),
-        gap=float(gap),
-        status=status,
-        n_nodes=n_nodes,
-        runtime=time.perf_counter() - t0,
-        solver="scip",
-        warm_start_accepted=accepted,
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -925,24 +352,24 @@ class MultiTTK(_MultiTopKMixin):
         W, b, svm_obj = _svm_per_species(X_lab, Y_pm, C)
         b = feasible_intercepts(X_cand @ W.T, b, k)
         self.init_objective_ = float(species_objectives(W, b, X_lab, Y_pm, C).sum())
-        fd = multi_feasible_direction(X_lab, Y_pm, X_cand, k, C, W, b, max_iter=self.max_iter)
-        W, b = fd.W, fd.b
+        fd = feasible_direction(X_lab, Y_pm, X_cand, k, C, W, b, max_iter=self.max_iter)
+        W, b = fd.w, fd.b
         self.fd_objective_ = fd.objective
         self.n_iter_ = fd.n_iter
         self.stop_reason_ = fd.stop_reason
         history = list(fd.history)
         self.n_swaps_ = 0
         if self.polish:
-            pol = multi_polish(X_lab, Y_pm, X_cand, k, C, W, b)
+            pol = polish(X_lab, Y_pm, X_cand, k, C, W, b)
             # The polish starts from FD's own set, so it cannot be worse; keep FD's point if
             # the QP solver's rounding made it so by a hair.
             if pol.objective <= fd.objective:
-                W, b = pol.W, pol.b
+                W, b = pol.w, pol.b
                 history.extend(pol.history[1:])
             self.n_swaps_ = pol.n_swaps
         self.status_ = "local"
         if self.solver == "mip":
-            res = solve_multi_mip(
+            res = solve_stacked_mip(
                 X_lab,
                 Y_pm,
                 X_cand,

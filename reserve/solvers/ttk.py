@@ -8,7 +8,7 @@ import numpy as np
 
 from reserve.config import TTK_DEFAULTS
 from reserve.errors import InvalidInputError
-from reserve.solvers._base import TopKClassifierMixin, budget_select, canonical_order
+from reserve.solvers._base import TopKClassifierMixin, canonical_order
 from reserve.solvers._fd import feasible_direction
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
@@ -18,6 +18,7 @@ from reserve.solvers._validation import (
     check_solver_params,
     check_transductive,
 )
+from reserve.solvers.budget import Budget
 from reserve.solvers.svm import shifted_intercept_budget
 
 __all__ = ["TTK", "shifted_svm_start"]
@@ -30,7 +31,7 @@ def shifted_svm_start(
     k: int,
     C: float,
     cost: np.ndarray | None = None,
-    budget: float | None = None,
+    budget: float | Budget | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """The paper's starting point: a true-hinge SVM with ``b`` shifted to the k-constraint.
 
@@ -51,10 +52,9 @@ def shifted_svm_start(
     w, b : the start
     b_svm : the SVM's own intercept
     """
-    if cost is None:
-        cost, budget = np.ones(X_cand.shape[0]), float(k)
+    bud = Budget.resolve(k, X_cand.shape[0], cost, budget)
     svm = solve_fixed_set(X_lab, y_pm, C)
-    return svm.w, shifted_intercept_budget(svm.b, X_cand @ svm.w, cost, budget), svm.b
+    return svm.w, shifted_intercept_budget(svm.b, X_cand @ svm.w, bud.cost, bud.budget), svm.b
 
 
 class TTK(TopKClassifierMixin):
@@ -105,8 +105,11 @@ class TTK(TopKClassifierMixin):
         ``"bnb"`` (convex-QP nodes; proves high-dimensional instances SCIP leaves open; see
         :func:`reserve.solvers._mip.solve_ttk_mip`).
     random_state : int or None
-        TTK is deterministic; the seed is accepted for the same interface as the randomised
-        baselines and is recorded in run summaries.
+        Not used by the fit, which is deterministic: no step draws random numbers (the row
+        order that makes the answer order-independent uses a fixed projection, the same for
+        every seed). Kept for scikit-learn's convention that randomness, should a step ever
+        need it, enters through ``random_state``, and because ``reserve select --seed`` hands
+        its seed to the estimator (``get_params`` then records it in the run summary).
     budget : float or None
         Money budget: the selected candidates' costs (``cost`` in :meth:`fit`) add up to at
         most ``budget`` (a relative 1e-12 of rounding allowed). Required with ``cost``, refused
@@ -241,6 +244,35 @@ class TTK(TopKClassifierMixin):
         """
         t0 = time.perf_counter()
         C = self._check_params()
+        data, bud = self._check_data(X, y, cost)
+        # Solve in a canonical row order so that the answer does not depend on the input order.
+        lab = canonical_order(data.X, data.labelled)
+        cand_rows = canonical_order(data.X, data.candidates)
+        X_lab, X_cand = data.X[lab], data.X[cand_rows]
+        b_solve = bud.take(np.searchsorted(data.candidates, cand_rows))
+        y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
+
+        w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, 0, C, budget=b_solve)
+        # With costs k only sizes working sets: about as many candidates as the start buys.
+        k = data.k if cost is None else int(b_solve.select(X_cand @ w + b).size)
+        self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
+        w, b, history = self._fit_local(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
+        self.status_ = "local"
+        if self.solver == "mip":
+            w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
+        self.coef_ = np.asarray(w, dtype=np.float64)
+        self.intercept_ = float(b)
+        self.objective_ = hinge_objective(self.coef_, self.intercept_, X_lab, y_pm, C)
+        self.objective_history_ = history
+        self._select(data.X, data.candidates, k, bud.cost, bud.budget)
+        sel_pos = np.searchsorted(data.candidates, self.selected_)
+        self.selected_cost_ = float(bud.cost[sel_pos].sum())
+        self.budget_ = bud.budget
+        self.runtime_ = time.perf_counter() - t0
+        return self
+
+    def _check_data(self, X, y, cost):
+        """The validated data and the budget: ``k`` cells, or ``cost`` and ``budget``."""
         if cost is None:
             if self.budget is not None:
                 raise InvalidInputError(
@@ -248,42 +280,23 @@ class TTK(TopKClassifierMixin):
                     "per-row costs. Pass fit(X, y, cost=...), or leave budget=None and use k."
                 )
             data = check_transductive(X, y, self.k)
-            # The cell budget is the money budget with unit costs (same code, exact sums).
-            c_cand, budget = np.ones(data.candidates.size), float(data.k)
-        else:
-            if self.budget is None:
-                raise InvalidInputError(
-                    "cost= in fit needs a money budget; received budget=None. Pass "
-                    "TTK(budget=...) (the most the selected candidates may cost in total)."
-                )
-            data = check_transductive(X, y, None)
-            c_cand, budget = check_cost_budget(cost, self.budget, data.candidates, data.X.shape[0])
-        # Solve in a canonical row order so that the answer does not depend on the input order.
-        lab = canonical_order(data.X, data.labelled)
-        cand_rows = canonical_order(data.X, data.candidates)
-        X_lab, X_cand = data.X[lab], data.X[cand_rows]
-        c_solve = c_cand[np.searchsorted(data.candidates, cand_rows)]
-        y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
+            return data, Budget.cells(data.k, data.candidates.size)
+        if self.budget is None:
+            raise InvalidInputError(
+                "cost= in fit needs a money budget; received budget=None. Pass "
+                "TTK(budget=...) (the most the selected candidates may cost in total)."
+            )
+        data = check_transductive(X, y, None)
+        n = data.X.shape[0]
+        return data, Budget(*check_cost_budget(cost, self.budget, data.candidates, n))
 
-        w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, 0, C, c_solve, budget)
-        # With costs k only sizes working sets: about as many candidates as the start buys.
-        k = data.k if cost is None else int(budget_select(X_cand @ w + b, c_solve, budget).size)
-        self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
+    def _fit_local(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
+        """Feasible direction from ``(w, b)``, then the polish; ``(w, b, history)``."""
         fd = feasible_direction(
-            X_lab,
-            y_pm,
-            X_cand,
-            k,
-            C,
-            w,
-            b,
-            max_iter=self.max_iter,
-            step_shrink=self.step_shrink,
-            boundary_rtol=self.boundary_rtol,
-            tol=self.tol,
-            cost=c_solve,
-            budget=budget,
-        )
+            X_lab, y_pm, X_cand, k, C, w, b,
+            max_iter=self.max_iter, step_shrink=self.step_shrink,
+            boundary_rtol=self.boundary_rtol, tol=self.tol, budget=bud,
+        )  # fmt: skip
         w, b = fd.w, fd.b
         self.fd_objective_ = fd.objective
         self.n_iter_ = fd.n_iter
@@ -292,37 +305,17 @@ class TTK(TopKClassifierMixin):
         self.n_swaps_ = 0
         if self.polish:
             pol = polish(
-                X_lab,
-                y_pm,
-                X_cand,
-                k,
-                C,
-                w,
-                b,
-                max_rounds=self.polish_max_rounds,
-                max_pairs=self.polish_pairs,
-                tol=self.tol,
-                cost=c_solve,
-                budget=budget,
-            )
+                X_lab, y_pm, X_cand, k, C, w, b,
+                max_rounds=self.polish_max_rounds, max_pairs=self.polish_pairs, tol=self.tol,
+                budget=bud,
+            )  # fmt: skip
             # The polish starts from the FD point's own set, so it cannot be worse; keep FD's
             # point if the QP solver's rounding made it so by a hair.
             if pol.objective <= fd.objective:
                 w, b = pol.w, pol.b
                 history.extend(pol.history[1:])
             self.n_swaps_ = pol.n_swaps
-        self.status_ = "local"
-        if self.solver == "mip":
-            w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b, c_solve, budget)
-        self.coef_ = np.asarray(w, dtype=np.float64)
-        self.intercept_ = float(b)
-        self.objective_ = hinge_objective(self.coef_, self.intercept_, X_lab, y_pm, C)
-        self.objective_history_ = history
-        self._select(data.X, data.candidates, k, c_cand, budget)
-        self.selected_cost_ = float(c_cand[np.searchsorted(data.candidates, self.selected_)].sum())
-        self.budget_ = budget
-        self.runtime_ = time.perf_counter() - t0
-        return self
+        return w, b, history
 
     def _fit_mip(
         self,
@@ -333,8 +326,7 @@ class TTK(TopKClassifierMixin):
         C: float,
         w: np.ndarray,
         b: float,
-        cost: np.ndarray,
-        budget: float,
+        budget: Budget,
     ) -> tuple[np.ndarray, float]:
         from reserve.solvers._mip import solve_ttk_mip
 
@@ -349,7 +341,6 @@ class TTK(TopKClassifierMixin):
             mip_gap=float(self.mip_gap),
             threads=int(self.threads),
             solver=self.mip_solver,
-            cost=cost,
             budget=budget,
         )
         self.status_ = res.status
