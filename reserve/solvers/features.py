@@ -138,6 +138,7 @@ class ForestScore(TransformerMixin, BaseEstimator):
     """Append the logit of a random forest's presence probability to the features.
 
     The forest is fitted on the labelled rows (``y`` 0/1; rows with ``y == -1`` are ignored).
+    With other labels the score is that of the last class (``forest_.classes_[-1]``).
     In ``fit_transform`` the labelled rows get their *out-of-bag* probability (from the trees
     that did not see them), so a downstream model fitted on them does not learn the forest's
     own overfit; every other row, and every row passed to ``transform`` later, gets the whole
@@ -188,19 +189,27 @@ class ForestScore(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
+    def __sklearn_tags__(self):  # sklearn protocol: the labels are needed to fit
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
     def _labelled(self, y: object, n: int) -> tuple[np.ndarray, np.ndarray]:
         if y is None:
-            raise InvalidInputError("ForestScore needs labels: pass y (1/0, -1 for candidates)")
+            raise InvalidInputError(
+                "ForestScore requires y to be passed, but the target y is None; pass y "
+                "(1/0, -1 for candidates)"
+            )
         yy = np.asarray(y).reshape(-1)
         if yy.shape[0] != n:
             raise InvalidInputError(f"y must have {n} entries like X; received {yy.shape[0]}")
         lab = np.flatnonzero(yy != -1)
-        yl = yy[lab]
-        if not np.isin(yl, (0, 1)).all() or np.unique(yl).size < 2:
+        if np.unique(yy[lab]).size < 2:
             raise InvalidInputError(
-                "ForestScore needs labelled rows of both classes (1 and 0; -1 for candidates)"
+                "ForestScore needs labelled rows (y != -1) of at least two classes; received "
+                "one class. Pass presences (1) and absences (0)."
             )
-        return lab, yl.astype(np.int64)
+        return lab, yy[lab]
 
     def fit(self, X: object, y: object = None) -> ForestScore:
         """Fit the forest on the labelled rows; return ``self``."""
@@ -225,10 +234,10 @@ class ForestScore(TransformerMixin, BaseEstimator):
     def fit_transform(self, X: object, y: object = None, **fit_params: object) -> np.ndarray:
         """Fit, then score: out-of-bag for the labelled rows, the whole forest for the rest."""
         self.fit(X, y)
-        X = np.asarray(X, dtype=np.float64)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         lab, _ = self._labelled(y, X.shape[0])
-        score = self.forest_.predict_proba(X)[:, 1]
-        oob = self.forest_.oob_decision_function_[:, 1]
+        score = self.forest_.predict_proba(X)[:, -1]
+        oob = self.forest_.oob_decision_function_[:, -1]
         # A row in every tree's bag has no out-of-bag vote: keep the whole forest's score.
         score[lab] = np.where(np.isfinite(oob), oob, score[lab])
         return self._out(X, score)
@@ -237,4 +246,4 @@ class ForestScore(TransformerMixin, BaseEstimator):
         """The whole forest's score of every row (appended to ``X`` with ``passthrough``)."""
         check_is_fitted(self, "forest_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return self._out(X, self.forest_.predict_proba(X)[:, 1])
+        return self._out(X, self.forest_.predict_proba(X)[:, -1])
