@@ -126,6 +126,14 @@ def test_too_few_positives_falls_back_with_a_note():
     assert est.selected_.size == 3
 
 
+def test_one_grid_point_skips_the_cross_validation():
+    X, y, _ = quadratic_problem(9, n=60, m=30)
+    est = AutoTTK(k=3, models=("spline",), Cs=(2.0,), random_state=0).fit(X, y)
+    assert est.best_params_ == {"model": "spline", "C": 2.0}
+    assert "no cross-validation" in est.cv_note_
+    assert est.best_estimator_[-1].C == 2.0
+
+
 def test_spatial_blocks_hold_out_whole_groups():
     X, y, _ = quadratic_problem(7, n=120, m=60)
     groups = np.arange(X.shape[0]) // 20

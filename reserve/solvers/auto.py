@@ -215,7 +215,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
         return [(m, float(c)) for m in models for c in Cs]
 
-    def _cv_sample(self, y_lab: np.ndarray, groups: np.ndarray | None) -> np.ndarray:
+    def _cv_sample(self, y_lab: np.ndarray) -> np.ndarray:
         """Positions of the labelled rows the CV uses (a stratified sample when many)."""
         n = y_lab.size
         if n <= _MAX_CV_ROWS:
@@ -230,8 +230,11 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
 
     def _cross_validate(self, X: np.ndarray, data: object, groups: np.ndarray | None,
                         grid: list[tuple[str, float]]) -> np.ndarray:  # fmt: skip
+        if len(grid) == 1:
+            self.cv_note_ = "one grid point: nothing to choose, no cross-validation"
+            return np.empty((1, 0))
         y_lab = data.y[data.labelled]
-        pick = self._cv_sample(y_lab, None if groups is None else groups[data.labelled])
+        pick = self._cv_sample(y_lab)
         X_lab, y_cv = X[data.labelled][pick], y_lab[pick]
         g = None if groups is None else np.asarray(groups)[data.labelled][pick]
         folds, self.cv_note_ = _folds(y_cv, g, int(self.cv), int(self.n_repeats),
@@ -267,6 +270,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             res[f"split{i}_test_score"] = scores[:, i]
         self.cv_results_ = res
         if not valid.any():
+            if scores.shape[1] == 0 and len(grid) == 1:
+                return 0
             if not self.cv_note_:
                 self.cv_note_ = "no fold could be scored (no positive held out)"
             self.cv_note_ += "; fell back to the first grid point"
