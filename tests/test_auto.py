@@ -137,7 +137,7 @@ def test_one_grid_point_skips_the_cross_validation():
 def test_spatial_blocks_hold_out_whole_groups():
     X, y, _ = quadratic_problem(7, n=120, m=60)
     groups = np.arange(X.shape[0]) // 20
-    est = AutoTTK(k=5, models=("linear",), Cs=(1.0,), cv=3, random_state=0)
+    est = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), cv=3, random_state=0)
     est.fit(X, y, groups=groups)
     assert sum(key.startswith("split") for key in est.cv_results_) == 3  # not repeated
     with pytest.raises(InvalidInputError, match="groups"):
