@@ -1,0 +1,362 @@
+"""AutoTTK: TTK with its feature map and ``C`` chosen by transductive cross-validation.
+
+The default estimator of ``reserve select``. It tries every (feature map, C) of a small grid
+on the labelled rows, where each held-out fold plays the candidates (its rows are unlabelled
+in the fit, exactly ``k_fold`` of them are selected, and the score is the precision of that
+selection against their hidden labels), then fits TTK with the winner on all rows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold, StratifiedKFold
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from reserve.errors import InvalidInputError, SolverError
+from reserve.solvers._base import budget_select
+from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers.features import FEATURE_MAPS, feature_map
+from reserve.solvers.ttk import TTK
+
+__all__ = ["AUTO_CS", "AUTO_MODELS", "AutoTTK", "fold_k"]
+
+#: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
+AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
+
+#: Values of ``C`` AutoTTK compares by default.
+AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
+
+#: Labelled rows above which the cross-validation runs on a stratified sample of this size.
+_MAX_CV_ROWS = 4000
+
+#: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
+_TIE_RTOL = 1e-7
+
+
+def fold_k(n_held: int, n_pos_held: int, k: int, n_candidates: int) -> int:
+    """The budget of a held-out fold: its share of ``k``, at least half its positives.
+
+    A fold of ``n_held`` rows standing in for ``n_candidates`` candidates gets
+    ``n_held * k / n_candidates`` cells; when that is smaller than half the fold's positives
+    it is raised to that, so that a handful of lucky cells cannot decide the model (precision
+    at one or two cells is mostly noise). Always at least 1 and below ``n_held``.
+
+    Examples
+    --------
+    >>> fold_k(100, 20, 30, 10000)  # share 0.3 cells; raised to half of 20 positives
+    10
+    >>> fold_k(100, 20, 5000, 10000)
+    50
+    """
+    share = round(n_held * k / max(n_candidates, 1))
+    return int(min(max(share, math.ceil(n_pos_held / 2), 1), max(n_held - 1, 1)))
+
+
+@dataclass(frozen=True)
+class _Fold:
+    train: np.ndarray  # positions in the labelled rows
+    held: np.ndarray
+
+
+def _folds(y_lab: np.ndarray, groups: np.ndarray | None, n_splits: int, n_repeats: int,
+           seed: int | None) -> tuple[list[_Fold], str]:  # fmt: skip
+    """Stratified (or grouped, for spatial blocks) folds of the labelled rows, and a note."""
+    n_pos = int(y_lab.sum())
+    n_neg = int(y_lab.size - n_pos)
+    splits = min(n_splits, n_pos, n_neg)
+    if splits < 2:
+        return [], f"{n_pos} positive and {n_neg} negative labelled rows: too few to cross-validate"
+    note = "" if splits == n_splits else f"cv reduced to {splits} folds ({n_pos} positives)"
+    out: list[_Fold] = []
+    if groups is not None:
+        n_groups = np.unique(groups).size
+        splits = min(splits, n_groups)
+        if splits < 2:
+            return [], "fewer than 2 spatial blocks hold labelled rows: no cross-validation"
+        for tr, he in GroupKFold(n_splits=splits).split(y_lab, y_lab, groups):
+            out.append(_Fold(tr, he))
+        return out, note
+    for seed_r in np.random.SeedSequence(seed).generate_state(n_repeats):
+        skf = StratifiedKFold(n_splits=splits, shuffle=True, random_state=int(seed_r))
+        out.extend(_Fold(tr, he) for tr, he in skf.split(y_lab, y_lab))
+    return out, note
+
+
+def _fit_map(model: str, X: np.ndarray, y: np.ndarray, seed: int | None) -> tuple[list, np.ndarray]:
+    """Fit feature map ``model`` on all rows of ``X``; its fitted steps and the mapped rows."""
+    steps = feature_map(model, n_features=X.shape[1], n_samples=X.shape[0], random_state=seed)
+    Z = X
+    for _, step in steps:
+        Z = step.fit_transform(Z, y)
+    return steps, Z
+
+
+def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[tuple[str, float]],
+                 k: int, m: int, seed: int | None) -> np.ndarray:  # fmt: skip
+    """Held-out precision of every grid point on one fold (NaN where it cannot be scored).
+
+    Each feature map is fitted once per fold (on the fold's rows, held-out ones included, as
+    in the final fit); every ``C`` then fits TTK without the polish on the mapped rows.
+    """
+    y_held = y_lab[fold.held]
+    out = np.full(len(grid), np.nan)
+    if y_held.sum() == 0:
+        return out  # a fold without a positive cannot rank anything
+    Xf = np.vstack([X_lab[fold.train], X_lab[fold.held]])
+    yf = np.concatenate([y_lab[fold.train], np.full(fold.held.size, -1)])
+    kf = fold_k(fold.held.size, int(y_held.sum()), k, m)
+    mapped: dict[str, np.ndarray] = {}
+    for i, (model, C) in enumerate(grid):
+        try:
+            if model not in mapped:
+                mapped[model] = _fit_map(model, Xf, yf, seed)[1]
+            ttk = TTK(k=kf, C=C, polish=False, random_state=seed).fit(mapped[model], yf)
+        except (SolverError, InvalidInputError):
+            continue
+        out[i] = float(y_held[ttk.selected_ - fold.train.size].mean())
+    return out
+
+
+class AutoTTK(ClassifierMixin, BaseEstimator):
+    """TTK whose feature map and ``C`` are chosen by transductive cross-validation.
+
+    Takes raw features (standardising is part of every map) and follows TTK's contract:
+    ``fit(X, y)`` with ``y == -1`` for candidates selects exactly ``k`` candidates (or what a
+    money ``budget`` buys), ``selected_`` lists them best first.
+
+    Parameters
+    ----------
+    k : int, default=10
+        Candidates to select (with ``budget``: only sizes the folds' budgets).
+    budget : float or None, default=None
+        A money budget; pass ``cost=`` to ``fit``. Cross-validation always uses cell budgets.
+    models : tuple of str, default=AUTO_MODELS
+        Feature maps compared (:data:`reserve.solvers.features.FEATURE_MAPS`).
+    Cs : tuple of float, default=AUTO_CS
+        Values of ``C`` compared.
+    cv : int, default=3
+        Folds of the labelled rows.
+    n_repeats : int, default=2
+        Repeats of the stratified folds (grouped folds are not repeated).
+    random_state : int or None, default=None
+        Seed of the folds, the randomised maps and TTK.
+    n_jobs : int or None, default=None
+        Parallel folds (joblib).
+
+    Attributes
+    ----------
+    best_params_ : dict
+        ``{"model": ..., "C": ...}`` of the winner.
+    cv_results_ : dict of ndarray
+        ``params``, ``model``, ``C``, ``mean_test_score``, ``std_test_score``,
+        ``rank_test_score`` and ``split<i>_test_score`` per grid point.
+    cv_note_ : str
+        Why the cross-validation was reduced or skipped ('' when it ran as asked).
+    best_estimator_ : Pipeline
+        The feature map and TTK, fitted on all rows.
+    selected_, candidates_, candidate_scores_ : ndarray
+        As TTK's; ties at the cutoff are broken by ``secondary_scores_``.
+    secondary_scores_ : ndarray
+        Presence log-odds of a logistic regression on the mapped features (the tie-break).
+    n_tied_at_cutoff_ : int
+        Candidates whose TTK score ties (within 1e-7 relative) the last selected one's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(120, 3)); y = (X[:, 0] + X[:, 1] ** 2 > 1).astype(int)
+    >>> y[80:] = -1
+    >>> est = AutoTTK(k=5, models=("linear",), Cs=(1.0,), random_state=0).fit(X, y)
+    >>> est.selected_.shape, est.best_params_["model"]
+    ((5,), 'linear')
+    """
+
+    def __init__(self, k: int = 10, budget: float | None = None,
+                 models: tuple[str, ...] = AUTO_MODELS, Cs: tuple[float, ...] = AUTO_CS,
+                 cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
+                 n_jobs: int | None = None) -> None:  # fmt: skip
+        self.k = k
+        self.budget = budget
+        self.models = models
+        self.Cs = Cs
+        self.cv = cv
+        self.n_repeats = n_repeats
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def _grid(self) -> list[tuple[str, float]]:
+        models = tuple(self.models) if not isinstance(self.models, str) else (self.models,)
+        bad = [m for m in models if m not in FEATURE_MAPS]
+        if bad or not models:
+            raise InvalidInputError(
+                f"models must name feature maps from {', '.join(FEATURE_MAPS)}; "
+                f"received {self.models!r}"
+            )
+        Cs = [check_positive_real(c, "Cs") for c in np.atleast_1d(self.Cs)]
+        if not Cs:
+            raise InvalidInputError("Cs must hold at least one value; received an empty grid")
+        for name, low in (("cv", 2), ("n_repeats", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
+                raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
+        return [(m, float(c)) for m in models for c in Cs]
+
+    def _cv_sample(self, y_lab: np.ndarray) -> np.ndarray:
+        """Positions of the labelled rows the CV uses (a stratified sample when many)."""
+        n = y_lab.size
+        if n <= _MAX_CV_ROWS:
+            return np.arange(n)
+        rng = np.random.default_rng(self.random_state)
+        keep = []
+        for cls in (0, 1):
+            rows = np.flatnonzero(y_lab == cls)
+            take = max(round(_MAX_CV_ROWS * rows.size / n), min(rows.size, 2 * self.cv))
+            keep.append(rng.choice(rows, size=min(take, rows.size), replace=False))
+        return np.sort(np.concatenate(keep))
+
+    def _cross_validate(self, X: np.ndarray, data: object, groups: np.ndarray | None,
+                        grid: list[tuple[str, float]]) -> np.ndarray:  # fmt: skip
+        if len(grid) == 1:
+            self.cv_note_ = "one grid point: nothing to choose, no cross-validation"
+            return np.empty((1, 0))
+        y_lab = data.y[data.labelled]
+        pick = self._cv_sample(y_lab)
+        X_lab, y_cv = X[data.labelled][pick], y_lab[pick]
+        g = None if groups is None else np.asarray(groups)[data.labelled][pick]
+        folds, self.cv_note_ = _folds(y_cv, g, int(self.cv), int(self.n_repeats),
+                                      self.random_state)  # fmt: skip
+        if not folds:
+            return np.empty((len(grid), 0))
+        k = int(self.k) if self.budget is None else max(int(self.k), 1)
+        runs = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fold_scores)(X_lab, y_cv, f, grid, k, data.candidates.size, self.random_state)
+            for f in folds
+        )
+        return np.column_stack(runs)
+
+    def _record(self, grid: list[tuple[str, float]], scores: np.ndarray) -> int:
+        """Fill ``cv_results_`` and return the winner's grid position (first of the ties)."""
+        with np.errstate(all="ignore"):
+            valid = np.isfinite(scores).any(axis=1)
+            mean = np.where(valid, np.nanmean(np.where(np.isfinite(scores), scores, np.nan),
+                                              axis=1), np.nan)  # fmt: skip
+            std = np.where(valid, np.nanstd(scores, axis=1), np.nan)
+        res: dict[str, object] = {
+            "params": [{"model": m, "C": c} for m, c in grid],
+            "model": np.array([m for m, _ in grid]),
+            "C": np.array([c for _, c in grid]),
+            "mean_test_score": mean,
+            "std_test_score": std,
+        }
+        order = np.argsort(-np.nan_to_num(mean, nan=-np.inf), kind="stable")
+        rank = np.empty(len(grid), dtype=np.int64)
+        rank[order] = np.arange(1, len(grid) + 1)
+        res["rank_test_score"] = rank
+        for i in range(scores.shape[1]):
+            res[f"split{i}_test_score"] = scores[:, i]
+        self.cv_results_ = res
+        if not valid.any():
+            if scores.shape[1] == 0 and len(grid) == 1:
+                return 0
+            if not self.cv_note_:
+                self.cv_note_ = "no fold could be scored (no positive held out)"
+            self.cv_note_ += "; fell back to the first grid point"
+            return 0
+        return int(order[0])
+
+    def fit(self, X: object, y: object, cost: object = None, groups: object = None) -> AutoTTK:
+        """Choose the feature map and ``C`` by CV on the labelled rows, then fit on all rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw features of labelled and candidate rows.
+        y : array-like of shape (n_samples,)
+            1 / 0 for labelled rows, -1 for candidates.
+        cost : array-like of shape (n_samples,) or None
+            Per-row costs for a money ``budget`` (candidates' entries are read).
+        groups : array-like of shape (n_samples,) or None
+            Spatial block of each row: the folds then hold out whole blocks
+            (:class:`~sklearn.model_selection.GroupKFold`), so a cell is never scored by a
+            model fitted on its neighbours.
+
+        Returns
+        -------
+        self
+        """
+        t0 = time.perf_counter()
+        grid = self._grid()
+        data = check_transductive(X, y, None if self.budget is not None else self.k)
+        g = None if groups is None else np.asarray(groups).reshape(-1)
+        if g is not None and g.shape[0] != data.X.shape[0]:
+            raise InvalidInputError(
+                f"groups must have one entry per row of X ({data.X.shape[0]}); "
+                f"received {g.shape[0]}"
+            )
+        scores = self._cross_validate(data.X, data, g, grid)
+        best = self._record(grid, scores)
+        model, C = grid[best]
+        self.best_params_ = {"model": model, "C": C}
+        self._fit_final(data, model, C, cost)
+        self.runtime_ = time.perf_counter() - t0
+        return self
+
+    def _fit_final(self, data: object, model: str, C: float, cost: object) -> None:
+        steps, Z = _fit_map(model, data.X, data.y, self.random_state)
+        money = {} if self.budget is None else {"budget": self.budget}
+        ttk = TTK(k=int(self.k), C=C, random_state=self.random_state, **money)
+        ttk.fit(Z, data.y, cost=cost)
+        self.best_estimator_ = Pipeline([*steps, ("ttk", ttk)])
+        self.candidates_ = data.candidates
+        self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
+        self.secondary_scores_ = self._secondary(Z, data)
+        self._select(ttk, cost)
+        self.classes_ = np.array([0, 1])
+        self.n_features_in_ = data.X.shape[1]
+
+    def _secondary(self, Z: np.ndarray, data: object) -> np.ndarray:
+        """Presence log-odds of the candidates from a logistic regression on the mapped rows."""
+        lr = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
+        lr.fit(Z[data.labelled], data.y[data.labelled])
+        return lr.decision_function(Z[data.candidates])
+
+    def _select(self, ttk: TTK, cost: object) -> None:
+        """Selection and ranking: TTK's score, ties broken by the secondary score."""
+        s = self.candidate_scores_
+        tol = _TIE_RTOL * max(1.0, float(np.abs(s).max(initial=0.0)))
+        level = np.round(s / tol)
+        order = np.lexsort((np.arange(s.size), -self.secondary_scores_, -level))
+        rank_score = np.empty(s.size)
+        rank_score[order] = -np.arange(s.size, dtype=np.float64)
+        if cost is None:
+            pick = order[: int(self.k)]
+        else:
+            c = np.asarray(cost, dtype=np.float64)[self.candidates_]
+            pick = budget_select(rank_score, c, float(ttk.budget_))
+        self.selected_ = self.candidates_[pick]
+        self.rank_order_ = order
+        last = s[pick[-1]] if pick.size else np.inf
+        self.n_tied_at_cutoff_ = int((np.abs(s - last) <= tol).sum()) if pick.size else 0
+
+    def decision_function(self, X: object) -> np.ndarray:
+        """TTK's score of each row, through the chosen feature map."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.decision_function(X)
+
+    def predict(self, X: object) -> np.ndarray:
+        """1 where the score is positive, else 0."""
+        return (self.decision_function(X) > 0).astype(np.int64)

@@ -1,0 +1,158 @@
+"""AutoTTK and the feature maps in front of TTK."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from reserve.errors import InvalidInputError
+from reserve.solvers.auto import AutoTTK, fold_k
+from reserve.solvers.features import (
+    FEATURE_MAPS,
+    MAX_EXPANDED_BYTES,
+    ForestScore,
+    expanded_width,
+    feature_map,
+)
+from tests.test_ttk import EXPECTED_FAILED
+
+
+def quadratic_problem(seed: int, n: int = 240, m: int = 400):
+    """Presence where x0 is near 0 (a hump): no linear scorer can rank it, a spline can."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n + m, 3))
+    occupied = (np.abs(X[:, 0]) < 0.6).astype(int)
+    y = np.r_[occupied[:n], -np.ones(m, dtype=int)]
+    return X, y, occupied
+
+
+#: TTK's exceptions (the transductive contract: y must hold candidates), less the n_iter check
+#: that AutoTTK, which has no ``n_iter_``, passes.
+AUTO_EXPECTED_FAILED = {
+    name: why for name, why in EXPECTED_FAILED.items()
+    if name != "check_non_transformer_estimators_n_iter"
+}  # fmt: skip
+
+
+@parametrize_with_checks([ForestScore(n_estimators=10)])
+def test_forest_score_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@parametrize_with_checks(
+    [AutoTTK(k=1, models=("linear",), Cs=(1.0,))],
+    expected_failed_checks=lambda est: AUTO_EXPECTED_FAILED,
+)
+def test_auto_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_forest_score_is_out_of_bag_on_labelled_rows():
+    X, y, _ = quadratic_problem(0)
+    fs = ForestScore(n_estimators=50, random_state=0)
+    Z = fs.fit_transform(X, y)
+    assert Z.shape == (X.shape[0], X.shape[1] + 1)
+    np.testing.assert_array_equal(Z[:, :3], X)
+    later = fs.transform(X)[:, -1]
+    lab = y != -1
+    # Candidates get the whole forest's score in both; labelled rows differ (out-of-bag).
+    np.testing.assert_allclose(Z[~lab, -1], later[~lab])
+    assert not np.allclose(Z[lab, -1], later[lab])
+
+
+def test_feature_map_widths_match_the_transformers():
+    X = np.random.default_rng(1).normal(size=(50, 4))
+    y = np.r_[np.tile([0, 1], 15), -np.ones(20, dtype=int)]
+    for name in FEATURE_MAPS:
+        Z = X
+        for _, step in feature_map(name, n_features=4, n_samples=50, random_state=0):
+            Z = step.fit_transform(Z, y)
+        assert Z.shape == (50, expanded_width(name, 4, 50)), name
+
+
+def test_a_map_too_large_for_memory_is_refused_with_its_size():
+    n = MAX_EXPANDED_BYTES // (8 * expanded_width("interactions", 1000, 1)) + 1
+    with pytest.raises(InvalidInputError, match=r"interactions.*GiB"):
+        feature_map("interactions", n_features=1000, n_samples=n)
+
+
+def test_unknown_model_is_refused_listing_the_maps():
+    X, y, _ = quadratic_problem(0, n=40, m=20)
+    with pytest.raises(InvalidInputError, match="linear, spline"):
+        AutoTTK(k=2, models=("gam",)).fit(X, y)
+
+
+def test_selects_exactly_k_candidates_deterministically():
+    X, y, _ = quadratic_problem(2)
+    a = AutoTTK(k=15, models=("linear", "spline"), Cs=(1.0,), random_state=3).fit(X, y)
+    b = AutoTTK(k=15, models=("linear", "spline"), Cs=(1.0,), random_state=3).fit(X, y)
+    cand = np.flatnonzero(y == -1)
+    assert a.selected_.size == 15 and np.unique(a.selected_).size == 15
+    assert set(a.selected_) <= set(cand)
+    np.testing.assert_array_equal(a.selected_, b.selected_)
+    assert a.best_params_ == b.best_params_
+
+
+def test_cv_prefers_the_spline_on_a_hump_and_beats_linear():
+    X, y, occupied = quadratic_problem(4)
+    auto = AutoTTK(k=20, models=("linear", "spline"), Cs=(1.0,), random_state=0).fit(X, y)
+    lin = AutoTTK(k=20, models=("linear",), Cs=(1.0,), random_state=0).fit(X, y)
+    assert auto.best_params_["model"] == "spline"
+    res = auto.cv_results_
+    assert res["mean_test_score"][1] > res["mean_test_score"][0]
+    assert occupied[auto.selected_].mean() > occupied[lin.selected_].mean() + 0.2
+
+
+def test_cv_results_describe_every_grid_point():
+    X, y, _ = quadratic_problem(5, n=90, m=60)
+    est = AutoTTK(k=5, models=("linear", "stack"), Cs=(0.1, 1.0), cv=3, n_repeats=2,
+                  random_state=0).fit(X, y)  # fmt: skip
+    res = est.cv_results_
+    assert [p["model"] for p in res["params"]] == ["linear", "linear", "stack", "stack"]
+    assert sorted(res["rank_test_score"].tolist()) == [1, 2, 3, 4]
+    assert sum(key.startswith("split") for key in res) == 6
+    best = int(np.flatnonzero(res["rank_test_score"] == 1)[0])
+    assert est.best_params_ == res["params"][best]
+
+
+def test_too_few_positives_falls_back_with_a_note():
+    X, y, _ = quadratic_problem(6, n=60, m=30)
+    y[:60] = 0
+    y[0] = 1  # a single positive: no stratified fold can hold one out and keep one in
+    est = AutoTTK(k=3, models=("spline", "linear"), Cs=(1.0,), random_state=0).fit(X, y)
+    assert "too few" in est.cv_note_ and "fell back" in est.cv_note_
+    assert est.best_params_ == {"model": "spline", "C": 1.0}
+    assert est.selected_.size == 3
+
+
+def test_one_grid_point_skips_the_cross_validation():
+    X, y, _ = quadratic_problem(9, n=60, m=30)
+    est = AutoTTK(k=3, models=("spline",), Cs=(2.0,), random_state=0).fit(X, y)
+    assert est.best_params_ == {"model": "spline", "C": 2.0}
+    assert "no cross-validation" in est.cv_note_
+    assert est.best_estimator_[-1].C == 2.0
+
+
+def test_spatial_blocks_hold_out_whole_groups():
+    X, y, _ = quadratic_problem(7, n=120, m=60)
+    groups = np.arange(X.shape[0]) // 20
+    est = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), cv=3, random_state=0)
+    est.fit(X, y, groups=groups)
+    assert sum(key.startswith("split") for key in est.cv_results_) == 3  # not repeated
+    with pytest.raises(InvalidInputError, match="groups"):
+        est.fit(X, y, groups=groups[:10])
+
+
+def test_money_budget_is_respected():
+    X, y, _ = quadratic_problem(8, n=100, m=50)
+    cost = np.random.default_rng(0).uniform(1.0, 3.0, size=X.shape[0])
+    est = AutoTTK(k=5, budget=9.0, models=("linear",), Cs=(1.0,), random_state=0)
+    est.fit(X, y, cost=cost)
+    assert cost[est.selected_].sum() <= 9.0 + 1e-9
+    assert est.selected_.size >= 3
+
+
+def test_fold_k_is_between_one_and_the_fold():
+    assert fold_k(10, 0, 1, 1000) == 1
+    assert fold_k(10, 9, 5000, 10) == 9
