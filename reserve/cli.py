@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from reserve import __version__
-from reserve.config import INGEST_DEFAULTS, SELECT_DEFAULTS, SELECT_METHODS
+from reserve.config import INGEST_DEFAULTS, SELECT_DEFAULTS, SELECT_METHODS, SELECT_MODELS
 from reserve.errors import InvalidInputError, ReserveError
 
 __all__ = ["main"]
@@ -225,7 +225,18 @@ def ingest_command(**kw: object) -> None:
     "--method",
     help=f"One of {', '.join(SELECT_METHODS)} (default {SELECT_DEFAULTS.method}).",
 )
-@click.option("--C", "C", help=f"Hinge-loss weight, or 'cv' (default {SELECT_DEFAULTS.C}).")
+@click.option(
+    "--model",
+    help=f"What TTK learns from the features: one of {', '.join(SELECT_MODELS)} (default "
+    f"{SELECT_DEFAULTS.model}: the feature map and C chosen by cross-validation; linear is the "
+    "paper's TTK).",
+)
+@click.option(
+    "--C",
+    "C",
+    help="Hinge-loss weight, or 'cv' (default: chosen with --model auto, else "
+    f"{SELECT_DEFAULTS.C}).",
+)
 @click.option(
     "--seed", help=f"Seed of the CV folds and the solver (default {SELECT_DEFAULTS.seed})."
 )
@@ -350,7 +361,7 @@ def _print_figures(console: Any, result: object) -> None:
         else f"budget {s['budget']:g} ({s['budget_unit']}; spent {s['total_cost']:.6g})"
     )
     console.print(
-        f"{budget}  method {s['method']}  C {s['c']:g} ({s['c_source']})  "
+        f"{budget}  method {s['method']}  model {s['model_fitted']}  C {s['c']:g} ({s['c_source']})  "
         f"status {s['solver_status']}  objective {num('objective')}  bound {num('bound')}  "
         f"gap {num('gap')}  iterations {s['n_iter']}  seed {s['seed']}  "
         f"runtime {s['runtime_seconds']:.2f} s",

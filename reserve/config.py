@@ -20,6 +20,7 @@ __all__ = [
     "PLANNING_UNIT_COLUMNS",
     "SELECT_DEFAULTS",
     "SELECT_METHODS",
+    "SELECT_MODELS",
     "SPECIES_DETECTIONS_PREFIX",
     "SPECIES_LABEL_PREFIX",
     "TTK_DEFAULTS",
@@ -214,6 +215,10 @@ class SelectDefaults:
         Refits on resampled training cells for ``selection_frequency``; 0 for none.
     n_jobs : int
         Worker processes for the bootstrap refits (results do not depend on it).
+    model : str
+        What TTK learns from the features: ``auto`` (the feature map and C chosen by
+        cross-validation on the training cells, :class:`reserve.solvers.AutoTTK`), ``linear``
+        (the paper's TTK on the standardised features) or one map of :data:`SELECT_MODELS`.
     """
 
     method: str = "ttk"
@@ -229,9 +234,14 @@ class SelectDefaults:
     map_max_cells: int = 25_000
     bootstrap: int = 0
     n_jobs: int = 1
+    model: str = "auto"
 
 
 SELECT_DEFAULTS = SelectDefaults()
+
+#: Values of ``model=`` / ``--model`` (the feature maps of :mod:`reserve.solvers.features`,
+#: and ``auto``, which chooses among them by cross-validation).
+SELECT_MODELS = ("auto", "linear", "spline", "interactions", "rbf", "stack")
 
 
 #: Prefixes of the per-species columns of ``planning_units`` written by an ingest of several
@@ -310,7 +320,9 @@ def _as_cells(value: Any) -> int:
     return int(value)
 
 
-def _as_C(value: Any) -> float | str:
+def _as_C(value: Any) -> float | str | None:
+    if value is None:
+        return None  # the model's default: chosen with the map (auto), else TTK's C = 1
     if isinstance(value, str) and value.strip().lower() in ("cv", "auto"):
         return "cv"
     c = _positive_float(value)
@@ -334,6 +346,15 @@ def _as_species(value: Any) -> tuple[str, ...] | None:
             "--species 'Wood Thrush' --species 'Northern Bobwhite'"
         )
     return tuple(n.strip() for n in names)
+
+
+def _as_model(value: Any) -> str:
+    m = str(value).strip().lower()
+    if m not in SELECT_MODELS:
+        raise InvalidInputError(
+            f"model={value!r} is unknown; choose one of {', '.join(SELECT_MODELS)}"
+        )
+    return m
 
 
 def _as_method(value: Any) -> str:
@@ -372,8 +393,9 @@ class SelectOptions:
         ``planning_units`` GeoPackage; None for the embedded default region.
     method : str
         One of :data:`SELECT_METHODS`.
-    C : float or "cv"
-        Hinge-loss weight, or ``"cv"`` (cross-validation over ``SELECT_DEFAULTS.Cs``).
+    C : float, "cv" or None
+        Hinge-loss weight, or ``"cv"`` (cross-validation over ``SELECT_DEFAULTS.Cs``); None
+        (the default): chosen with the feature map when ``model`` is ``auto``, else 1.
     seed : int
         Seed of the cross-validation folds, the solver and the bootstrap.
     out : path-like or None
@@ -394,6 +416,9 @@ class SelectOptions:
         Column of each cell's cost; makes ``budget`` a total cost.
     species : tuple of str or None
         Species of a multi-species ingest.
+    model : str
+        One of :data:`SELECT_MODELS`; ``auto`` means ``linear`` for the baselines, the exact
+        methods and several species (see :attr:`effective_model`).
 
     Examples
     --------
@@ -406,7 +431,7 @@ class SelectOptions:
     budget: int | float | None
     cells: str | os.PathLike[str] | None = None
     method: str = SELECT_DEFAULTS.method
-    C: float | str = SELECT_DEFAULTS.C
+    C: float | str | None = None
     seed: int = SELECT_DEFAULTS.seed
     out: str | os.PathLike[str] | None = None
     map: str | os.PathLike[str] | bool | None = None
@@ -418,10 +443,12 @@ class SelectOptions:
     n_jobs: int = SELECT_DEFAULTS.n_jobs
     cost_column: str | None = None
     species: tuple[str, ...] | None = None
+    model: str = SELECT_DEFAULTS.model
 
     def __post_init__(self) -> None:
         put = object.__setattr__
         put(self, "method", _as_method(self.method))
+        put(self, "model", _as_model(self.model))
         put(self, "C", _as_C(self.C))
         put(self, "seed", _as_int(self.seed, "seed", low=0))
         put(self, "bootstrap", _as_int(self.bootstrap, "bootstrap", low=0))
@@ -443,6 +470,27 @@ class SelectOptions:
                 if not (key == "map" and isinstance(value, bool)):
                     raise InvalidInputError(f"{key} must be a path; received {value!r}")
         self._check_species()
+        self._check_model()
+
+    def _check_model(self) -> None:
+        if self.model in ("auto", "linear") or self.effective_model == self.model:
+            return
+        raise InvalidInputError(
+            f"model={self.model!r} needs method 'ttk' and one species (received method "
+            f"{self.method!r}); pass --model linear or --model auto for this method"
+        )
+
+    @property
+    def effective_model(self) -> str:
+        """The model fitted: ``linear`` for every method but ``ttk`` on one species."""
+        if self.method != "ttk" or (self.species is not None and len(self.species) > 1):
+            return "linear"
+        return self.model
+
+    @property
+    def fixed_C(self) -> float | str:
+        """``C`` of a linear fit: the given value or ``"cv"``, else TTK's default."""
+        return SELECT_DEFAULTS.C if self.C is None else self.C
 
     def _check_species(self) -> None:
         if not self.species or len(self.species) < 2:

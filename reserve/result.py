@@ -132,6 +132,10 @@ def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray,
     """Per-species scores (n, S) of every cell with finite features, and one score per cell."""
     Z = fit.Z
     finite = np.isfinite(Z).all(axis=1)
+    if not hasattr(fit.estimator, "coef_"):  # a feature map in front of TTK: not linear in Z
+        per_species = np.full((len(Z), 1), np.nan)
+        per_species[finite, 0] = fit.estimator.decision_function(Z[finite])
+        return per_species, per_species[:, 0]
     coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))  # (S, d)
     per_species = np.full((len(Z), coef.shape[0]), np.nan)
     per_species[finite] = Z[finite] @ coef.T + np.atleast_1d(fit.estimator.intercept_)
@@ -152,7 +156,13 @@ def _order(problem: Problem, fit: FitOutcome, score: np.ndarray) -> tuple[np.nda
     in_rows = np.flatnonzero(problem.locked_in)
     in_rows = in_rows[np.lexsort((in_rows, -np.nan_to_num(score[in_rows], nan=-np.inf)))]
     rest = np.setdiff1d(cand_rows, sel_rows)
-    rest = rest[np.lexsort((rest, -score[rest]))]
+    rank = getattr(fit.estimator, "candidate_rank_", None)
+    if rank is not None:  # the estimator's own order (ties at a score broken by a 2nd score)
+        order_of = np.empty(len(problem.X), dtype=np.int64)
+        order_of[cand_rows] = rank
+        rest = rest[np.argsort(order_of[rest], kind="stable")]
+    else:
+        rest = rest[np.lexsort((rest, -score[rest]))]
     sel_rows = np.concatenate([in_rows, sel_rows]).astype(np.int64)
     return sel_rows, np.concatenate([sel_rows, rest])
 
@@ -247,7 +257,32 @@ def _solver_summary(opts: SelectOptions, fit: FitOutcome) -> dict[str, Any]:
         "fit_seconds": round(fit.fit_seconds, 3),
         "runtime_seconds": np.nan,  # set by the caller, after the outputs are written
         "seed": opts.seed,
+        **_model_summary(opts, est),
     }  # fmt: skip
+
+
+def _tied_at_cutoff(problem: Problem, fit: FitOutcome, score: np.ndarray) -> int:
+    """Candidates whose score ties (1e-7 relative) the last chosen cell's: the budget's cut
+    falls inside that group, and the order within it is the tie-break's, not the model's."""
+    if not problem.k_free or fit.picked.size == 0:
+        return 0
+    cand = score[problem.rows[fit.estimator.candidates_]]
+    last = score[problem.rows[fit.picked[-1]]]
+    tol = 1e-7 * max(1.0, float(np.nanmax(np.abs(cand))))
+    return int((np.abs(cand - last) <= tol).sum())
+
+
+def _model_summary(opts: SelectOptions, est: Any) -> dict[str, Any]:
+    """What was learned from the features: the model asked for and chosen, and the CV."""
+    best = getattr(est, "best_params_", None)
+    if best is None:
+        return {"model": opts.model, "model_fitted": "linear", "cv_precision": np.nan,
+                "cv_note": ""}  # fmt: skip
+    res = est.cv_results_
+    i = int(np.flatnonzero(res["rank_test_score"] == 1)[0])
+    return {"model": opts.model, "model_fitted": best["model"],
+            "cv_precision": _nan_or(res["mean_test_score"][i]),
+            "cv_note": est.cv_note_}  # fmt: skip
 
 
 def _summary(
@@ -342,7 +377,12 @@ def build_result(
     result_units, sel, ranking, sel_rows = _tables(problem, opts, fit, opts.method)
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
-    coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))
+    if hasattr(fit.estimator, "coef_"):
+        # several species: the sum over species of each species' contribution
+        coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))
+        contributions = fit.Z[sel_rows].mean(axis=0) * coef.sum(axis=0)
+    else:  # not linear: how far the selected cells sit from an average cell, in sd
+        contributions = np.nan_to_num(fit.Z[sel_rows].mean(axis=0)) if sel_rows.size else None
     result = SelectionResult(
         planning_units=result_units,
         selected=sel,
@@ -351,11 +391,11 @@ def build_result(
         feature_names=problem.features,
         cv=fit.cv,
         config=config,
-        # several species: the sum over species of each species' contribution
-        contributions=fit.Z[sel_rows].mean(axis=0) * coef.sum(axis=0),
+        contributions=contributions,
         ranking=ranking,
     )
     summary["main_features"] = ", ".join(result.main_features())
+    summary["n_tied_at_cutoff"] = _tied_at_cutoff(problem, fit, result_units["score"].to_numpy())
     if problem.species:
         summary["species"] = ", ".join(problem.species)
     if problem.multi:

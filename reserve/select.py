@@ -65,16 +65,25 @@ def _estimator(opts: SelectOptions, problem: Problem, C: float, *, money: bool) 
     """A fresh estimator of ``opts.method``; a money budget only for TTK fits that use it."""
     budget = problem.free_budget if money and opts.method in _TTK else None
     n_species = problem.y.shape[1] if problem.y.ndim == 2 else 1
+    model = opts.effective_model
+    Cs = None if model == "linear" or opts.C in (None, "cv") else (float(opts.C),)
     return make_estimator(opts.method, k=problem.k_fit, C=C, budget=budget, n_species=n_species,
-                          random_state=opts.seed, time_limit=opts.time_limit)  # fmt: skip
+                          random_state=opts.seed, time_limit=opts.time_limit, model=model,
+                          Cs=Cs)  # fmt: skip
 
 
 def _choose_C(
     opts: SelectOptions, problem: Problem, Z_rows: np.ndarray, say: Callable[[str], None]
 ) -> tuple[float, str, Any]:
-    """``(C, source, cv)``: the given C, or the cross-validated one."""
-    if opts.C != "cv":
-        return float(opts.C), "given", None
+    """``(C, source, cv)``: the given C, or the cross-validated one.
+
+    With a feature map (``model`` not linear) C is chosen with the map by the estimator
+    itself: NaN here, read from ``best_params_`` after the fit.
+    """
+    if opts.effective_model != "linear":
+        return float("nan"), "model", None
+    if opts.fixed_C != "cv":
+        return float(opts.fixed_C), "given", None
     from reserve.model_selection import select_C
 
     say(f"choosing C by cross-validation over {list(SELECT_DEFAULTS.Cs)}")
@@ -126,6 +135,9 @@ def _frequency(
     if problem.k_free:
         say(f"bootstrap: {opts.bootstrap} refits on resampled training cells ({opts.n_jobs} jobs)")
         samples = problem.bootstrap_samples(opts.bootstrap, opts.seed)
+        best = getattr(est, "best_params_", None)
+        if best is not None:  # refits keep the chosen map and C (no cross-validation each)
+            est = clone(est).set_params(models=(best["model"],), Cs=(best["C"],))
         picks = Parallel(n_jobs=opts.n_jobs)(
             delayed(_refit)(clone(est), opts.method, Z_rows, problem.y, sample, cost,
                             problem.free_budget) for sample in samples
@@ -142,7 +154,8 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     X_rows = problem.X[problem.rows]
     Z_rows = MomentScaler().fit_transform(X_rows)  # what the pipeline's estimator sees
     C, C_source, cv = _choose_C(opts, problem, Z_rows, say)
-    say(f"fitting {opts.method} (k={problem.k_fit}, C={C:g}) on {int(problem.train.sum())} "
+    what = f"C={C:g}" if C_source != "model" else f"model {opts.model}"
+    say(f"fitting {opts.method} (k={problem.k_fit}, {what}) on {int(problem.train.sum())} "
         f"training and {int(problem.candidate.sum())} candidate cells")  # fmt: skip
     t_fit = time.perf_counter()
     cost = None if problem.cost is None or not problem.k_free else problem.cost[problem.rows]
@@ -152,6 +165,10 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     pipe.fit(X_rows, problem.y, **{f"select__{key}": v for key, v in params.items()})
     picked = _picked(est, opts.method, cost, problem.free_budget)
     fit_seconds = time.perf_counter() - t_fit
+    if C_source == "model":
+        C = float(est.best_params_["C"])
+        C_source = "cv" if est.cv_results_["params"][1:] else "given"
+        say(f"model {est.best_params_['model']} with C={C:g} ({C_source})")
     frequency = _frequency(opts, problem, est, Z_rows, cost, say)
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
@@ -233,7 +250,7 @@ def select_reserve(
     cells: str | os.PathLike[str] | None = None,
     *,
     method: str = SELECT_DEFAULTS.method,
-    C: float | str = SELECT_DEFAULTS.C,
+    C: float | str | None = None,
     seed: int = SELECT_DEFAULTS.seed,
     out: str | os.PathLike[str] | None = None,
     map: str | os.PathLike[str] | bool | None = None,
@@ -245,6 +262,7 @@ def select_reserve(
     n_jobs: int = SELECT_DEFAULTS.n_jobs,
     cost_column: str | None = None,
     species: list[str] | tuple[str, ...] | str | None = None,
+    model: str = SELECT_DEFAULTS.model,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -262,7 +280,7 @@ def select_reserve(
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
-    n_jobs, cost_column, species
+    n_jobs, cost_column, species, model
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
         nothing is written without ``out``; an existing output is an error, raised before any
         work, unless ``overwrite``; ``map=False`` draws no map.
@@ -294,6 +312,6 @@ def select_reserve(
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
         locked_out=locked_out, bootstrap=bootstrap, n_jobs=n_jobs, cost_column=cost_column,
-        species=species,
+        species=species, model=model,
     )  # fmt: skip
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)

@@ -9,7 +9,9 @@ from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
+from reserve.solvers.auto import AutoTTK
 from reserve.solvers.budget import Budget
+from reserve.solvers.features import FEATURE_MAPS, ForestScore
 from reserve.solvers.multi import MultiSVM, MultiTTK
 from reserve.solvers.registry import METHODS, canonical_method, make_estimator
 from reserve.solvers.svm import SVM
@@ -20,11 +22,14 @@ from reserve.solvers.ttk import TTK
 
 __all__ = [
     "AATP",
+    "FEATURE_MAPS",
     "METHODS",
     "SVM",
     "TSVM",
     "TTK",
+    "AutoTTK",
     "Budget",
+    "ForestScore",
     "MultiSVM",
     "MultiTTK",
     "SVMPerf",

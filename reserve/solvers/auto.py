@@ -166,6 +166,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         As TTK's; ties at the cutoff are broken by ``secondary_scores_``.
     secondary_scores_ : ndarray
         Presence log-odds of a logistic regression on the mapped features (the tie-break).
+    objective_, status_ : float, str
+        The final TTK fit's objective (in the mapped features) and status.
+    candidate_rank_ : ndarray of int
+        Rank of each candidate (0 = best; aligned with ``candidates_``).
     n_tied_at_cutoff_ : int
         Candidates whose TTK score ties (within 1e-7 relative) the last selected one's.
 
@@ -321,6 +325,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         ttk = TTK(k=int(self.k), C=C, random_state=self.random_state, **money)
         ttk.fit(Z, data.y, cost=cost)
         self.best_estimator_ = Pipeline([*steps, ("ttk", ttk)])
+        self.objective_, self.status_ = ttk.objective_, ttk.status_
         self.candidates_ = data.candidates
         self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
         self.secondary_scores_ = self._secondary(Z, data)
@@ -348,7 +353,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             c = np.asarray(cost, dtype=np.float64)[self.candidates_]
             pick = budget_select(rank_score, c, float(ttk.budget_))
         self.selected_ = self.candidates_[pick]
-        self.rank_order_ = order
+        self.candidate_rank_ = np.empty(s.size, dtype=np.int64)
+        self.candidate_rank_[order] = np.arange(s.size)
         last = s[pick[-1]] if pick.size else np.inf
         self.n_tied_at_cutoff_ = int((np.abs(s - last) <= tol).sum()) if pick.size else 0
 

@@ -68,6 +68,8 @@ def make_estimator(
     time_limit: float = 60.0,
     fit_time_limit: float | None = None,
     polish: bool = True,
+    model: str = "linear",
+    Cs: tuple[float, ...] | None = None,
 ) -> Any:
     """A fresh, unfitted estimator for method ``name``.
 
@@ -93,6 +95,13 @@ def make_estimator(
         Seconds of TSVM's CCCP loop (``None``: no limit).
     polish : bool, default=True
         Whether ``ttk`` polishes FD's solution (``False`` is the cheap CV estimator).
+    model : str, default="linear"
+        Feature map of ``ttk``: ``"linear"`` is the paper's TTK; ``"auto"`` or a map of
+        :data:`reserve.solvers.features.FEATURE_MAPS` gives :class:`~reserve.solvers.AutoTTK`
+        (``"auto"`` compares :data:`~reserve.solvers.auto.AUTO_MODELS` by cross-validation).
+    Cs : tuple of float or None, default=None
+        With ``model != "linear"``: the values of ``C`` compared (default
+        :data:`~reserve.solvers.auto.AUTO_CS`; ``C`` is then not used).
 
     Returns
     -------
@@ -107,6 +116,9 @@ def make_estimator(
     from reserve.solvers import AATP, SVM, TSVM, TTK, MultiSVM, MultiTTK, SVMPerf, TopPush
 
     method = canonical_method(name)
+    if model != "linear":
+        return _auto(method, model, k=k, C=C, Cs=Cs, budget=budget, n_species=n_species,
+                     random_state=random_state)  # fmt: skip
     if n_species > 1:
         if method == "svm":
             return MultiSVM(k=k, C=C)
@@ -124,3 +136,23 @@ def make_estimator(
         return TSVM(k=k, C=C, max_time=fit_time_limit)
     cls = {"svm": SVM, "svmperf": SVMPerf, "toppush": TopPush, "aatp": AATP}
     return cls[method](k=k, C=C)
+
+
+def _auto(method: str, model: str, *, k: int, C: float, Cs: tuple[float, ...] | None,
+          budget: float | None, n_species: int, random_state: int | None) -> Any:  # fmt: skip
+    """:class:`~reserve.solvers.AutoTTK` for ``model`` (a feature map, or ``"auto"``)."""
+    from reserve.solvers.auto import AUTO_CS, AUTO_MODELS, AutoTTK
+    from reserve.solvers.features import FEATURE_MAPS
+
+    if model != "auto" and model not in FEATURE_MAPS:
+        raise InvalidInputError(
+            f"model={model!r} is not a model; choose from auto, {', '.join(FEATURE_MAPS)}"
+        )
+    if method != "ttk" or n_species > 1:
+        raise InvalidInputError(
+            f"model={model!r} needs method 'ttk' and one species (received method {method!r}, "
+            f"{n_species} species); pass model 'linear' for the other methods"
+        )
+    models = AUTO_MODELS if model == "auto" else (model,)
+    return AutoTTK(k=k, budget=budget, models=models, Cs=tuple(Cs) if Cs else AUTO_CS,
+                   random_state=random_state)  # fmt: skip
