@@ -361,7 +361,8 @@ def _print_figures(console: Any, result: object) -> None:
         else f"budget {s['budget']:g} ({s['budget_unit']}; spent {s['total_cost']:.6g})"
     )
     console.print(
-        f"{budget}  method {s['method']}  model {s['model_fitted']}  C {s['c']:g} ({s['c_source']})  "
+        f"{budget}  method {s['method']}  model {s['model_fitted']}  "
+        f"C {s['c']:g} ({s['c_source']})  "
         f"status {s['solver_status']}  objective {num('objective')}  bound {num('bound')}  "
         f"gap {num('gap')}  iterations {s['n_iter']}  seed {s['seed']}  "
         f"runtime {s['runtime_seconds']:.2f} s",
