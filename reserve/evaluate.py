@@ -32,6 +32,22 @@ __all__ = ["evaluate_selection", "read_selection", "read_truth"]
 _TRUTH_COLUMNS = ("cell_id", "psi", "occupied")
 
 
+def _truth_path(
+    truth_path: str | os.PathLike[str] | None, species: str | None
+) -> str | os.PathLike[str]:
+    """``truth_path``, or the embedded region's truth of ``species``; refuse both at once."""
+    if truth_path is not None and species is not None:
+        raise InvalidInputError(
+            f"pass truth_path or species, not both (got {str(truth_path)!r} and {species!r}); "
+            "species picks one of the embedded region's truth files"
+        )
+    if truth_path is None:
+        from reserve.default_region import default_truth_path
+
+        return default_truth_path(species)
+    return truth_path
+
+
 def read_truth(
     truth_path: str | os.PathLike[str] | None = None, species: str | None = None
 ) -> pd.DataFrame:
@@ -46,15 +62,7 @@ def read_truth(
         With no ``truth_path``: which of the embedded region's virtual species
         (``DEFAULT_REGION.species_all``, common or scientific name); default the first.
     """
-    if truth_path is not None and species is not None:
-        raise InvalidInputError(
-            f"pass truth_path or species, not both (got {str(truth_path)!r} and {species!r}); "
-            "species picks one of the embedded region's truth files"
-        )
-    if truth_path is None:
-        from reserve.default_region import default_truth_path
-
-        truth_path = default_truth_path(species)
+    truth_path = _truth_path(truth_path, species)
     path = Path(truth_path)
     if not path.is_file():
         raise DataFileError(f"truth_path={str(path)!r} does not exist; check the path")
@@ -142,15 +150,7 @@ def evaluate_selection(
         raise InvalidInputError(
             f"selected_cell_ids repeats {uniq[counts > 1][:5].tolist()}; pass each cell once"
         )
-    if truth_path is not None and species is not None:
-        raise InvalidInputError(
-            f"pass truth_path or species, not both (got {str(truth_path)!r} and {species!r}); "
-            "species picks one of the embedded region's truth files"
-        )
-    if truth_path is None:
-        from reserve.default_region import default_truth_path
-
-        truth_path = default_truth_path(species)
+    truth_path = _truth_path(truth_path, species)
     truth = read_truth(truth_path)
     known = np.isin(ids, truth.index.to_numpy())
     if not known.all():
