@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from reserve.errors import InvalidInputError
 from reserve.solvers.auto import AutoTTK, fold_k
@@ -15,7 +14,6 @@ from reserve.solvers.features import (
     expanded_width,
     feature_map,
 )
-from tests.test_ttk import EXPECTED_FAILED
 
 
 def quadratic_problem(seed: int, n: int = 240, m: int = 400):
@@ -25,27 +23,6 @@ def quadratic_problem(seed: int, n: int = 240, m: int = 400):
     occupied = (np.abs(X[:, 0]) < 0.6).astype(int)
     y = np.r_[occupied[:n], -np.ones(m, dtype=int)]
     return X, y, occupied
-
-
-#: TTK's exceptions (the transductive contract: y must hold candidates), less the n_iter check
-#: that AutoTTK, which has no ``n_iter_``, passes.
-AUTO_EXPECTED_FAILED = {
-    name: why for name, why in EXPECTED_FAILED.items()
-    if name != "check_non_transformer_estimators_n_iter"
-}  # fmt: skip
-
-
-@parametrize_with_checks([ForestScore(n_estimators=10)])
-def test_forest_score_estimator_checks(estimator, check):
-    check(estimator)
-
-
-@parametrize_with_checks(
-    [AutoTTK(k=1, models=("linear",), Cs=(1.0,))],
-    expected_failed_checks=lambda est: AUTO_EXPECTED_FAILED,
-)
-def test_auto_estimator_checks(estimator, check):
-    check(estimator)
 
 
 def test_forest_score_is_out_of_bag_on_labelled_rows():
