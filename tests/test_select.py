@@ -96,16 +96,28 @@ def test_selects_exactly_k_candidates_ranked(cells):
 
 
 def test_scores_match_an_independent_rescorer(cells):
-    res = select_reserve(5, cells)
+    res = select_reserve(5, cells, model="linear")
     units = read_planning_units(cells)
     expect = rescore(units, res.estimator.coef_, float(res.estimator.intercept_))
     np.testing.assert_allclose(res.planning_units["score"].to_numpy(), expect, atol=1e-9)
+
+
+def test_auto_scores_match_the_fitted_map_on_independently_standardised_features(cells):
+    res = select_reserve(5, cells)
+    units = read_planning_units(cells)
+    fit = units["role"].isin(["train", "candidate"]) & ~units["locked_out"]
+    X = units[FEATURES].to_numpy(float)
+    Z = (X - X[fit].mean(axis=0)) / X[fit].std(axis=0)
+    expect = res.estimator.best_estimator_.decision_function(Z)
+    np.testing.assert_allclose(res.planning_units["score"].to_numpy(), expect, atol=1e-9)
+    assert res.summary["model"] == "auto"
+    assert res.summary["model_fitted"] == res.estimator.best_params_["model"]
     # the objective recorded is the estimator's
     assert res.summary["objective"] == pytest.approx(res.estimator.objective_)
 
 
 def test_main_features_are_those_that_lift_the_selected_scores(cells):
-    res = select_reserve(6, cells)
+    res = select_reserve(6, cells, model="linear")
     units = read_planning_units(cells)
     fit = units["role"].isin(["train", "candidate"]) & ~units["locked_out"]
     X = units[FEATURES].to_numpy(float)
@@ -131,7 +143,7 @@ def test_main_features_skip_a_heavy_weight_the_selection_does_not_use(tmp_path):
     positive = units.loc[train, "label"].to_numpy() == 1
     units.loc[train[positive][:10], "rare"] = 1.0
     units.loc[train[~positive][:10], "rare"] = -1.0
-    res = select_reserve(5, write_units(tmp_path / "c.gpkg", units))
+    res = select_reserve(5, write_units(tmp_path / "c.gpkg", units), model="linear")
     j = res.feature_names.index("rare")
     assert np.argmax(np.abs(res.estimator.coef_)) == j  # the old rule would pick it
     assert abs(res.contributions[j]) < 1e-9
@@ -480,7 +492,9 @@ def test_equal_costs_reproduce_the_cell_budget(tmp_path, price):
     assert by_money.selected["cell_id"].tolist() == by_cells.selected["cell_id"].tolist()
     assert by_money.summary["total_cost"] == pytest.approx(7 * price)
     assert by_money.summary["budget_unit"] == "cost (price)"
-    np.testing.assert_array_equal(by_money.estimator.coef_, by_cells.estimator.coef_)
+    np.testing.assert_array_equal(
+        by_money.estimator.candidate_scores_, by_cells.estimator.candidate_scores_
+    )
     # the cost column is not a feature
     assert "price" not in by_money.feature_names
 
