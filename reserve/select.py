@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.pipeline import Pipeline
 
+from reserve.bootstrap import fit_params, picked_rows, selection_frequency
 from reserve.config import (
     CONFIG_KEYS,
     SELECT_DEFAULTS,
@@ -42,7 +42,7 @@ from reserve.design import (
 )
 from reserve.export import identified_crs, prepare_outputs, write_result
 from reserve.result import FitOutcome, SelectionResult, build_result
-from reserve.solvers import budget_select, make_estimator
+from reserve.solvers import TTK_METHODS, make_estimator
 
 __all__ = [
     "CONFIG_KEYS",
@@ -58,12 +58,11 @@ __all__ = [
 ]
 
 METHODS = SELECT_METHODS  #: Methods accepted by ``method=`` / ``--method``.
-_TTK = ("ttk", "ttk-mip", "ttk-bnb")
 
 
 def _estimator(opts: SelectOptions, problem: Problem, C: float, *, money: bool) -> Any:
     """A fresh estimator of ``opts.method``; a money budget only for TTK fits that use it."""
-    budget = problem.free_budget if money and opts.method in _TTK else None
+    budget = problem.free_budget if money and opts.method in TTK_METHODS else None
     n_species = problem.y.shape[1] if problem.y.ndim == 2 else 1
     model = opts.effective_model
     Cs = None if model == "linear" or opts.C in (None, "cv") else (float(opts.C),)
@@ -95,60 +94,6 @@ def _choose_C(
     return float(cv.best_C), "cv", cv
 
 
-def _picked(est: Any, method: str, cost: np.ndarray | None, budget: float | None) -> np.ndarray:
-    """Selected rows of a fitted estimator, best first; baselines walked within a money budget."""
-    if cost is None or method in _TTK:
-        return np.asarray(est.selected_, dtype=np.int64)
-    cand = np.asarray(est.candidates_)
-    return cand[budget_select(np.asarray(est.candidate_scores_), cost[cand], float(budget))]
-
-
-def _fit_params(method: str, cost: np.ndarray | None) -> dict[str, Any]:
-    return {} if cost is None or method not in _TTK else {"cost": cost}  # knapsack TTK only
-
-
-def _refit(
-    est: Any, method: str, Z: np.ndarray, y: np.ndarray, sample: np.ndarray,
-    cost: np.ndarray | None, budget: float | None,
-) -> np.ndarray:  # fmt: skip
-    """Rows of ``Z`` selected by a clone of ``est`` refitted on the rows ``sample``."""
-    sub_cost = None if cost is None else cost[sample]
-    refit = clone(est).fit(Z[sample], y[sample], **_fit_params(method, sub_cost))
-    return np.sort(sample[_picked(refit, method, sub_cost, budget)])
-
-
-def _frequency(
-    opts: SelectOptions, problem: Problem, est: Any, Z_rows: np.ndarray,
-    cost: np.ndarray | None, say: Callable[[str], None],
-) -> np.ndarray | None:  # fmt: skip
-    """Share of ``opts.bootstrap`` refits selecting each cell (locked-in cells: 1), or None.
-
-    The replicates are :meth:`reserve.design.Problem.bootstrap_samples`; each refit is a
-    :func:`~sklearn.base.clone` of ``est`` fitted on the already standardised rows.
-    """
-    if not opts.bootstrap:
-        return None
-    from joblib import Parallel, delayed
-
-    frequency = np.zeros(len(problem.X))
-    frequency[problem.locked_in] = 1.0
-    if problem.k_free:
-        say(f"bootstrap: {opts.bootstrap} refits on resampled training cells ({opts.n_jobs} jobs)")
-        samples = problem.bootstrap_samples(opts.bootstrap, opts.seed)
-        best = getattr(est, "best_params_", None)
-        if best is not None:  # refits keep the chosen map and C (no cross-validation each)
-            est = clone(est).set_params(models=(best["model"],), Cs=(best["C"],))
-        picks = Parallel(n_jobs=opts.n_jobs)(
-            delayed(_refit)(clone(est), opts.method, Z_rows, problem.y, sample, cost,
-                            problem.free_budget) for sample in samples
-        )  # fmt: skip
-        counts = np.zeros(len(problem.rows), dtype=np.int64)
-        for chosen in picks:
-            counts[chosen] += 1
-        frequency[problem.rows] = counts / opts.bootstrap
-    return frequency
-
-
 def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> FitOutcome:
     """Choose C, fit the pipeline, bootstrap; everything the result tables need."""
     X_rows = problem.X[problem.rows]
@@ -161,15 +106,15 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     cost = None if problem.cost is None or not problem.k_free else problem.cost[problem.rows]
     est = _estimator(opts, problem, C, money=cost is not None)
     pipe = Pipeline([("scale", MomentScaler()), ("select", est)])
-    params = _fit_params(opts.method, cost)
+    params = fit_params(opts.method, cost)
     pipe.fit(X_rows, problem.y, **{f"select__{key}": v for key, v in params.items()})
-    picked = _picked(est, opts.method, cost, problem.free_budget)
+    picked = picked_rows(est, opts.method, cost, problem.free_budget)
     fit_seconds = time.perf_counter() - t_fit
     if C_source == "model":
         C = float(est.best_params_["C"])
         C_source = "cv" if est.cv_results_["params"][1:] else "given"
         say(f"model {est.best_params_['model']} with C={C:g} ({C_source})")
-    frequency = _frequency(opts, problem, est, Z_rows, cost, say)
+    frequency = selection_frequency(opts, problem, est, Z_rows, cost, say)
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = pipe.named_steps["scale"].transform(X_all)

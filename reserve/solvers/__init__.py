@@ -13,7 +13,7 @@ from reserve.solvers.auto import AutoTTK
 from reserve.solvers.budget import Budget
 from reserve.solvers.features import FEATURE_MAPS, ForestScore
 from reserve.solvers.multi import MultiSVM, MultiTTK
-from reserve.solvers.registry import METHODS, canonical_method, make_estimator
+from reserve.solvers.registry import METHODS, TTK_METHODS, canonical_method, make_estimator
 from reserve.solvers.svm import SVM
 from reserve.solvers.svmperf import SVMPerf
 from reserve.solvers.toppush import TopPush
@@ -27,6 +27,7 @@ __all__ = [
     "SVM",
     "TSVM",
     "TTK",
+    "TTK_METHODS",
     "AutoTTK",
     "Budget",
     "ForestScore",
