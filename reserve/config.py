@@ -143,7 +143,7 @@ class DefaultRegion:
     ----------
     species : str
         Common name of the first virtual species in the simulated EBD (see
-        :mod:`reserve.simulate`); its labels are the ``label`` column of the default ingest.
+        :mod:`reserve.paper.simulate`); its labels are the ``label`` column of the default ingest.
     scientific_name : str
         Its (invented) scientific name.
     species_all : tuple of str
