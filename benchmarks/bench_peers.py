@@ -36,7 +36,8 @@ the two-sided Wilcoxon signed-rank p of the reference method (``--reference``, b
 method ``reserve select`` runs by default) against every other, and mean seconds per fit.
 
 Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
-(writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits).
+(writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
+``--folds``, ``--splits`` set them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set).
 """
 
 from __future__ import annotations
@@ -347,9 +348,11 @@ def report(records: list[dict], methods: list[str], reference: str, command: str
     return "\n".join(lines)
 
 
-def _problems(suites: list[str], quick: bool, work: Path, notes: list[str]) -> Iterator[Problem]:
+def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterator[Problem]:
+    suites = args.suites.split(",")
     if "region" in suites:
-        yield from region_problems([0, 1] if quick else [0, 1, 2, 3, 4], work, (10, 30, 100))
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(range(5))
+        yield from region_problems(seeds[:2] if args.quick else seeds, work, (10, 30, 100))
     if "bcr27" in suites:
         from reserve.surrogates import default_bcr27_dir
 
@@ -360,9 +363,9 @@ def _problems(suites: list[str], quick: bool, work: Path, notes: list[str]) -> I
                 "(set RESERVE_BCR27_DIR)"
             )
         else:
-            yield from bcr27_problems(3 if quick else 10)
+            yield from bcr27_problems(3 if args.quick else args.folds)
     if "uci" in suites:
-        yield from uci_problems(3 if quick else 10)
+        yield from uci_problems(3 if args.quick else args.splits)
 
 
 def _write(path: Path, text: str) -> None:
@@ -379,7 +382,10 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     parser.add_argument("--suites", default="region,bcr27,uci")
     parser.add_argument("--methods", default=",".join(methods))
     parser.add_argument("--reference", default=DEFAULT_METHOD)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="2 seeds, 3 folds, 3 splits")
+    parser.add_argument("--seeds", default=None, help="region simulation seeds (0,1,2,3,4)")
+    parser.add_argument("--folds", type=int, default=10, help="BCR 27 candidate folds")
+    parser.add_argument("--splits", type=int, default=10, help="UCI random splits per set")
     parser.add_argument(
         "--work",
         type=Path,
@@ -408,7 +414,7 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        for problem in _problems(suites, args.quick, work, notes):
+        for problem in _problems(args, work, notes):
             records += run_problem(problem, run)
     command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
     text = report(records, chosen, args.reference, command.strip(), notes)
