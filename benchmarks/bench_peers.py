@@ -1,0 +1,433 @@
+"""Peers: the cells TTK selects against what a planner's ten lines of scikit-learn would select.
+
+Every method is one entry of :data:`METHODS`, a callable
+``fit_and_rank(X_all, y, k, seed, **context) -> rows``: ``X_all`` holds the features of the
+labelled and the candidate rows (standardised as ``reserve select`` does, over both), ``y`` is
+0/1 on labelled rows and -1 on candidates, and the callable returns ``k`` candidate rows of
+``X_all``, best first. ``context`` carries what a method may use besides (``cell_id`` of every
+row when the rows are grid cells; methods ignore what they do not need). Adding a method is
+adding one entry. The peers get honest library defaults, the same features and the same rows,
+and select their ``k`` best-scoring candidates:
+
+- ``ttk``: linear TTK as ``reserve select`` runs it today (``TTK(k, C=1)``, FD + polish);
+- ``svm``: the shifted SVM (:class:`reserve.solvers.SVM`, ``C = 1``);
+- ``logreg``: ``LogisticRegression()``; ``rf``: ``RandomForestClassifier(n_estimators=300)``;
+  ``hgb``: ``HistGradientBoostingClassifier()``; ``maxent``: ``elapid.MaxentModel()`` fitted
+  with detections as presences and non-detections as background (skipped with a note when
+  elapid is not installed: ``pip install elapid``);
+- ``random``: a seeded uniform draw of ``k`` candidates.
+
+Suites (``--suites``):
+
+- ``region``: the default region, simulation seeds 0-4 redrawn on the shipped landscape
+  (:func:`benchmarks.bench_default_region.simulated_region`), both virtual species, k = 10,
+  30, 100, precision against the simulated truth of each species;
+- ``bcr27``: the BCR 27 surrogates (:mod:`reserve.surrogates`; skipped when the eBird folder is
+  absent), 3 species x 10 candidate folds (k = 5 % of the fold), scored on all candidates
+  (``random`` folds), on the candidates with at least 5 checklists (``random, >= 5``: the fold
+  restricted to them, k = 5 % of those), and on spatially blocked folds (``blocked``: the
+  candidates in cell-id order, i.e. latitude bands of the grid, cut into 10 contiguous blocks);
+- ``uci``: the seven UCI sets of the paper, 10 random 50/50 splits each
+  (:func:`reserve.datasets.transductive_split`, seeds 0-9), k = 5 % of the test half; unlike
+  the paper's Table 3, no method tunes ``C``.
+
+For each suite: mean precision per method (and per group), the paired wins / ties / losses and
+the two-sided Wilcoxon signed-rank p of the reference method (``--reference``, by default the
+method ``reserve select`` runs by default) against every other, and mean seconds per fit.
+
+Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
+(writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
+``--folds``, ``--splits`` set them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from reserve.solvers import SVM, TTK, top_k
+
+OUT = Path(__file__).resolve().parent / "results" / "peers.md"
+
+#: ``fit_and_rank(X_all, y, k, seed, **context) -> k candidate rows of X_all, best first``.
+FitAndRank = Callable[..., np.ndarray]
+
+
+def rank_candidates(scores: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` candidate rows (``y == -1``) with the largest ``scores``, best first.
+
+    ``scores`` holds one value per candidate, in row order; ties go to the lower row.
+    """
+    cand = np.flatnonzero(y == -1)
+    return cand[top_k(np.asarray(scores, dtype=np.float64), k)]
+
+
+def _labelled(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lab = y != -1
+    return X[lab], y[lab], X[~lab]
+
+
+def ttk_linear(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """Linear TTK as ``reserve select --method ttk`` runs it today (C = 1, FD + polish)."""
+    return np.asarray(TTK(k=k, C=1.0, random_state=seed).fit(X, y).selected_, dtype=np.int64)
+
+
+def shifted_svm(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """The shifted SVM baseline (C = 1): a hinge-loss SVM on the labelled rows, top k."""
+    return np.asarray(SVM(k=k, C=1.0).fit(X, y).selected_, dtype=np.int64)
+
+
+def sklearn_peer(make: Callable[[int], Any]) -> FitAndRank:
+    """A peer from a classifier factory ``make(seed)``: fit on labelled rows, top k by P(1)."""
+
+    def fit_and_rank(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any):
+        Xl, yl, Xc = _labelled(X, y)
+        model = make(seed).fit(Xl, yl)
+        return rank_candidates(model.predict_proba(Xc)[:, 1], y, k)
+
+    return fit_and_rank
+
+
+def _logreg(seed: int) -> Any:
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(random_state=seed)
+
+
+def _forest(seed: int) -> Any:
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(n_estimators=300, random_state=seed, n_jobs=1)
+
+
+def _boosting(seed: int) -> Any:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(random_state=seed)
+
+
+def maxent(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """elapid's Maxent with its defaults: detections are presences, non-detections background."""
+    import elapid
+
+    Xl, yl, Xc = _labelled(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = elapid.MaxentModel().fit(Xl, yl)
+        scores = np.asarray(model.predict(Xc), dtype=np.float64).ravel()
+    return rank_candidates(scores, y, k)
+
+
+def random_pick(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """A seeded uniform draw of ``k`` candidates."""
+    cand = np.flatnonzero(y == -1)
+    return np.sort(np.random.default_rng(seed).choice(cand, size=k, replace=False))
+
+
+#: The methods compared, by name. Add a method by adding an entry.
+METHODS: dict[str, FitAndRank] = {
+    "ttk": ttk_linear,
+    "svm": shifted_svm,
+    "logreg": sklearn_peer(_logreg),
+    "rf": sklearn_peer(_forest),
+    "hgb": sklearn_peer(_boosting),
+    "maxent": maxent,
+    "random": random_pick,
+}
+
+#: The method ``reserve select`` runs by default (the reference of the paired comparisons).
+DEFAULT_METHOD = "ttk"
+
+
+@dataclass
+class Problem:
+    """One transductive problem: features of all rows, labels (-1 = candidate), the truth."""
+
+    suite: str
+    group: str
+    name: str
+    X: np.ndarray = field(repr=False)
+    y: np.ndarray = field(repr=False)
+    truth: np.ndarray = field(repr=False)  # 0/1 per row; only the candidates' are read
+    ks: tuple[int, ...]
+    context: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def standardise(X: np.ndarray) -> np.ndarray:
+    """Mean 0, sd 1 per column over all rows (constant columns centred), as select does."""
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...]) -> Iterator[Problem]:
+    """The default region, redrawn per seed: both species, features and rows as select's."""
+    import pyogrio
+
+    from benchmarks.bench_default_region import simulated_region
+    from reserve.config import DEFAULT_REGION, SPECIES_LABEL_PREFIX, species_slug
+    from reserve.default_region import FILES
+    from reserve.evaluate import read_truth
+
+    for seed in seeds:
+        folder = work / f"seed{seed}"
+        cached = sorted((folder / "cache").glob("*.gpkg")) if folder.is_dir() else []
+        cells = cached[0] if cached else simulated_region(seed, work)[0]
+        units = pyogrio.read_dataframe(cells, layer="planning_units", read_geometry=False)
+        features = [c for c in units.columns if c.startswith(("landcover_", "elevation_"))]
+        role = units["role"].astype(str).to_numpy()
+        locked = units["locked_out"].fillna(False).astype(bool).to_numpy()
+        rows = np.flatnonzero(np.isin(role, ("train", "candidate")) & ~locked)
+        X = standardise(units[features].to_numpy(dtype=np.float64)[rows])
+        is_cand = role[rows] == "candidate"
+        ids = units["cell_id"].to_numpy()[rows]
+        for i, species in enumerate(DEFAULT_REGION.species_all):
+            label = units[SPECIES_LABEL_PREFIX + species_slug(species)].to_numpy()[rows]
+            y = np.where(is_cand, -1, label).astype(np.int64)
+            key = "truth" if i == 0 else f"truth_{species_slug(species)}"
+            truth = read_truth(folder / FILES[key]).loc[ids, "occupied"].to_numpy(dtype=np.int64)
+            yield Problem("region", species, f"seed {seed}", X, y, truth, budgets,
+                          {"cell_id": ids})  # fmt: skip
+
+
+def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.ndarray]:
+    """Candidate positions (0..m-1) of each fold: a seeded permutation, or cell-id bands."""
+    m = inst.n_candidates
+    order = np.arange(m) if blocked else np.random.default_rng(seed).permutation(m)
+    return [np.sort(f) for f in np.array_split(order, n_folds)]
+
+
+def bcr27_problems(n_folds: int, min_checklists: int = 5) -> Iterator[Problem]:
+    """BCR 27 surrogates: random folds (all / well-surveyed candidates) and blocked folds."""
+    from reserve.surrogates import BCR27_SPECIES, bcr27_instance
+
+    for code, common in BCR27_SPECIES.items():
+        inst = bcr27_instance(code)
+        lab = np.flatnonzero(inst.y != -1)
+        cand = np.flatnonzero(inst.y == -1)
+        raw = inst.features.to_numpy(dtype=np.float64)
+        variants = (("random", False, 1), (f"random, >= {min_checklists}", False, min_checklists),
+                    ("blocked", True, 1))  # fmt: skip
+        for variant, blocked, least in variants:
+            for j, fold in enumerate(_bcr27_folds(inst, n_folds, blocked, seed=0)):
+                fold = fold[inst.n_checklists[cand[fold]] >= least]
+                rows = np.concatenate([lab, cand[fold]])
+                y = np.concatenate([inst.y[lab], -np.ones(fold.size, dtype=np.int64)])
+                truth = np.concatenate([inst.y[lab], inst.y_candidates[fold]])
+                k = max(1, round(0.05 * fold.size))
+                context = {"cell_id": inst.cell_ids[rows], "n_checklists": inst.n_checklists[rows]}
+                X = standardise(raw[rows])
+                yield Problem(f"bcr27 ({variant})", common, f"fold {j}", X, y, truth, (k,), context)
+
+
+def uci_problems(n_splits: int) -> Iterator[Problem]:
+    """The paper's seven UCI sets: random 50/50 splits, k = 5 % of the test half."""
+    from reserve.datasets import BENCHMARKS, load_benchmark, transductive_split
+
+    for name in BENCHMARKS:
+        X, y0 = load_benchmark(name)
+        for s in range(n_splits):
+            Xa, yf, yh, k = transductive_split(X, y0, random_state=s)
+            truth = np.concatenate([yf[yf != -1], yh])
+            yield Problem("uci", name, f"split {s}", Xa, yf, truth, (k,))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_problem(problem: Problem, methods: dict[str, FitAndRank], seed: int = 0) -> list[dict]:
+    """Fit every method for every ``k`` of ``problem``; one record per (method, k)."""
+    records = []
+    for k in problem.ks:
+        for name, fit_and_rank in methods.items():
+            t0 = time.perf_counter()
+            rows = np.asarray(fit_and_rank(problem.X, problem.y, k, seed, **problem.context))
+            seconds = time.perf_counter() - t0
+            if rows.size != k or (problem.y[rows] != -1).any():
+                raise RuntimeError(f"{name} returned {rows.size} rows, not {k} candidates")
+            records.append({
+                "suite": problem.suite, "group": problem.group, "problem": problem.name,
+                "k": k, "method": name, "precision": float(problem.truth[rows].mean()),
+                "seconds": seconds, "n_labelled": int((problem.y != -1).sum()),
+                "n_positive": int((problem.y == 1).sum()),
+                "n_candidates": int((problem.y == -1).sum()),
+            })  # fmt: skip
+        line = "  ".join(f"{r['method']} {r['precision']:.2f}" for r in records if r["k"] == k)
+        print(f"{problem.suite} | {problem.group} | {problem.name} | k {k}: {line}", flush=True)
+    return records
+
+
+def wilcoxon_p(diff: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p of paired differences (1 when all are zero)."""
+    from scipy.stats import wilcoxon
+
+    if not np.any(diff != 0):
+        return 1.0
+    return float(wilcoxon(diff).pvalue)
+
+
+def _paired(records: list[dict], method: str) -> dict[tuple, float]:
+    return {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
+            if r["method"] == method}  # fmt: skip
+
+
+def suite_report(records: list[dict], methods: list[str], reference: str) -> list[str]:
+    """Markdown of one suite: means per group and k, paired comparison, seconds per fit."""
+    suite = records[0]["suite"]
+    groups = list(dict.fromkeys((r["group"], r["k"]) for r in records if r["method"] == reference))
+    per_problem = {(r["group"], r["problem"]) for r in records}
+    multi_k = len({(r["group"], r["problem"], r["k"]) for r in records}) > len(per_problem)
+    lines = [f"## {suite}", "", "| group | " + " | ".join(methods) + " |",
+             "|---|" + "---|" * len(methods)]  # fmt: skip
+    keys = groups if multi_k else list(dict.fromkeys((g, None) for g, _ in groups))
+    for group, k in keys:
+        cells = []
+        for m in methods:
+            v = [r["precision"] for r in records if r["method"] == m and r["group"] == group
+                 and (k is None or r["k"] == k)]  # fmt: skip
+            cells.append(f"{np.mean(v):.3f}" if v else "-")
+        label = f"{group}, k = {k}" if multi_k else group
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    best = {m: np.mean([r["precision"] for r in records if r["method"] == m]) for m in methods}
+    top = max(best.values())
+    lines.append(
+        "| **all** | "
+        + " | ".join(f"**{best[m]:.3f}**" if best[m] == top else f"{best[m]:.3f}" for m in methods)
+        + " |"
+    )
+    ref = _paired(records, reference)
+    lines += ["", f"Paired, {reference} against each method ({len(ref)} problems): wins / ties / "
+              "losses, Wilcoxon p; mean seconds per fit.", "",
+              "| method | mean precision | wins/ties/losses | Wilcoxon p | s per fit |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for m in methods:
+        other = _paired(records, m)
+        common = [key for key in ref if key in other]
+        d = np.array([ref[key] - other[key] for key in common])
+        wtl = (
+            "-"
+            if m == reference
+            else (
+                f"{int((d > 1e-12).sum())}/{int((abs(d) <= 1e-12).sum())}/{int((d < -1e-12).sum())}"
+            )
+        )
+        p = "-" if m == reference else f"{wilcoxon_p(np.where(abs(d) <= 1e-12, 0, d)):.3g}"
+        sec = np.mean([r["seconds"] for r in records if r["method"] == m])
+        lines.append(f"| {m} | {best[m]:.3f} | {wtl} | {p} | {sec:.2f} |")
+    return [*lines, ""]
+
+
+def report(records: list[dict], methods: list[str], reference: str, command: str,
+           notes: list[str]) -> str:  # fmt: skip
+    """The whole markdown report: one section per suite."""
+    lines = [
+        "# Peers: precision at k of TTK and a planner's alternatives",
+        "",
+        f"`{command}` (Python {platform.python_version()}, {os.cpu_count()} CPUs). "
+        "Methods and suites: see `benchmarks/bench_peers.py`. Bold: the best mean.",
+        "",
+    ]
+    lines += [f"- {n}" for n in notes] + ([""] if notes else [])
+    for suite in dict.fromkeys(r["suite"] for r in records):
+        lines += suite_report([r for r in records if r["suite"] == suite], methods, reference)
+    return "\n".join(lines)
+
+
+def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterator[Problem]:
+    suites = args.suites.split(",")
+    if "region" in suites:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(range(5))
+        yield from region_problems(seeds[:2] if args.quick else seeds, work, (10, 30, 100))
+    if "bcr27" in suites:
+        from reserve.surrogates import default_bcr27_dir
+
+        folder = default_bcr27_dir()
+        if folder is None or not folder.is_dir():
+            notes.append(
+                "bcr27 skipped: the eBird folder ../shared/real/ebird-bcr27 is absent "
+                "(set RESERVE_BCR27_DIR)"
+            )
+        else:
+            yield from bcr27_problems(3 if args.quick else args.folds)
+    if "uci" in suites:
+        yield from uci_problems(3 if args.quick else args.splits)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = None) -> int:
+    """Command-line entry point; ``methods`` (default :data:`METHODS`) for scripts that add some."""
+    methods = dict(METHODS if methods is None else methods)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suites", default="region,bcr27,uci")
+    parser.add_argument("--methods", default=",".join(methods))
+    parser.add_argument("--reference", default=DEFAULT_METHOD)
+    parser.add_argument("--quick", action="store_true", help="2 seeds, 3 folds, 3 splits")
+    parser.add_argument("--seeds", default=None, help="region simulation seeds (0,1,2,3,4)")
+    parser.add_argument("--folds", type=int, default=10, help="BCR 27 candidate folds")
+    parser.add_argument("--splits", type=int, default=10, help="UCI random splits per set")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="folder for the redrawn regions (kept; default a temporary one)",
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--csv", type=Path, default=None, help="also write every record here")
+    args = parser.parse_args(argv)
+    suites = args.suites.split(",")
+    chosen = args.methods.split(",")
+    unknown = [m for m in [*chosen, args.reference] if m not in methods]
+    if unknown or set(suites) - {"region", "bcr27", "uci"}:
+        parser.error(f"unknown method or suite: {unknown or suites}; methods: {', '.join(methods)}")
+    notes: list[str] = []
+    if "maxent" in chosen:
+        try:
+            import elapid  # noqa: F401
+        except ImportError:
+            chosen.remove("maxent")
+            notes.append("maxent skipped: elapid is not installed (pip install elapid)")
+    if args.reference not in chosen:
+        chosen.insert(0, args.reference)
+    run = {m: methods[m] for m in chosen}
+    records: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for problem in _problems(args, work, notes):
+            records += run_problem(problem, run)
+    command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
+    text = report(records, chosen, args.reference, command.strip(), notes)
+    print(text)
+    _write(args.out, text)
+    if args.csv is not None and records:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        with args.csv.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+            writer.writeheader()
+            writer.writerows(records)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
