@@ -9,7 +9,9 @@ row when the rows are grid cells; methods ignore what they do not need). Adding 
 adding one entry. The peers get honest library defaults, the same features and the same rows,
 and select their ``k`` best-scoring candidates:
 
-- ``ttk``: linear TTK as ``reserve select`` runs it today (``TTK(k, C=1)``, FD + polish);
+- ``auto``: ``reserve select``'s default, :class:`reserve.solvers.AutoTTK` (the feature map and
+  ``C`` chosen by transductive cross-validation on the labelled rows);
+- ``ttk``: linear TTK as ``reserve select --model linear`` runs it (``TTK(k, C=1)``, FD + polish);
 - ``svm``: the shifted SVM (:class:`reserve.solvers.SVM`, ``C = 1``);
 - ``logreg``: ``LogisticRegression()``; ``rf``: ``RandomForestClassifier(n_estimators=300)``;
   ``hgb``: ``HistGradientBoostingClassifier()``; ``maxent``: ``elapid.MaxentModel()`` fitted
@@ -22,13 +24,13 @@ Suites (``--suites``):
 - ``region``: the default region, simulation seeds 0-4 redrawn on the shipped landscape
   (:func:`benchmarks.bench_default_region.simulated_region`), both virtual species, k = 10,
   30, 100, precision against the simulated truth of each species;
-- ``bcr27``: the BCR 27 surrogates (:mod:`reserve.surrogates`; skipped when the eBird folder is
+- ``bcr27``: the BCR 27 surrogates (:mod:`reserve.paper.surrogates`; skipped when the eBird folder is
   absent), 3 species x 10 candidate folds (k = 5 % of the fold), scored on all candidates
   (``random`` folds), on the candidates with at least 5 checklists (``random, >= 5``: the fold
   restricted to them, k = 5 % of those), and on spatially blocked folds (``blocked``: the
   candidates in cell-id order, i.e. latitude bands of the grid, cut into 10 contiguous blocks);
 - ``uci``: the seven UCI sets of the paper, 10 random 50/50 splits each
-  (:func:`reserve.datasets.transductive_split`, seeds 0-9), k = 5 % of the test half; unlike
+  (:func:`reserve.paper.datasets.transductive_split`, seeds 0-9), k = 5 % of the test half; unlike
   the paper's Table 3, no method tunes ``C``.
 
 For each suite: mean precision per method (and per group), the paired wins / ties / losses and
@@ -85,6 +87,13 @@ def ttk_linear(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) 
     return np.asarray(TTK(k=k, C=1.0, random_state=seed).fit(X, y).selected_, dtype=np.int64)
 
 
+def auto_ttk(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """``reserve select``'s default: AutoTTK (feature map and C chosen by transductive CV)."""
+    from reserve.solvers import AutoTTK
+
+    return np.asarray(AutoTTK(k=k, random_state=seed).fit(X, y).selected_, dtype=np.int64)
+
+
 def shifted_svm(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
     """The shifted SVM baseline (C = 1): a hinge-loss SVM on the labelled rows, top k."""
     return np.asarray(SVM(k=k, C=1.0).fit(X, y).selected_, dtype=np.int64)
@@ -139,6 +148,7 @@ def random_pick(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any)
 
 #: The methods compared, by name. Add a method by adding an entry.
 METHODS: dict[str, FitAndRank] = {
+    "auto": auto_ttk,
     "ttk": ttk_linear,
     "svm": shifted_svm,
     "logreg": sklearn_peer(_logreg),
@@ -149,7 +159,7 @@ METHODS: dict[str, FitAndRank] = {
 }
 
 #: The method ``reserve select`` runs by default (the reference of the paired comparisons).
-DEFAULT_METHOD = "ttk"
+DEFAULT_METHOD = "auto"
 
 
 @dataclass
