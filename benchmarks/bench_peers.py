@@ -24,8 +24,8 @@ Suites (``--suites``):
 - ``region``: the default region, simulation seeds 0-4 redrawn on the shipped landscape
   (:func:`benchmarks.bench_default_region.simulated_region`), both virtual species, k = 10,
   30, 100, precision against the simulated truth of each species;
-- ``bcr27``: the BCR 27 surrogates (:mod:`reserve.paper.surrogates`; skipped when the eBird folder is
-  absent), 3 species x 10 candidate folds (k = 5 % of the fold), scored on all candidates
+- ``bcr27``: the BCR 27 surrogates (:mod:`reserve.paper.surrogates`; skipped when the eBird
+  folder is absent), 3 species x 10 candidate folds (k = 5 % of the fold), scored on all candidates
   (``random`` folds), on the candidates with at least 5 checklists (``random, >= 5``: the fold
   restricted to them, k = 5 % of those), and on spatially blocked folds (``blocked``: the
   candidates in cell-id order, i.e. latitude bands of the grid, cut into 10 contiguous blocks);
