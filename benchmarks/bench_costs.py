@@ -79,12 +79,12 @@ def run_region(seed: int, cells: Path, truth_path: Path, budgets: list[float], w
         picks: dict[str, np.ndarray] = {}
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
-        res = select_reserve(B, priced, cost_column=PRICE_COLUMN, C=1.0, seed=0)
+        res = select_reserve(B, priced, cost_column=PRICE_COLUMN, C=1.0, seed=0, model="linear")
         seconds["ttk_costs"] = time.perf_counter() - t0
         picks["ttk_costs"] = res.selected["cell_id"].to_numpy()
         for name, method in (("ttk_ignoring", "ttk"), ("svm_ratio", "svm")):
             t0 = time.perf_counter()
-            r = select_reserve(k, cells, method=method, C=1.0, seed=0)
+            r = select_reserve(k, cells, method=method, C=1.0, seed=0, model="linear")
             score = r.planning_units["score"].to_numpy()[cand]
             if name == "ttk_ignoring":
                 pos = budget_select(score, c_price, B)

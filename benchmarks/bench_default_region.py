@@ -84,7 +84,7 @@ def run_seed(seed: int, budgets: list[int], work: Path) -> list[dict]:
         }
         for method in _METHODS:
             t0 = time.perf_counter()
-            res = select_reserve(k, cells, method=method, C=1.0, seed=0)
+            res = select_reserve(k, cells, method=method, C=1.0, seed=0, model="linear")
             rec[f"{method}_s"] = time.perf_counter() - t0
             ids = res.selected["cell_id"].to_numpy()
             rec[method] = evaluate_selection(ids, folder / FILES["truth"])["precision"]

@@ -73,7 +73,9 @@ def run_region(seed: int, cells: Path, folder: Path, budgets: list[int]) -> list
         rec: dict = {"seed": seed, "k": k}
         for key, (_, method, species) in RUNS.items():
             t0 = time.perf_counter()
-            res = select_reserve(k, cells, method=method, C=1.0, seed=0, species=species)
+            res = select_reserve(
+                k, cells, method=method, C=1.0, seed=0, species=species, model="linear"
+            )
             seconds = time.perf_counter() - t0
             rows = np.isin(ids, res.selected["cell_id"].to_numpy())
             prec = occ[rows].mean(axis=0)
