@@ -224,7 +224,7 @@ def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.n
 
 def bcr27_problems(n_folds: int, min_checklists: int = 5) -> Iterator[Problem]:
     """BCR 27 surrogates: random folds (all / well-surveyed candidates) and blocked folds."""
-    from reserve.surrogates import BCR27_SPECIES, bcr27_instance
+    from reserve.paper.surrogates import BCR27_SPECIES, bcr27_instance
 
     for code, common in BCR27_SPECIES.items():
         inst = bcr27_instance(code)
@@ -247,7 +247,7 @@ def bcr27_problems(n_folds: int, min_checklists: int = 5) -> Iterator[Problem]:
 
 def uci_problems(n_splits: int) -> Iterator[Problem]:
     """The paper's seven UCI sets: random 50/50 splits, k = 5 % of the test half."""
-    from reserve.datasets import BENCHMARKS, load_benchmark, transductive_split
+    from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
 
     for name in BENCHMARKS:
         X, y0 = load_benchmark(name)
@@ -364,7 +364,7 @@ def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterato
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(range(5))
         yield from region_problems(seeds[:2] if args.quick else seeds, work, (10, 30, 100))
     if "bcr27" in suites:
-        from reserve.surrogates import default_bcr27_dir
+        from reserve.paper.surrogates import default_bcr27_dir
 
         folder = default_bcr27_dir()
         if folder is None or not folder.is_dir():

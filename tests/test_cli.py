@@ -106,6 +106,8 @@ class _null:
         ([], 2, "budget is required"),
         (["--budget", "3", "--method", "ttk2"], 2, "method='ttk2' is unknown"),
         (["--budget", "3", "--C", "-1"], 2, "C must be a positive number"),
+        (["--budget", "3", "--model", "gam"], 2, "model='gam' is unknown; choose one of auto"),
+        (["--budget", "3", "--method", "svm", "--model", "rbf"], 2, "needs method 'ttk'"),
         (["--budget", "3", "--cells", "@missing"], 1, "does not exist"),
         (["--budget", "3", "--cells", "@text"], 1, "is not a GeoPackage"),
         (["--budget", "3", "--cells", "@nolayer"], 1, "no 'planning_units' layer"),

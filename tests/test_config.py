@@ -12,8 +12,10 @@ from reserve.errors import InvalidInputError
 
 def test_defaults_come_from_select_defaults():
     opts = SelectOptions(budget=3)
-    for name in ("method", "C", "seed", "time_limit", "bootstrap", "n_jobs"):
+    for name in ("method", "model", "seed", "time_limit", "bootstrap", "n_jobs"):
         assert getattr(opts, name) == getattr(SELECT_DEFAULTS, name)
+    # C is chosen with the default model; a linear fit without a C uses TTK's default
+    assert opts.C is None and opts.fixed_C == SELECT_DEFAULTS.C
     assert CONFIG_KEYS == tuple(f.name for f in dataclasses.fields(SelectOptions))
 
 
@@ -61,3 +63,14 @@ def test_map_path(tmp_path):
     assert SelectOptions(budget=7.5, cost_column="p").map_path(Path("c.gpkg")).name == (
         "georgia_ttk_cost7.5.html"
     )
+
+
+def test_model_is_checked_and_resolved_per_method():
+    with pytest.raises(InvalidInputError, match="auto, linear, spline"):
+        SelectOptions(budget=3, model="gam")
+    with pytest.raises(InvalidInputError, match="needs method 'ttk'"):
+        SelectOptions(budget=3, method="svm", model="spline")
+    assert SelectOptions(budget=3, method="svm").effective_model == "linear"
+    two = SelectOptions(budget=3, species=["Wood Thrush", "Veery"])
+    assert two.effective_model == "linear"
+    assert SelectOptions(budget=3, model=" Spline ").effective_model == "spline"
