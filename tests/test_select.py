@@ -360,7 +360,8 @@ def test_locked_cells_are_always_respected(n_in, n_out, extra, seed):
     units = lock_units(n_in, n_out, seed)
     with tempfile.TemporaryDirectory() as tmp:
         path = write_units(Path(tmp) / "cells.gpkg", units)
-        res = select_reserve(budget, path, locked_in="mine", locked_out="excl")
+        # a property of the locks, not of the model: the fast linear model keeps it cheap
+        res = select_reserve(budget, path, locked_in="mine", locked_out="excl", model="linear")
     pu = res.planning_units
     mine, excl = units["mine"].to_numpy(), units["excl"].to_numpy()
     chosen = pu["selected"].to_numpy()
@@ -539,7 +540,7 @@ def test_money_budget_and_locks_always_respected(seed, budget, n_in):
     budget = budget + cost_in
     with tempfile.TemporaryDirectory() as tmp:
         path = write_units(Path(tmp) / "c.gpkg", units)
-        res = select_reserve(budget, path, cost_column="price", locked_in="owned",
+        res = select_reserve(budget, path, cost_column="price", locked_in="owned", model="linear",
                              locked_out="urban")  # fmt: skip
     pu = res.planning_units
     assert pu.loc[pu["selected"], "price"].sum() <= budget * (1 + 1e-12)
