@@ -194,11 +194,33 @@ def build_map(
     str
     """
     import folium
-    from branca.element import Element, MacroElement
-    from jinja2 import Template
 
     summary = dict(summary or {})
     units = planning_units.to_crs(4326)
+    data, sel, thinned = _map_data(units, main_features, max_cells)
+    (s, w), (n, e) = data["view"]
+    # zoom_snap: fractional zooms, so the first view fits the selection tightly
+    m = folium.Map(
+        location=[(s + n) / 2, (w + e) / 2],
+        zoom_start=7,
+        tiles=None,
+        control_scale=True,
+        prefer_canvas=False,
+        zoom_snap=0.25,
+        zoom_delta=0.5,
+    )
+    _offline_leaflet(m)
+    if tiles:
+        folium.TileLayer(tiles, name="base map", control=False).add_to(m)
+    _add_layers(m, data, units, len(sel), public, outline)
+    _add_panels(m, summary, data, len(sel), thinned, public is not None)
+    return m.get_root().render()
+
+
+def _map_data(
+    units: gpd.GeoDataFrame, main_features: Sequence[str], max_cells: int
+) -> tuple[dict[str, Any], gpd.GeoDataFrame, int]:
+    """The cells drawn (as the script's data), the selected cells, and how many were thinned."""
     role = units["role"].astype(str).to_numpy()
     sel_mask = units["selected"].astype(bool).to_numpy()
     feats = [f for f in main_features if f in units.columns]
@@ -229,19 +251,13 @@ def build_map(
         "undetected": _layer(train[~detected], feats),
         "selected": _layer(sel, feats),
     }
+    return data, sel, thinned
 
-    (s, w), (n, e) = data["view"]
-    # zoom_snap: fractional zooms, so the first view fits the selection tightly
-    m = folium.Map(
-        location=[(s + n) / 2, (w + e) / 2],
-        zoom_start=7,
-        tiles=None,
-        control_scale=True,
-        prefer_canvas=False,
-        zoom_snap=0.25,
-        zoom_delta=0.5,
-    )
-    # Offline: no CDN scripts or styles; Leaflet itself is inlined below.
+
+def _offline_leaflet(m: Any) -> None:
+    """Inline Leaflet and the page's styles: no CDN scripts or styles."""
+    from branca.element import Element
+
     m.default_js = []
     m.default_css = []
     m.get_root().header.add_child(
@@ -252,8 +268,17 @@ def build_map(
         name="reserve_leaflet",
         index=0,
     )
-    if tiles:
-        folium.TileLayer(tiles, name="base map", control=False).add_to(m)
+
+
+def _add_layers(
+    m: Any, data: dict[str, Any], units: gpd.GeoDataFrame, n_sel: int,
+    public: str | os.PathLike[str] | None, outline: str | os.PathLike[str] | None,
+) -> None:  # fmt: skip
+    """The layer groups and the script that fills them from ``data``."""
+    import folium
+    from branca.element import MacroElement
+    from jinja2 import Template
+
     fg_outline = folium.FeatureGroup(name="region outline").add_to(m)
     fg_public = folium.FeatureGroup(name="public land")
     if public is not None:
@@ -261,7 +286,7 @@ def build_map(
     fg_cand = folium.FeatureGroup(name="candidate cells (score)").add_to(m)
     fg_det = folium.FeatureGroup(name="training: detected").add_to(m)
     fg_undet = folium.FeatureGroup(name="training: not detected").add_to(m)
-    fg_sel = folium.FeatureGroup(name=f"selected cells ({len(sel)})").add_to(m)
+    fg_sel = folium.FeatureGroup(name=f"selected cells ({n_sel})").add_to(m)
 
     fallback = None
     if outline is None:  # the planning units' own outline (cells tile the region)
@@ -288,6 +313,10 @@ def build_map(
     m.add_child(macro)
     folium.LayerControl(collapsed=False).add_to(m)
 
+
+def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, str]]:
+    """The summary box's rows (label, value)."""
+
     def fmt(key: str, spec: str = "") -> str:
         v = summary.get(key)
         if v is None or (isinstance(v, float) and not np.isfinite(v)):
@@ -311,8 +340,11 @@ def build_map(
     ]
     if thinned:
         rows.append(("thinned", f"{thinned} lowest-scoring candidates not drawn"))
-    box = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in rows)
-    legend = (
+    return rows
+
+
+def _legend(data: dict[str, Any], with_public: bool) -> str:
+    return (
         '<div class="reserve-box reserve-legend"><b>Legend</b>'
         '<div><span class="sw" style="border:3px solid #d7191c;background:#ffff00"></span>'
         '<span class="sw dot"></span>selected cell, marker with rank</div>'
@@ -322,27 +354,37 @@ def build_map(
         '<div><span class="sw" style="background:#bababa"></span>training: not detected</div>'
         + (
             '<div><span class="sw" style="background:#1a9641;opacity:.4"></span>public land</div>'
-            if public is not None
+            if with_public
             else ""
         )
         + '<div><span class="sw" style="border:2px dashed #333"></span>region outline</div>'
         "</div>"
     )
+
+
+def _add_panels(
+    m: Any, summary: Mapping[str, Any], data: dict[str, Any], n_sel: int, thinned: int,
+    with_public: bool,
+) -> None:  # fmt: skip
+    """The summary box, the legend, the ranked list and the run's configuration."""
+    from branca.element import Element
+
+    rows = _summary_rows(summary, thinned)
+    box = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in rows)
     # JSON inside <script> is not HTML-decoded: only "</" must not appear literally
     cfg = str(summary.get("config", "")).replace("</", "<\\/")
     m.get_root().html.add_child(
         Element(
             f'<div class="reserve-box reserve-summary"><b>Reserve selection</b>'
-            f"<table>{box}</table></div>{legend}"
+            f"<table>{box}</table></div>{_legend(data, with_public)}"
             '<div class="reserve-box reserve-list"><details open><summary><b>Ranked cells '
-            f"({len(sel)})</b></summary>"
+            f"({n_sel})</b></summary>"
             '<div class="views"><button type="button" data-view="selection">selection</button>'
             '<button type="button" data-view="region">whole region</button></div>'
             '<ol class="reserve-ranks"></ol></details></div>'
             f'<script type="application/json" id="reserve-config">{cfg}</script>'
         )
     )
-    return m.get_root().render()
 
 
 def write_map(

@@ -104,7 +104,7 @@ _DASK_NAMES = ("DaskObservations", "dask_client", "dask_observations")
 def __getattr__(name: str) -> Any:
     """The Dask engine's names, imported on first use (the module needs no Dask to load)."""
     if name in _DASK_NAMES:
-        from reserve.io import dask_engine
+        import importlib
 
-        return getattr(dask_engine, name)
+        return getattr(importlib.import_module(f"{__name__}.dask_engine"), name)
     raise AttributeError(f"module 'reserve.io' has no attribute {name!r}")

@@ -113,12 +113,27 @@ def make_estimator(
     >>> make_estimator("TTK-FD", k=5, C=2.0, random_state=0)
     TTK(C=2.0, k=5, random_state=0)
     """
-    from reserve.solvers import AATP, SVM, TSVM, TTK, MultiSVM, MultiTTK, SVMPerf, TopPush
-
     method = canonical_method(name)
     if model != "linear":
         return _auto(method, model, k=k, C=C, Cs=Cs, budget=budget, n_species=n_species,
                      random_state=random_state)  # fmt: skip
+    return _linear(method, k=k, C=C, budget=budget, n_species=n_species,
+                   random_state=random_state, time_limit=time_limit,
+                   fit_time_limit=fit_time_limit, polish=polish)  # fmt: skip
+
+
+def _linear(method: str, *, k: int, C: float, budget: float | None, n_species: int,
+            random_state: int | None, time_limit: float, fit_time_limit: float | None,
+            polish: bool) -> Any:  # fmt: skip
+    """The paper's linear estimator of ``method`` (several species: MultiTTK / MultiSVM)."""
+    from reserve.solvers.aatp import AATP
+    from reserve.solvers.multi import MultiSVM, MultiTTK
+    from reserve.solvers.svm import SVM
+    from reserve.solvers.svmperf import SVMPerf
+    from reserve.solvers.toppush import TopPush
+    from reserve.solvers.tsvm import TSVM
+    from reserve.solvers.ttk import TTK
+
     if n_species > 1:
         if method == "svm":
             return MultiSVM(k=k, C=C)
