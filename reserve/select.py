@@ -68,7 +68,7 @@ def _estimator(opts: SelectOptions, problem: Problem, C: float, *, money: bool) 
     Cs = None if model == "linear" or opts.C in (None, "cv") else (float(opts.C),)
     return make_estimator(opts.method, k=problem.k_fit, C=C, budget=budget, n_species=n_species,
                           random_state=opts.seed, time_limit=opts.time_limit, model=model,
-                          Cs=Cs)  # fmt: skip
+                          Cs=Cs, n_jobs=opts.n_jobs)  # fmt: skip
 
 
 def _choose_C(

@@ -70,6 +70,7 @@ def make_estimator(
     polish: bool = True,
     model: str = "linear",
     Cs: tuple[float, ...] | None = None,
+    n_jobs: int | None = None,
 ) -> Any:
     """A fresh, unfitted estimator for method ``name``.
 
@@ -102,6 +103,8 @@ def make_estimator(
     Cs : tuple of float or None, default=None
         With ``model != "linear"``: the values of ``C`` compared (default
         :data:`~reserve.solvers.auto.AUTO_CS`; ``C`` is then not used).
+    n_jobs : int or None, default=None
+        With ``model != "linear"``: parallel cross-validation folds (same result).
 
     Returns
     -------
@@ -116,7 +119,7 @@ def make_estimator(
     method = canonical_method(name)
     if model != "linear":
         return _auto(method, model, k=k, C=C, Cs=Cs, budget=budget, n_species=n_species,
-                     random_state=random_state)  # fmt: skip
+                     random_state=random_state, n_jobs=n_jobs)  # fmt: skip
     return _linear(method, k=k, C=C, budget=budget, n_species=n_species,
                    random_state=random_state, time_limit=time_limit,
                    fit_time_limit=fit_time_limit, polish=polish)  # fmt: skip
@@ -154,7 +157,8 @@ def _linear(method: str, *, k: int, C: float, budget: float | None, n_species: i
 
 
 def _auto(method: str, model: str, *, k: int, C: float, Cs: tuple[float, ...] | None,
-          budget: float | None, n_species: int, random_state: int | None) -> Any:  # fmt: skip
+          budget: float | None, n_species: int, random_state: int | None,
+          n_jobs: int | None = None) -> Any:  # fmt: skip
     """:class:`~reserve.solvers.AutoTTK` for ``model`` (a feature map, or ``"auto"``)."""
     from reserve.solvers.auto import AUTO_CS, AUTO_MODELS, AutoTTK
     from reserve.solvers.features import FEATURE_MAPS
@@ -170,4 +174,4 @@ def _auto(method: str, model: str, *, k: int, C: float, Cs: tuple[float, ...] | 
         )
     models = AUTO_MODELS if model == "auto" else (model,)
     return AutoTTK(k=k, budget=budget, models=models, Cs=tuple(Cs) if Cs else AUTO_CS,
-                   random_state=random_state)  # fmt: skip
+                   random_state=random_state, n_jobs=n_jobs)  # fmt: skip
