@@ -332,6 +332,7 @@ def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, s
     rows = [
         ("budget", budget),
         ("method", fmt("method")),
+        *([("model", fmt("model_fitted"))] if summary.get("model_fitted") else []),
         *([("species", fmt("species"))] if summary.get("species") else []),
         ("C", f"{fmt('c', 'g')} ({fmt('c_source')})"),
         ("objective", fmt("objective", ".4g")),

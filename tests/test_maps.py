@@ -198,7 +198,9 @@ def test_map_renders_in_headless_chromium(tmp_path):
         )
         assert inside == [True] * k
         assert driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers").is_displayed()
-        assert "Reserve selection" in driver.find_element(By.CLASS_NAME, "reserve-summary").text
+        box = driver.find_element(By.CLASS_NAME, "reserve-summary").text
+        assert "Reserve selection" in box
+        assert f"model {res.summary['model_fitted']}" in box  # the model the default chose
         ranks = driver.find_elements(By.CSS_SELECTOR, ".reserve-ranks li")
         assert [int(li.get_attribute("value")) for li in ranks] == list(range(1, k + 1))
         ARTIFACTS.mkdir(exist_ok=True)
