@@ -1,0 +1,82 @@
+"""The default selector at scale against the random forest a planner would fit instead.
+
+Usage::
+
+    .venv/bin/python -m benchmarks.bench_scale_auto [--n 100000 --m 1000000 --d 38 --k 1000]
+        [--write]
+
+Same synthetic data as :mod:`benchmarks.bench_scale` (standard normal features, about 30 %
+positives from a noisy logistic model). In one run it times
+
+* ``AutoTTK(k, random_state=0).fit(X, y)``: ``reserve select``'s default, model selection
+  (the cross-validation on a stratified sample of at most 4,000 labelled rows) included;
+* ``RandomForestClassifier(n_estimators=300, n_jobs=2, random_state=0)`` fitted on the same
+  labelled rows, plus its ``predict_proba`` of the candidates (what buying its top k needs);
+
+and prints both, their ratio, the model AutoTTK chose and issue 15's target (the default's
+whole fit no longer than that forest). Figures only: nothing is asserted. ``--write`` writes
+them to ``benchmarks/results/scale_auto.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import time
+from pathlib import Path
+
+from benchmarks.bench_scale import make_data
+
+RESULTS = Path(__file__).resolve().parent / "results" / "scale_auto.md"
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison and print (and with ``--write`` record) the figures."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from reserve.solvers import AutoTTK
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--m", type=int, default=1_000_000)
+    parser.add_argument("--d", type=int, default=38)
+    parser.add_argument("--k", type=int, default=1000)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    X, y = make_data(args.n, args.m, args.d)
+    lab = y != -1
+
+    def forest():
+        rf = RandomForestClassifier(n_estimators=300, n_jobs=2, random_state=0)
+        rf.fit(X[lab], y[lab])
+        return rf.predict_proba(X[~lab])[:, 1]
+
+    _, t_rf = _timed(forest)
+    est, t_auto = _timed(lambda: AutoTTK(k=args.k, random_state=0).fit(X, y))
+    lines = [
+        f"n = {args.n:,} labelled, m = {args.m:,} candidates, d = {args.d}, k = {args.k}",
+        f"RandomForestClassifier(300, n_jobs=2) fit + predict: {t_rf:.1f} s",
+        f"AutoTTK(k) whole fit (CV included): {t_auto:.1f} s = {t_auto / t_rf:.2f}x the forest; "
+        f"chose {est.best_params_} (cv_note: {est.cv_note_ or 'none'})",
+        f"target (default <= forest): {'met' if t_auto <= t_rf else 'NOT met'}",
+    ]
+    print("\n".join(lines))
+    if args.write:
+        cmd = "python -m benchmarks.bench_scale_auto " + " ".join(argv or [])
+        head = (
+            f"# The default selector at scale\n\n`{cmd.strip()}` on {dt.date.today()} "
+            f"({platform.python_version()}, {platform.machine()}):\n\n"
+        )
+        RESULTS.write_text(head + "\n".join(f"- {line}" for line in lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
