@@ -27,7 +27,9 @@ def cells(tmp_path):
 
 
 def run(*args: str):
-    return CliRunner().invoke(main, ["select", *args])
+    """``reserve select ARGS``, with ``--model linear`` unless a test names the model (fast)."""
+    model = [] if "--model" in args else ["--model", "linear"]
+    return CliRunner().invoke(main, ["select", *args, *model])
 
 
 def test_select_prints_table_and_figures_and_writes_outputs(cells, tmp_path):
@@ -173,7 +175,7 @@ main(sys.argv[1:])
 def test_sigkill_mid_write_keeps_previous_outputs(cells, tmp_path):
     out, html = tmp_path / "out", tmp_path / "m.html"
     args = ["select", "--budget", "5", "--cells", str(cells), "--out", str(out),
-            "--map", str(html)]  # fmt: skip
+            "--map", str(html), "--model", "linear"]  # fmt: skip
     assert run(*args[1:]).exit_code == 0
     gpkg_before, html_before = (out / "reserve.gpkg").read_bytes(), html.read_bytes()
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -25,7 +25,7 @@ SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 @pytest.fixture
 def written(tmp_path):
     cells = write_units(tmp_path / "cells.gpkg")
-    return select_reserve(5, cells, out=tmp_path / "out", map=False)
+    return select_reserve(5, cells, out=tmp_path / "out", map=False, model="linear")
 
 
 def test_layers_geometry_and_crs_through_gdal_and_geopandas(written):
@@ -51,7 +51,9 @@ def test_layers_geometry_and_crs_through_gdal_and_geopandas(written):
     assert int(pu["selected"].sum()) == 5 and {"score", "rank", "role", "label"} <= set(pu)
 
 
-def test_run_summary_row(written):
+def test_run_summary_row(tmp_path):
+    cells = write_units(tmp_path / "cells.gpkg")
+    written = select_reserve(5, cells, out=tmp_path / "out", map=False)  # the default model
     summary = pyogrio.read_dataframe(written.gpkg_path, layer="run_summary")
     assert len(summary) == 1 and all(SNAKE.match(c) for c in summary.columns)
     row = summary.iloc[0]

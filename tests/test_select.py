@@ -16,9 +16,21 @@ from hypothesis import strategies as st
 
 from reserve.config import SELECT_METHODS
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
-from reserve.select import load_config, read_planning_units, resolve_config, select_reserve
+from reserve.select import load_config, read_planning_units, resolve_config
+from reserve.select import select_reserve as run_select
 
 FEATURES = ["lc_forest", "lc_crop", "elev_mean"]
+
+
+def select_reserve(*args, **kwargs):
+    """``reserve.select.select_reserve`` fitting the linear model unless a test names another.
+
+    These tests are about the sequence (locks, costs, species, outputs, the bootstrap), not the
+    model; the default model (``auto``) runs a cross-validation of 54 fits, tested where it is
+    the subject (``model="auto"`` below, and tests/test_auto.py).
+    """
+    kwargs.setdefault("model", "linear")
+    return run_select(*args, **kwargs)
 
 
 def make_units(n_side: int = 12, seed: int = 0, cell: float = 3000.0) -> gpd.GeoDataFrame:
@@ -103,7 +115,7 @@ def test_scores_match_an_independent_rescorer(cells):
 
 
 def test_auto_scores_match_the_fitted_map_on_independently_standardised_features(cells):
-    res = select_reserve(5, cells)
+    res = select_reserve(5, cells, model="auto")
     units = read_planning_units(cells)
     fit = units["role"].isin(["train", "candidate"]) & ~units["locked_out"]
     X = units[FEATURES].to_numpy(float)
@@ -465,6 +477,16 @@ def test_bootstrap_frequencies_are_deterministic_and_independent_of_n_jobs(cells
     assert a.ranking["selection_frequency"].sum() == pytest.approx(5)
     assert "selection_frequency" in a.selected.columns
     assert "selection_frequency" not in select_reserve(5, cells).selected.columns
+
+
+def test_bootstrap_of_the_default_model_is_independent_of_n_jobs(cells):
+    # AutoTTK runs its own cross-validation (in parallel with n_jobs) inside every refit
+    a = select_reserve(5, cells, bootstrap=2, seed=3, model="auto")
+    c = select_reserve(5, cells, bootstrap=2, seed=3, model="auto", n_jobs=2)
+    fa = a.planning_units["selection_frequency"].to_numpy()
+    np.testing.assert_array_equal(fa, c.planning_units["selection_frequency"].to_numpy())
+    assert fa.sum() == pytest.approx(5)
+    np.testing.assert_allclose(fa * 2, np.round(fa * 2))
 
 
 def test_bootstrap_resamples_differ_by_seed(cells):
