@@ -286,6 +286,8 @@ def select_command(config: str | None, **kw: object) -> None:
         click.echo(f"[{time.perf_counter() - t0:6.1f} s] {message}", err=True)
 
     result = run_selection(options, progress=progress, config=options.to_dict())
+    if result.summary.get("signal", "ok") != "ok":
+        click.echo(f"reserve: warning: {result.summary['signal_note']}", err=True)
     _print_selection(result)
 
 
