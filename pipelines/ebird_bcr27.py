@@ -44,11 +44,21 @@ SPECIES = {
 }
 
 SED_HEADER = [
-    "STATE CODE", "LOCALITY ID", "LATITUDE", "LONGITUDE", "OBSERVATION DATE",
-    "TIME OBSERVATIONS STARTED", "OBSERVER ID", "SAMPLING EVENT IDENTIFIER", "PROTOCOL NAME",
-    "DURATION MINUTES", "EFFORT DISTANCE KM", "NUMBER OBSERVERS", "ALL SPECIES REPORTED",
+    "STATE CODE",
+    "LOCALITY ID",
+    "LATITUDE",
+    "LONGITUDE",
+    "OBSERVATION DATE",
+    "TIME OBSERVATIONS STARTED",
+    "OBSERVER ID",
+    "SAMPLING EVENT IDENTIFIER",
+    "PROTOCOL NAME",
+    "DURATION MINUTES",
+    "EFFORT DISTANCE KM",
+    "NUMBER OBSERVERS",
+    "ALL SPECIES REPORTED",
     "GROUP IDENTIFIER",
-]  # fmt: skip
+]
 EBD_HEADER = ["CATEGORY", "COMMON NAME", "SCIENTIFIC NAME", "OBSERVATION COUNT", *SED_HEADER]
 
 
@@ -96,8 +106,9 @@ def _text(c: pd.DataFrame) -> pd.DataFrame:
             "EFFORT DISTANCE KM": opt("effort_distance_km", "g"),
             "NUMBER OBSERVERS": opt("number_observers", ".0f"),
             "ALL SPECIES REPORTED": np.where(c["all_species_reported"], "1", "0"),
-            "GROUP IDENTIFIER": np.where(c["checklist_id"].str.startswith("G"),
-                                         c["checklist_id"], ""),  # fmt: skip
+            "GROUP IDENTIFIER": np.where(
+                c["checklist_id"].str.startswith("G"), c["checklist_id"], ""
+            ),
         }
     )
 
@@ -156,15 +167,20 @@ def rebuild(
         The EBD, the SED and the number of checklists of the state.
     """
     if species not in SPECIES:
-        raise DataFileError(f"species {species!r} is not in the bundle; pass one of {list(SPECIES)}")
+        raise DataFileError(
+            f"species {species!r} is not in the bundle; pass one of {list(SPECIES)}"
+        )
     column, scientific = SPECIES[species]
     source = Path(source or DEFAULT_SOURCE)
     c = _checklists(source, state, column)
     sed = _text(c)
     seen = (c["x"] | (c["count"] > 0)).to_numpy()
     ebd = sed[seen].copy()
-    ebd.insert(0, "OBSERVATION COUNT", np.where(c["x"][seen], "X",
-                                                c["count"][seen].fillna(0).astype(int).astype(str)))  # fmt: skip
+    ebd.insert(
+        0,
+        "OBSERVATION COUNT",
+        np.where(c["x"][seen], "X", c["count"][seen].fillna(0).astype(int).astype(str)),
+    )
     ebd.insert(0, "SCIENTIFIC NAME", scientific)
     ebd.insert(0, "COMMON NAME", species)
     ebd.insert(0, "CATEGORY", "species")
