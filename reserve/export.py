@@ -17,6 +17,9 @@ equal-area CRS; only the map is drawn in EPSG:4326):
     ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in``, ``selection_frequency``
     (with ``--bootstrap``): the selected cells, then every other candidate by score, so the
     runners-up are visible (the best ``k + 1`` cells are not always the best ``k`` plus one).
+``layer_styles`` (QGIS's style table; :mod:`reserve.qgis_styles`)
+    the default QGIS styles of ``planning_units`` (graduated by score, viridis) and
+    ``selected`` (magenta, labelled by rank): the layers open styled in QGIS.
 ``run_summary`` (a table without geometry, one row)
     budget, ``n_selected``, method, ``c`` and how it was chosen, solver status, objective,
     bound and gap (NaN when unknown), iterations, runtimes, seed, cell counts, input paths and
@@ -44,6 +47,7 @@ from pyproj import CRS
 
 from reserve.errors import DataFileError, OutputExistsError
 from reserve.io.atomic import atomic_target, remove_stale_temporaries
+from reserve.qgis_styles import describe_crs, style_table
 
 if TYPE_CHECKING:
     from reserve.result import SelectionResult
@@ -169,12 +173,18 @@ def write_geopackage(
     pyogrio, old = _fixed_dates()
     try:
         kw = {"driver": "GPKG"}
-        pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw)
+        # CRS_WKT_EXTENSION: the CRS also as WKT2 (gpkg_crs_wkt), with all its parameters
+        pyogrio.write_dataframe(planning_units, tmp, layer="planning_units",
+                                dataset_options={"CRS_WKT_EXTENSION": "YES"}, **kw)  # fmt: skip
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
         if ranking is not None:
             frame = pd.DataFrame(ranking).reset_index(drop=True)
             pyogrio.write_dataframe(frame, tmp, layer="ranking", append=True, **kw)
+        if "score" in planning_units.columns and "role" in planning_units.columns:
+            styles = style_table(planning_units, update_time=FIXED_TIMESTAMP)
+            pyogrio.write_dataframe(styles, tmp, layer="layer_styles", append=True, **kw)
+        describe_crs(tmp, planning_units.crs)
         os.replace(tmp, path)
     except OSError as exc:
         raise DataFileError(
