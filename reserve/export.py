@@ -104,6 +104,20 @@ def identified_crs(crs: Any) -> CRS:
     return crs if isinstance(crs, _IdentifiedCRS) else _IdentifiedCRS(crs)
 
 
+#: The CRS also as WKT2 with all its parameters (GeoPackage extension gpkg_crs_wkt).
+_WKT2 = {"dataset_options": {"CRS_WKT_EXTENSION": "YES"}}
+
+
+def _qgis_extras(tmp: Path, planning_units: gpd.GeoDataFrame) -> None:
+    """QGIS's ``layer_styles`` table and a readable CRS description, in the file being written."""
+    import pyogrio
+
+    if {"score", "role"} <= set(planning_units.columns):
+        styles = style_table(planning_units, update_time=FIXED_TIMESTAMP)
+        pyogrio.write_dataframe(styles, tmp, layer="layer_styles", append=True, driver="GPKG")
+    describe_crs(tmp, planning_units.crs)
+
+
 def _fixed_dates() -> tuple[Any, Any]:
     import pyogrio
 
@@ -173,18 +187,13 @@ def write_geopackage(
     pyogrio, old = _fixed_dates()
     try:
         kw = {"driver": "GPKG"}
-        # CRS_WKT_EXTENSION: the CRS also as WKT2 (gpkg_crs_wkt), with all its parameters
-        pyogrio.write_dataframe(planning_units, tmp, layer="planning_units",
-                                dataset_options={"CRS_WKT_EXTENSION": "YES"}, **kw)  # fmt: skip
+        pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw, **_WKT2)
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
         if ranking is not None:
             frame = pd.DataFrame(ranking).reset_index(drop=True)
             pyogrio.write_dataframe(frame, tmp, layer="ranking", append=True, **kw)
-        if "score" in planning_units.columns and "role" in planning_units.columns:
-            styles = style_table(planning_units, update_time=FIXED_TIMESTAMP)
-            pyogrio.write_dataframe(styles, tmp, layer="layer_styles", append=True, **kw)
-        describe_crs(tmp, planning_units.crs)
+        _qgis_extras(tmp, planning_units)
         os.replace(tmp, path)
     except OSError as exc:
         raise DataFileError(

@@ -95,7 +95,7 @@ def test_a_model_with_signal_does_not_warn(tmp_path):
     assert "reserve: warning" not in res.stderr
     row = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="run_summary").iloc[0]
     assert row["signal"] == "ok" and row["signal_note"] in ("", None)
-    assert "<details class=\"reserve-banner" not in (tmp_path / "map.html").read_text()
+    assert '<details class="reserve-banner' not in (tmp_path / "map.html").read_text()
 
 
 @pytest.mark.parametrize("seed", [0, 3])
