@@ -372,6 +372,18 @@ def _certainty(summary: Mapping[str, Any]) -> str:
     )
 
 
+def _solver_certainty(summary: Mapping[str, Any]) -> str:
+    """What the solver can promise about its choice, in plain words ('' when unknown)."""
+    status, gap = str(summary.get("solver_status", "")), summary.get("gap")
+    if status == "optimal":
+        return "The solver proved this the best choice for the fitted model."
+    if isinstance(gap, float) and np.isfinite(gap):
+        return f"The solver proved its choice within {gap:.0%} of the best possible one."
+    if status == "local":
+        return "The solver's choice is the best it found (a local optimum), not proved best."
+    return ""
+
+
 def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, str]]:
     """The summary box's plain-language rows (label, value); solver figures come after."""
     n_in = int(summary.get("n_locked_in") or 0)
@@ -383,7 +395,7 @@ def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, s
         ("score", "How closely a cell's habitat matches the surveyed cells where the species "
                   "was found: higher is better; the chosen cells are the best-scoring "
                   "candidates."),
-        ("how sure", _certainty(summary)),
+        ("how sure", f"{_certainty(summary)} {_solver_certainty(summary)}".strip()),
     ]  # fmt: skip
     if thinned:
         rows.append(("not drawn", f"{thinned} lowest-scoring candidates (page size)."))

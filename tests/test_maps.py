@@ -228,6 +228,7 @@ def _check_large(driver, res, k: int, shots: Path) -> None:
     box = driver.find_element(By.CLASS_NAME, "reserve-summary").text
     assert f"{k} cells chosen out of {res.summary['n_candidates']}" in box
     assert "how sure" in box and "higher is better" in box
+    assert "a local optimum" in box  # what the solver can promise, in words
     assert "objective" not in box and "status" not in box  # solver-speak stays folded
     solver = driver.execute_script(
         "return Array.from(document.querySelectorAll('.reserve-solver tr'),"
