@@ -123,7 +123,11 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
 
 
 def _ingest_species(path: Any) -> str:
-    """The species ``reserve ingest`` recorded in the file's ``ingest_summary`` ('' if none)."""
+    """The species ``reserve ingest`` recorded in the file's ``ingest_summary`` ('' if none).
+
+    A multi-species ingest records ``"A; B"``; its ``label`` (what a run without
+    ``--species`` selects for) is the first species'.
+    """
     import pyogrio
 
     try:
@@ -131,7 +135,7 @@ def _ingest_species(path: Any) -> str:
     except Exception:  # no such table (a hand-made file): the species is simply not named
         return ""
     hit = table.loc[table["item"] == "species", "value"]
-    return str(hit.iloc[0]) if len(hit) else ""
+    return str(hit.iloc[0]).split(";")[0].strip() if len(hit) else ""
 
 
 def _write(result: SelectionResult, opts: SelectOptions, say: Callable[[str], None],

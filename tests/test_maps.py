@@ -355,3 +355,14 @@ def test_popups_carry_locks_and_selection_frequency_only_when_present():
     assert data["selected"]["freq"] == [0.75] * 4
     ranks = data["candidates"]["rank"]
     assert data["candidates"]["freq"][ranks.index(5)] == 0.25
+
+
+def test_title_names_the_species_the_label_is_for(tmp_path):
+    cells = write_units(tmp_path / "cells.gpkg", make_units(n_side=10))
+    pyogrio.write_dataframe(
+        pd.DataFrame({"item": ["species"], "value": ["Virtual Thrush; Virtual Quail"]}), cells,
+        layer="ingest_summary", append=True,
+    )  # fmt: skip
+    res = select_reserve(3, cells, model="linear", out=tmp_path / "o", map=tmp_path / "m.html")
+    assert res.summary["species"] == "Virtual Thrush"  # label = the first species
+    assert "Virtual Thrush: 3 cells to buy" in (tmp_path / "m.html").read_text()
