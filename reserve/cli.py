@@ -18,6 +18,40 @@ from reserve.errors import InvalidInputError, ReserveError
 __all__ = ["main"]
 
 
+class _Typed(click.ParamType):
+    """A typed option whose bad values are left to the library to refuse.
+
+    The help shows the type (INTEGER, FLOAT, NUMBER, FLOAT|CV) and good values arrive
+    converted; a value that does not convert is passed on as typed, so that
+    :class:`reserve.config.SelectOptions` refuses it with the same one-line message as the
+    Python API (``budget must be ...``), not with click's usage text.
+    """
+
+    def __init__(self, name: str, *converters: Any) -> None:
+        self.name = name
+        self.converters = converters
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if not isinstance(value, str):
+            return value  # a TOML value or a default: already typed
+        for conv in self.converters:
+            try:
+                return conv(value.strip())
+            except ValueError:
+                continue
+        return value
+
+
+def _cv(value: str) -> str:
+    if value.lower() != "cv":
+        raise ValueError(value)
+    return "cv"
+
+
+_INT, _FLOAT = _Typed("integer", int), _Typed("float", float)
+_NUMBER, _C_VALUE = _Typed("number", int, float), _Typed("float|cv", float, _cv)
+
+
 class _ReserveGroup(click.Group):
     """A click group that turns ``ReserveError`` into a one-line message and an exit code."""
 
@@ -58,7 +92,7 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
         ) from None
 
 
-@main.command("ingest")
+@main.command("ingest", short_help="Grid eBird checklists into labelled planning units.")
 @click.option(
     "--ebd", required=True, type=click.Path(), help="eBird Basic Dataset (.txt/.gz/.zip)."
 )
@@ -73,8 +107,12 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
     "(label = the first; label__<slug> for each).",
 )
 @click.option("--output", required=True, type=click.Path(), help="GeoPackage to write (.gpkg).")
-@click.option("--region", help="Bbox min_lon,min_lat,max_lon,max_lat or a polygon file.")
-@click.option("--region-layer", help="Layer of a multi-layer region file.")
+@click.option(
+    "--region",
+    metavar="BBOX|PATH",
+    help="The region: a bbox min_lon,min_lat,max_lon,max_lat or a polygon file.",
+)
+@click.option("--region-layer", metavar="LAYER", help="Layer of a multi-layer region file.")
 @click.option(
     "--cell-size",
     type=float,
@@ -82,7 +120,9 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
     show_default=True,
     help="Cell side in metres.",
 )
-@click.option("--crs", help="Equal-area grid CRS (default: LAEA centred on the region).")
+@click.option(
+    "--crs", metavar="CRS", help="Equal-area grid CRS (default: LAEA centred on the region)."
+)
 @click.option(
     "--categorical",
     multiple=True,
@@ -111,10 +151,18 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
     help="Polygons never to select (urban, protected); repeatable.",
 )
 @click.option(
-    "--public-threshold", type=float, default=INGEST_DEFAULTS.public_threshold, show_default=True
+    "--public-threshold",
+    type=float,
+    default=INGEST_DEFAULTS.public_threshold,
+    show_default=True,
+    help="A surveyed cell is a training cell if more than this share of it is public.",
 )
 @click.option(
-    "--locked-threshold", type=float, default=INGEST_DEFAULTS.locked_threshold, show_default=True
+    "--locked-threshold",
+    type=float,
+    default=INGEST_DEFAULTS.locked_threshold,
+    show_default=True,
+    help="A cell is locked out if more than this share of it is in --locked-out polygons.",
 )
 @click.option(
     "--region-threshold",
@@ -129,34 +177,72 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
     show_default=True,
     help="Protocols kept, comma-separated ('all' keeps every protocol).",
 )
-@click.option("--max-hours", type=float, default=INGEST_DEFAULTS.max_hours, show_default=True)
-@click.option("--max-km", type=float, default=INGEST_DEFAULTS.max_km, show_default=True)
-@click.option("--max-observers", type=int, default=INGEST_DEFAULTS.max_observers, show_default=True)
 @click.option(
-    "--max-speed-kmh", type=float, default=INGEST_DEFAULTS.max_speed_kmh, show_default=True
+    "--max-hours",
+    type=float,
+    default=INGEST_DEFAULTS.max_hours,
+    show_default=True,
+    help="Longest checklist kept, in hours.",
 )
-@click.option("--start-date", help="First date kept, YYYY-MM-DD.")
-@click.option("--end-date", help="Last date kept, YYYY-MM-DD.")
-@click.option("--months", help="Months kept, e.g. 5,6.")
-@click.option("--years", help="Years kept, e.g. 2017,2018.")
+@click.option(
+    "--max-km",
+    type=float,
+    default=INGEST_DEFAULTS.max_km,
+    show_default=True,
+    help="Longest distance travelled, in km.",
+)
+@click.option(
+    "--max-observers",
+    type=int,
+    default=INGEST_DEFAULTS.max_observers,
+    show_default=True,
+    help="Most observers on a checklist.",
+)
+@click.option(
+    "--max-speed-kmh",
+    type=float,
+    default=INGEST_DEFAULTS.max_speed_kmh,
+    show_default=True,
+    help="Fastest travelling speed kept, in km/h.",
+)
+@click.option("--start-date", metavar="YYYY-MM-DD", help="First date kept.")
+@click.option("--end-date", metavar="YYYY-MM-DD", help="Last date kept.")
+@click.option("--months", metavar="M,M", help="Months kept, e.g. 5,6.")
+@click.option("--years", metavar="Y,Y", help="Years kept, e.g. 2017,2018.")
 @click.option(
     "--deduplicate/--no-deduplicate",
     default=True,
     show_default=True,
     help="One checklist per shared-checklist group.",
 )
-@click.option("--chunksize", type=int, default=INGEST_DEFAULTS.chunksize, show_default=True)
+@click.option(
+    "--chunksize",
+    type=int,
+    default=INGEST_DEFAULTS.chunksize,
+    show_default=True,
+    help="Rows read at a time (memory versus speed).",
+)
 @click.option(
     "--engine",
     type=click.Choice(["local", "dask"]),
     default=INGEST_DEFAULTS.engine,
     show_default=True,
+    help="Read the files here (local) or on a Dask cluster (dask).",
 )
-@click.option("--scheduler", help="Dask scheduler address (default: a local cluster).")
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option(
+    "--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a local cluster)."
+)
+@click.option(
+    "--progress/--no-progress", default=True, show_default=True, help="Show progress bars."
+)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output.")
 def ingest_command(**kw: object) -> None:
-    """Grid eBird checklists of one species (or several) into labelled planning units."""
+    """Grid eBird checklists into labelled planning units.
+
+    One species (or several, with repeated --species): the checklists are filtered with
+    eBird's best practices, gridded into equal-area cells, labelled (detected or not) and
+    given habitat features and roles (train, candidate, other).
+    """
     from dataclasses import fields
 
     from reserve.ingest import ingest
@@ -199,9 +285,10 @@ def ingest_command(**kw: object) -> None:
         click.echo(f"label = {names[0]}")
 
 
-@main.command("select")
+@main.command("select", short_help="Choose the cells to buy; write a GeoPackage and a map.")
 @click.option(
     "--budget",
+    type=_NUMBER,
     metavar="K",
     help="Number of cells to select (required); a total cost with --cost-column.",
 )
@@ -214,6 +301,7 @@ def ingest_command(**kw: object) -> None:
     "--species",
     "species",
     multiple=True,
+    metavar="NAME",
     help="Species of a multi-species ingest; repeat it to share the cells among several.",
 )
 @click.option(
@@ -223,10 +311,12 @@ def ingest_command(**kw: object) -> None:
 )
 @click.option(
     "--method",
+    metavar="NAME",
     help=f"One of {', '.join(SELECT_METHODS)} (default {SELECT_DEFAULTS.method}).",
 )
 @click.option(
     "--model",
+    metavar="NAME",
     help=f"What TTK learns from the features: one of {', '.join(SELECT_MODELS)} (default "
     f"{SELECT_DEFAULTS.model}: the feature map and C chosen by cross-validation; linear is the "
     "paper's TTK).",
@@ -234,11 +324,14 @@ def ingest_command(**kw: object) -> None:
 @click.option(
     "--C",
     "C",
+    type=_C_VALUE,
     help="Hinge-loss weight, or 'cv' (default: chosen with --model auto, else "
     f"{SELECT_DEFAULTS.C}).",
 )
 @click.option(
-    "--seed", help=f"Seed of the CV folds and the solver (default {SELECT_DEFAULTS.seed})."
+    "--seed",
+    type=_INT,
+    help=f"Seed of the CV folds, the solver and the tie-break (default {SELECT_DEFAULTS.seed}).",
 )
 @click.option(
     "--out", type=click.Path(), help=f"Folder of reserve.gpkg (default {SELECT_DEFAULTS.out})."
@@ -249,25 +342,41 @@ def ingest_command(**kw: object) -> None:
     type=click.Path(),
     help=f"HTML map (default {SELECT_DEFAULTS.map_dir}/<cells>_<method>_k<budget>.html).",
 )
-@click.option("--time-limit", help="Seconds per exact (ttk-mip, ttk-bnb) fit.")
+@click.option(
+    "--time-limit",
+    type=_FLOAT,
+    help=f"Seconds per exact (ttk-mip, ttk-bnb) fit (default {SELECT_DEFAULTS.time_limit:g}).",
+)
 @click.option(
     "--locked-in",
+    metavar="COLUMN|PATH",
     help="Cells always selected, counted in the budget: a boolean column or a polygon file.",
 )
 @click.option(
     "--locked-out",
+    metavar="COLUMN|PATH",
     help="Cells never selected (besides the locked_out column): a column or a polygon file.",
 )
 @click.option(
     "--bootstrap",
+    type=_INT,
     metavar="N",
     help="Refit on N resamples of the training cells; adds selection_frequency (default 0).",
 )
-@click.option("--n-jobs", help="Worker processes for the bootstrap refits (default 1).")
+@click.option(
+    "--n-jobs",
+    type=_INT,
+    help="Worker processes for the bootstrap refits and AutoTTK's folds (default 1).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 @click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
 def select_command(config: str | None, **kw: object) -> None:
-    """Choose BUDGET candidate cells with TTK (or a baseline); write a GeoPackage and a map."""
+    """Choose the cells to buy; write a GeoPackage and a map.
+
+    TTK (or a baseline) fits a habitat model on the surveyed public cells and chooses the
+    --budget best private candidate cells; the table goes to stdout, the progress and any
+    warning (a model that ranks nothing, a tie at the budget's cut) to stderr.
+    """
     import time
 
     from reserve.config import SelectOptions
@@ -286,22 +395,29 @@ def select_command(config: str | None, **kw: object) -> None:
         click.echo(f"[{time.perf_counter() - t0:6.1f} s] {message}", err=True)
 
     result = run_selection(options, progress=progress, config=options.to_dict())
+    if result.summary.get("signal", "ok") != "ok":
+        click.echo(f"reserve: warning: {result.summary['signal_note']}", err=True)
     _print_selection(result)
 
 
 def _selection_table(result: object) -> tuple[Any, list[str]]:
     """The selected cells as a compact table (a rich ``Table``) and its columns.
 
-    The habitat columns are :meth:`reserve.select.SelectionResult.main_features`: the three
-    features that lift the selected cells' scores most. Two closing rows give the mean of
-    the selected cells and of all candidate cells, so the contrast reads at a glance.
+    The habitat columns are the first three of
+    :meth:`reserve.select.SelectionResult.main_features` (the features that lift the
+    selected cells' scores most) that take more than one value among the selected cells.
+    Two closing rows give the mean of the selected cells and of all candidate cells, so the
+    contrast reads at a glance.
     """
     from rich.table import Table
 
     r = result
     s = r.summary  # type: ignore[attr-defined]
-    feats = r.main_features()  # type: ignore[attr-defined]
     sel = r.selected  # type: ignore[attr-defined]
+    # the three features that explain the choice most, among those that vary between the
+    # selected cells (a column with one value for every row explains nothing on screen)
+    ranked = r.main_features(len(r.feature_names))  # type: ignore[attr-defined]
+    feats = [f for f in ranked if sel[f].nunique(dropna=True) > 1][:3]
     # optional columns, only when the run used them: locks and bootstrap frequencies
     flags = [c for c in ("locked_in", "selection_frequency") if c in sel.columns]
     cost_col = s.get("cost_column") or ""
@@ -401,19 +517,40 @@ def _print_figures(console: Any, result: object) -> None:
             console.print(f"{label}: {path}")
 
 
-@main.command("evaluate")
+@main.command("evaluate", short_help="Score a selection against a simulated true occupancy.")
 @click.argument("selection", required=False, type=click.Path())
-@click.option("--cell-ids", help="Selected cell ids, comma-separated (instead of SELECTION).")
-@click.option("--truth", "truth_path", type=click.Path(), help="Truth CSV (default: embedded).")
-@click.option("--species", help="Embedded region's virtual species (default: the first).")
+@click.option(
+    "--cell-ids", metavar="ID,ID", help="Selected cell ids, comma-separated (instead of SELECTION)."
+)
+@click.option(
+    "--truth",
+    "truth_path",
+    type=click.Path(),
+    help="Truth CSV: cell_id, psi, occupied (default: the embedded region's).",
+)
+@click.option(
+    "--species", metavar="NAME", help="Embedded region's virtual species (default: the first)."
+)
 def evaluate_command(
     selection: str | None, cell_ids: str | None, truth_path: str | None, species: str | None
 ) -> None:
-    """Precision of a selection (reserve.gpkg or ids) against the simulated true occupancy."""
+    """Score a selection against a simulated true occupancy.
+
+    Prints the precision of SELECTION (a reserve.gpkg written by reserve select) or of
+    --cell-ids against the true occupancy of a simulated region: the embedded region (reserve
+    select without --cells) or a --truth CSV. A real region has no truth to compare with.
+    """
     from reserve.evaluate import evaluate_selection, read_selection
 
-    if (selection is None) == (cell_ids is None):
-        raise InvalidInputError("pass either SELECTION (a reserve.gpkg) or --cell-ids, not both")
+    if selection is None and cell_ids is None:
+        raise InvalidInputError(
+            "pass what to evaluate: SELECTION (the reserve.gpkg that reserve select wrote, e.g. "
+            "reserve evaluate results/reserve.gpkg) or --cell-ids 12,40,73"
+        )
+    if selection is not None and cell_ids is not None:
+        raise InvalidInputError("pass either SELECTION or --cell-ids, not both")
+    if selection is not None and truth_path is None:
+        _check_simulated(selection)
     ids = read_selection(selection) if selection else _int_list(cell_ids, "--cell-ids")
     r = evaluate_selection(ids, truth_path, species)  # type: ignore[arg-type]
     click.echo(
@@ -422,25 +559,64 @@ def evaluate_command(
     )
 
 
-@main.group("benchmark")
+def _check_simulated(selection: str) -> None:
+    """Refuse, with the reason, a selection made on a real region: it has no truth."""
+    from pathlib import Path
+
+    import pyogrio
+
+    from reserve.default_region import default_cache_dir
+    from reserve.errors import DataFileError
+
+    path = Path(selection)
+    if path.suffix.lower() != ".gpkg" or not path.is_file():
+        return  # a list of ids, or a missing file: evaluate_selection says what is wrong
+    try:
+        row = pyogrio.read_dataframe(path, layer="run_summary", read_geometry=False)
+        cells = str(row["cells_path"].iloc[0])
+    except Exception:  # no run summary to tell: let the truth check decide
+        return
+    if Path(cells).resolve().parent != default_cache_dir().resolve():
+        raise DataFileError(
+            f"SELECTION {selection!r} was chosen on the cells of {cells!r}, a real region: "
+            "its true occupancy is unknown, so there is nothing to evaluate against. A truth "
+            "exists only for simulated regions (the embedded region: reserve select without "
+            "--cells; or pass --truth with a simulated truth CSV). For a real region read "
+            "run_summary's cv_precision and signal instead"
+        )
+
+
+@main.group("benchmark", short_help="Reproduce the paper's benchmark tables.")
 def benchmark_group() -> None:
     """Reproduce the paper's benchmark tables."""
 
 
-@benchmark_group.command("paper")
+@benchmark_group.command("paper", short_help="Reproduce the paper's Tables 2 and 3.")
 @click.option("--table", "tables", default="3,2", show_default=True, help="Tables: 3, 2 or 3,2.")
 @click.option("--datasets", default=None, help="Comma-separated subset (default: the paper's).")
 @click.option("--methods", default=None, help="Comma-separated subset (default: the paper's).")
-@click.option("--splits", "n_splits", default=10, show_default=True, help="Random 50/50 splits.")
 @click.option(
-    "--k-fraction", default=0.05, show_default=True, help="k as a share of the test half."
+    "--splits", "n_splits", type=int, default=10, show_default=True, help="Random 50/50 splits."
 )
-@click.option("--seed", default=0, show_default=True)
-@click.option("--time-limit", default=30.0, show_default=True, help="Seconds per TTK-MIP fit.")
 @click.option(
-    "--fit-time-limit", default=10.0, show_default=True, help="Seconds per TSVM final fit."
+    "--k-fraction",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="k as a share of the test half.",
 )
-@click.option("--jobs", "n_jobs", default=2, show_default=True, help="Worker processes.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the splits.")
+@click.option(
+    "--time-limit", type=float, default=30.0, show_default=True, help="Seconds per TTK-MIP fit."
+)
+@click.option(
+    "--fit-time-limit",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds per TSVM final fit.",
+)
+@click.option("--jobs", "n_jobs", type=int, default=2, show_default=True, help="Worker processes.")
 @click.option(
     "--cv-ttk",
     type=click.Choice(["fd", "full"]),
@@ -448,13 +624,33 @@ def benchmark_group() -> None:
     show_default=True,
     help="TTK-FD's CV fits: fd = without the polish (final fit polishes), full = with it.",
 )
-@click.option("--cv-jobs", default=1, show_default=True, help="Worker processes inside each CV.")
 @click.option(
-    "--cv-fit-time-limit", default=3.0, show_default=True, help="Seconds per TSVM CV fit."
+    "--cv-jobs", type=int, default=1, show_default=True, help="Worker processes inside each CV."
 )
-@click.option("--data-dir", default=None, help="Read <dataset>.csv here instead of the bundle.")
-@click.option("--out", "out_dir", default="benchmarks/results", show_default=True)
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option(
+    "--cv-fit-time-limit",
+    type=float,
+    default=3.0,
+    show_default=True,
+    help="Seconds per TSVM CV fit.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(),
+    default=None,
+    help="Read <dataset>.csv here instead of the bundle.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(),
+    default="benchmarks/results",
+    show_default=True,
+    help="Folder for the tables (Markdown) and the runs (CSV).",
+)
+@click.option(
+    "--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."
+)
 def benchmark_paper_command(**kw: object) -> None:
     """Table 3 (precision@5% with C by CV) and Table 2 (losses at C=1), beside the paper."""
     from reserve.paper.benchmark import reproduce_paper

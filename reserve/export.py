@@ -17,6 +17,9 @@ equal-area CRS; only the map is drawn in EPSG:4326):
     ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in``, ``selection_frequency``
     (with ``--bootstrap``): the selected cells, then every other candidate by score, so the
     runners-up are visible (the best ``k + 1`` cells are not always the best ``k`` plus one).
+``layer_styles`` (QGIS's style table; :mod:`reserve.qgis_styles`)
+    the default QGIS styles of ``planning_units`` (graduated by score, viridis) and
+    ``selected`` (magenta, labelled by rank): the layers open styled in QGIS.
 ``run_summary`` (a table without geometry, one row)
     budget, ``n_selected``, method, ``c`` and how it was chosen, solver status, objective,
     bound and gap (NaN when unknown), iterations, runtimes, seed, cell counts, input paths and
@@ -44,6 +47,7 @@ from pyproj import CRS
 
 from reserve.errors import DataFileError, OutputExistsError
 from reserve.io.atomic import atomic_target, remove_stale_temporaries
+from reserve.qgis_styles import describe_crs, style_table
 
 if TYPE_CHECKING:
     from reserve.result import SelectionResult
@@ -98,6 +102,20 @@ def identified_crs(crs: Any) -> CRS:
     5070
     """
     return crs if isinstance(crs, _IdentifiedCRS) else _IdentifiedCRS(crs)
+
+
+#: The CRS also as WKT2 with all its parameters (GeoPackage extension gpkg_crs_wkt).
+_WKT2 = {"dataset_options": {"CRS_WKT_EXTENSION": "YES"}}
+
+
+def _qgis_extras(tmp: Path, planning_units: gpd.GeoDataFrame) -> None:
+    """QGIS's ``layer_styles`` table and a readable CRS description, in the file being written."""
+    import pyogrio
+
+    if {"score", "role"} <= set(planning_units.columns):
+        styles = style_table(planning_units, update_time=FIXED_TIMESTAMP)
+        pyogrio.write_dataframe(styles, tmp, layer="layer_styles", append=True, driver="GPKG")
+    describe_crs(tmp, planning_units.crs)
 
 
 def _fixed_dates() -> tuple[Any, Any]:
@@ -169,12 +187,13 @@ def write_geopackage(
     pyogrio, old = _fixed_dates()
     try:
         kw = {"driver": "GPKG"}
-        pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw)
+        pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw, **_WKT2)
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
         if ranking is not None:
             frame = pd.DataFrame(ranking).reset_index(drop=True)
             pyogrio.write_dataframe(frame, tmp, layer="ranking", append=True, **kw)
+        _qgis_extras(tmp, planning_units)
         os.replace(tmp, path)
     except OSError as exc:
         raise DataFileError(

@@ -32,6 +32,7 @@ failed tile is a network error, not a script error).
 
 from __future__ import annotations
 
+import datetime as _dt
 import html
 import json
 import os
@@ -235,15 +236,8 @@ def _map_data(
     detected = train["label"].to_numpy() == 1
 
     minx, miny, maxx, maxy = units.total_bounds
-    cand_scores = cand["score"].to_numpy()
-    lo, hi = (
-        (float(np.nanpercentile(cand_scores, 2)), float(np.nanpercentile(cand_scores, 98)))
-        if len(cand)
-        else (0.0, 1.0)
-    )
-    data = {
-        "features": feats,
-        "range": [round(lo, 3), round(hi if hi > lo else lo + 1.0, 3)],
+    data = {"features": feats, **_score_range(cand["score"].to_numpy(), sel["score"].to_numpy())}
+    data |= {
         "view": initial_view(sel.total_bounds if len(sel) else None, (minx, miny, maxx, maxy)),
         "region": [[float(miny), float(minx)], [float(maxy), float(maxx)]],
         "candidates": _layer(cand, feats),
@@ -252,6 +246,28 @@ def _map_data(
         "selected": _layer(sel, feats),
     }
     return data, sel, thinned
+
+
+def _score_range(cand: np.ndarray, sel: np.ndarray) -> dict[str, Any]:
+    """The colour ramp's range and the scores it must cover.
+
+    The ramp runs from the 2nd percentile of every drawn score (candidates and selected
+    cells; lower ones take the lowest colour and the legend says "or less") to the highest
+    drawn score, so the selected cells' scores are always on it.
+    """
+    drawn = np.concatenate([cand, sel]).astype(np.float64)
+    drawn = drawn[np.isfinite(drawn)]
+    if drawn.size == 0:
+        return {"range": [0.0, 1.0], "span": [0.0, 1.0], "sel_span": None, "flat": False}
+    lo, hi = float(np.percentile(drawn, 2)), float(drawn.max())
+    sel = sel[np.isfinite(sel)].astype(np.float64)
+    sel_span = [round(float(sel.min()), 3), round(float(sel.max()), 3)] if sel.size else None
+    return {
+        "range": [round(lo, 3), round(hi if hi > lo else lo + 1.0, 3)],
+        "span": [round(float(drawn.min()), 3), round(hi, 3)],
+        "sel_span": sel_span,
+        "flat": bool(hi <= float(drawn.min())),
+    }
 
 
 def _offline_leaflet(m: Any) -> None:
@@ -310,79 +326,172 @@ def _add_layers(
         .replace("__MAP__", m.get_name())
     )
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
+    folium.LayerControl(collapsed=False).add_to(m)  # before the script, which may fold it
     m.add_child(macro)
-    folium.LayerControl(collapsed=False).add_to(m)
+
+
+def _fmt(summary: Mapping[str, Any], key: str, spec: str = "") -> str:
+    v = summary.get(key)
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "n/a"
+    return format(v, spec) if spec else str(v)
+
+
+def _budget_text(summary: Mapping[str, Any]) -> str:
+    """``"30 cells"``, or a money budget with what it bought."""
+    if summary.get("budget_unit", "cells") == "cells":
+        return f"{_fmt(summary, 'budget')} cells"
+    return (
+        f"budget {_fmt(summary, 'budget', 'g')} ({_fmt(summary, 'budget_unit')}): "
+        f"{_fmt(summary, 'n_selected')} cells costing {_fmt(summary, 'total_cost', '.6g')}"
+    )
+
+
+def _title(summary: Mapping[str, Any]) -> str:
+    """The page's headline: species, budget, date."""
+    species = summary.get("species") or "species not named in the input"
+    date = str(summary.get("created_utc") or _dt.date.today().isoformat())[:10]
+    return f"{species}: {_budget_text(summary)} to buy · {date}"
+
+
+def _certainty(summary: Mapping[str, Any]) -> str:
+    """How sure the selection is, in plain words."""
+    n_train, n_pos = summary.get("n_train"), summary.get("n_train_positive")
+    if not n_train or n_pos is None:
+        return "Not measured (no training cells recorded)."
+    prev = n_pos / n_train if n_train else float("nan")
+    cvp = summary.get("cv_precision")
+    if isinstance(cvp, float) and np.isfinite(cvp):
+        return (
+            f"In cross-validation on the {n_train} surveyed public cells, {cvp:.0%} of the "
+            f"cells this model picked held the species, against {prev:.0%} for a blind pick."
+        )
+    return (
+        f"Not measured by cross-validation in this run (use --model auto or --C cv); "
+        f"{n_pos} of the {n_train} surveyed public cells had a detection."
+    )
+
+
+def _solver_certainty(summary: Mapping[str, Any]) -> str:
+    """What the solver can promise about its choice, in plain words ('' when unknown)."""
+    status, gap = str(summary.get("solver_status", "")), summary.get("gap")
+    if status == "optimal":
+        return "The solver proved this the best choice for the fitted model."
+    if isinstance(gap, float) and np.isfinite(gap):
+        return f"The solver proved its choice within {gap:.0%} of the best possible one."
+    if status == "local":
+        return "The solver's choice is the best it found (a local optimum), not proved best."
+    return ""
 
 
 def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, str]]:
-    """The summary box's rows (label, value)."""
-
-    def fmt(key: str, spec: str = "") -> str:
-        v = summary.get(key)
-        if v is None or (isinstance(v, float) and not np.isfinite(v)):
-            return "n/a"
-        return format(v, spec) if spec else str(v)
-
-    budget = fmt("budget")
-    if summary.get("budget_unit", "cells") != "cells":
-        budget = (
-            f"{fmt('budget', 'g')} {fmt('budget_unit')}: {fmt('n_selected')} cells "
-            f"costing {fmt('total_cost', '.6g')}"
-        )
+    """The summary box's plain-language rows (label, value); solver figures come after."""
+    n_in = int(summary.get("n_locked_in") or 0)
+    chosen = (f"{_fmt(summary, 'n_selected')} cells chosen out of "
+              f"{_fmt(summary, 'n_candidates')} private candidate cells"
+              + (f" ({n_in} locked in: already owned)" if n_in else "") + ".")  # fmt: skip
     rows = [
-        ("budget", budget),
-        ("method", fmt("method")),
-        *([("model", fmt("model_fitted"))] if summary.get("model_fitted") else []),
-        *([("species", fmt("species"))] if summary.get("species") else []),
-        ("C", f"{fmt('c', 'g')} ({fmt('c_source')})"),
-        ("objective", fmt("objective", ".4g")),
-        ("status", fmt("solver_status")),
-        ("cells", f"{fmt('n_candidates')} candidates, {fmt('n_train')} training"),
-    ]
+        ("chosen", chosen),
+        ("score", "How closely a cell's habitat matches the surveyed cells where the species "
+                  "was found: higher is better; the chosen cells are the best-scoring "
+                  "candidates."),
+        ("how sure", f"{_certainty(summary)} {_solver_certainty(summary)}".strip()),
+    ]  # fmt: skip
     if thinned:
-        rows.append(("thinned", f"{thinned} lowest-scoring candidates not drawn"))
+        rows.append(("not drawn", f"{thinned} lowest-scoring candidates (page size)."))
     return rows
 
 
-def _legend(data: dict[str, Any], with_public: bool) -> str:
-    return (
-        '<div class="reserve-box reserve-legend"><b>Legend</b>'
-        '<div><span class="sw" style="border:3px solid #d7191c;background:#ffff00"></span>'
-        '<span class="sw dot"></span>selected cell, marker with rank</div>'
-        '<div><span class="sw ramp"></span>candidate score '
-        f"{data['range'][0]:g} to {data['range'][1]:g}</div>"
-        '<div><span class="sw" style="background:#2c7bb6"></span>training: detected</div>'
-        '<div><span class="sw" style="background:#bababa"></span>training: not detected</div>'
-        + (
-            '<div><span class="sw" style="background:#1a9641;opacity:.4"></span>public land</div>'
-            if with_public
-            else ""
-        )
-        + '<div><span class="sw" style="border:2px dashed #333"></span>region outline</div>'
-        "</div>"
+def _solver_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's technical figures, for the collapsed details."""
+    return [
+        ("method", _fmt(summary, "method")),
+        *([("model", _fmt(summary, "model_fitted"))] if summary.get("model_fitted") else []),
+        ("C", f"{_fmt(summary, 'c', 'g')} ({_fmt(summary, 'c_source')})"),
+        ("solver status", _fmt(summary, "solver_status")),
+        ("objective", _fmt(summary, "objective", ".4g")),
+        ("tied at cut", _fmt(summary, "n_tied_at_cutoff")),
+        ("cells", f"{_fmt(summary, 'n_candidates')} candidates, {_fmt(summary, 'n_train')} "
+                  "training"),
+    ]  # fmt: skip
+
+
+def _banner(summary: Mapping[str, Any]) -> str:
+    """A warning across the top when the model ranks nothing or little ('' when fine)."""
+    signal = summary.get("signal", "ok")
+    if signal not in ("weak", "none"):
+        return ""
+    head = (
+        "The habitat model ranks nothing here: these cells are a random draw."
+        if signal == "none"
+        else "Weak signal: part of this choice is not the model's."
     )
+    note = html.escape(str(summary.get("signal_note", "")))
+    return (
+        f'<details class="reserve-banner reserve-{signal}" open><summary>&#9888; '
+        f"{html.escape(head)}</summary><div>{note}</div></details>"
+    )
+
+
+def _legend(data: dict[str, Any], with_public: bool) -> str:
+    lo, hi = data["range"]
+    low = f"{lo:g}" if data["span"][0] >= lo else f"{lo:g} or less"
+    sel = data["sel_span"]
+    chosen = f"; chosen cells {sel[0]:g} to {sel[1]:g}" if sel else ""
+    if data.get("flat"):  # one colour for one score: say so rather than draw a fake range
+        lo = hi = data["span"][0]
+        ramp = (
+            '<div><span class="sw" style="background:#440154"></span>habitat score: every '
+            f"cell {lo:g} (the model does not tell the cells apart)</div>"
+        )
+    else:
+        ramp = (
+            f'<div class="ramp-row"><span class="lo">{low}</span><span class="sw ramp"></span>'
+            f'<span class="hi">{hi:g}</span></div>'
+            f'<div class="note">habitat score (higher = better){chosen}</div>'
+        )
+    rows = [
+        '<span class="sw dot"></span>chosen cell, number = rank (+n: n more close by)',
+        ramp,
+        '<span class="sw det"></span>surveyed public cell: species detected',
+        '<span class="sw undet"></span>surveyed public cell: not detected',
+        *(['<span class="sw pub"></span>public land'] if with_public else []),
+        '<span class="sw outline"></span>region outline',
+    ]
+    body = "".join(f"<div>{r}</div>" for r in rows)
+    return (
+        f'<details class="reserve-box reserve-legend" open data-lo="{lo}" data-hi="{hi}">'
+        f"<summary><b>Legend</b></summary>{body}</details>"
+    )
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    return "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in rows)
 
 
 def _add_panels(
     m: Any, summary: Mapping[str, Any], data: dict[str, Any], n_sel: int, thinned: int,
     with_public: bool,
 ) -> None:  # fmt: skip
-    """The summary box, the legend, the ranked list and the run's configuration."""
+    """The title, the warning banner, the summary, the legend, the ranked list, the config."""
     from branca.element import Element
 
-    rows = _summary_rows(summary, thinned)
-    box = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in rows)
     # JSON inside <script> is not HTML-decoded: only "</" must not appear literally
     cfg = str(summary.get("config", "")).replace("</", "<\\/")
     m.get_root().html.add_child(
         Element(
-            f'<div class="reserve-box reserve-summary"><b>Reserve selection</b>'
-            f"<table>{box}</table></div>{_legend(data, with_public)}"
-            '<div class="reserve-box reserve-list"><details open><summary><b>Ranked cells '
+            f'<div class="reserve-top"><h1 class="reserve-title">{html.escape(_title(summary))}'
+            f"</h1>{_banner(summary)}</div>"
+            '<details class="reserve-box reserve-summary" open><summary><b>About this selection'
+            f"</b></summary><table>{_table(_summary_rows(summary, thinned))}</table>"
+            '<details class="reserve-solver"><summary>solver details</summary>'
+            f"<table>{_table(_solver_rows(summary))}</table></details></details>"
+            f"{_legend(data, with_public)}"
+            '<details class="reserve-box reserve-list" open><summary><b>Ranked cells '
             f"({n_sel})</b></summary>"
             '<div class="views"><button type="button" data-view="selection">selection</button>'
             '<button type="button" data-view="region">whole region</button></div>'
-            '<ol class="reserve-ranks"></ol></details></div>'
+            '<ol class="reserve-ranks"></ol></details>'
             f'<script type="application/json" id="reserve-config">{cfg}</script>'
         )
     )
@@ -435,26 +544,49 @@ def write_map(
 
 
 _CSS = """
-.reserve-box{position:fixed;z-index:1000;background:rgba(255,255,255,.92);padding:6px 9px;
- border-radius:5px;box-shadow:0 1px 5px rgba(0,0,0,.4);font:12px/1.4 sans-serif}
-.reserve-summary{left:10px;bottom:48px}.reserve-summary th{text-align:left;padding-right:8px}
+.reserve-box{position:fixed;z-index:1000;background:rgba(255,255,255,.94);padding:6px 9px;
+ border-radius:5px;box-shadow:0 1px 5px rgba(0,0,0,.4);font:12px/1.4 sans-serif;
+ max-width:340px;overflow:auto}
+.reserve-box summary{cursor:pointer}
+.reserve-top{position:fixed;z-index:1001;top:8px;left:50%;transform:translateX(-50%);
+ max-width:calc(100% - 150px);font:12px/1.4 sans-serif;text-align:center}
+.reserve-title{margin:0;display:inline-block;font:600 16px/1.3 sans-serif;padding:4px 12px;
+ background:rgba(255,255,255,.94);border-radius:5px;box-shadow:0 1px 5px rgba(0,0,0,.4)}
+.reserve-banner{margin:5px auto 0;padding:5px 9px;border-radius:5px;text-align:left;
+ box-shadow:0 1px 5px rgba(0,0,0,.4);border:2px solid #b00020;background:#fde8ea}
+.reserve-banner.reserve-weak{border-color:#8a5a00;background:#fff4d6}
+.reserve-banner summary{cursor:pointer;font-weight:600}
+.reserve-summary{left:10px;bottom:30px}.reserve-summary th{text-align:left;padding-right:8px;
+ vertical-align:top;white-space:nowrap}
+.reserve-solver{margin-top:3px;color:#444}
 .reserve-legend{right:10px;bottom:30px}
 .reserve-legend .sw{display:inline-block;width:14px;height:12px;margin-right:6px;
  vertical-align:middle;box-sizing:border-box}
-.reserve-legend .ramp{width:40px;background:linear-gradient(90deg,#fef0d9,#fdcc8a,#fc8d59,
- #e34a33,#b30000)}
-.reserve-legend .dot{width:12px;border-radius:50%;background:#d7191c;border:2px solid #fff;
- box-shadow:0 0 0 1px #d7191c;margin-left:-2px}
+.reserve-legend .ramp{width:90px;margin:0 4px;background:linear-gradient(90deg,#440154,
+ #482878,#3e4989,#31688e,#26828e,#1f9e89,#35b779,#6ece58,#b5de2b,#fde725)}
+.reserve-legend .note{color:#444;margin-bottom:2px}
+.reserve-legend .dot{width:14px;height:14px;border-radius:50%;background:#e7298a;
+ border:2px solid #fff;box-shadow:0 0 0 1px #e7298a}
+.reserve-legend .det{background:#fff;border:2px solid #000}
+.reserve-legend .undet{background:#bdbdbd;border:1px solid #636363}
+.reserve-legend .pub{border:2px solid #00441b;background:rgba(0,68,27,.15)}
+.reserve-legend .outline{border:2px dashed #333}
 .reserve-rank{background:none;border:none;font:bold 11px/18px sans-serif;color:#fff;
  text-align:center;pointer-events:none}
+.reserve-rank .more{position:absolute;left:15px;top:-7px;font:bold 9px/12px sans-serif;
+ background:#222;color:#fff;border-radius:6px;padding:0 3px;white-space:nowrap}
+.reserve-rank .more:empty{display:none}
 .reserve-rank-hidden{display:none}
-.reserve-list{left:10px;top:80px;max-width:210px}
-.reserve-list summary{cursor:pointer}
+.reserve-list{left:10px;top:90px;max-width:220px}
 .reserve-list .views button{font:11px sans-serif;margin:3px 4px 3px 0;cursor:pointer}
-.reserve-ranks{margin:0;padding:0 0 0 2.6em;max-height:calc(100vh - 390px);min-height:3em;
+.reserve-ranks{margin:0;padding:0 0 0 2.6em;max-height:calc(100vh - 430px);min-height:3em;
  overflow-y:auto}
 .reserve-ranks li{cursor:pointer;white-space:nowrap}
 .reserve-ranks li:hover{background:#ffff99}
+@media (max-width:900px),(max-height:650px){
+ .reserve-box{font-size:11px;max-width:46vw;padding:4px 7px}
+ .reserve-title{font-size:13px}.reserve-top{max-width:calc(100% - 110px)}
+ .reserve-ranks{max-height:calc(100vh - 300px)}}
 """
 
 # Placeholders __X__ are filled by build_map. Runs after the feature groups exist.
@@ -462,7 +594,10 @@ _JS = r"""
 (function () {
   var D = __DATA__;
   var Q = 1e5, canvas = L.canvas({padding: 0.3});
-  var RAMP = [[254,240,217],[253,204,138],[252,141,89],[227,74,51],[179,0,0]];
+  // viridis: sequential, colour-blind safe, light to dark reads as high to low
+  var RAMP = [[68,1,84],[72,40,120],[62,73,137],[49,104,142],[38,130,142],[31,158,137],
+    [53,183,121],[110,206,88],[181,222,43],[253,231,37]];
+  var SEL = "#e7298a";
   function ramp(s) {
     var t = (s - D.range[0]) / (D.range[1] - D.range[0]);
     t = Math.max(0, Math.min(1, isFinite(t) ? t : 0)) * (RAMP.length - 1);
@@ -507,50 +642,56 @@ _JS = r"""
   var outline = __OUTLINE__, pub = __PUBLIC__;
   if (outline) L.geoJSON(outline, {style: {color: "#333", weight: 2, dashArray: "6 4",
     fill: false}, interactive: false}).addTo(__FG_OUTLINE__);
-  if (pub) L.geoJSON(pub, {style: {color: "#1a9641", weight: 1, fillColor: "#1a9641",
-    fillOpacity: 0.25}, interactive: false}).addTo(__FG_PUBLIC__);
+  if (pub) L.geoJSON(pub, {style: {color: "#00441b", weight: 2, fillColor: "#00441b",
+    fillOpacity: 0.15}, interactive: false}).addTo(__FG_PUBLIC__);
   draw(D.candidates, __FG_CAND__, function (d, i) {
     return {stroke: false, fillColor: ramp(d.score[i]), fillOpacity: 0.75};
   }, "candidate cell");
   draw(D.detected, __FG_DET__, function () {
-    return {color: "#2c7bb6", weight: 1, fillColor: "#2c7bb6", fillOpacity: 0.7};
+    return {color: "#000", weight: 2, fillColor: "#fff", fillOpacity: 0.9};
   }, "training cell");
   draw(D.undetected, __FG_UNDET__, function () {
-    return {color: "#878787", weight: 1, fillColor: "#bababa", fillOpacity: 0.6};
+    return {color: "#636363", weight: 1, fillColor: "#bdbdbd", fillOpacity: 0.8};
   }, "training cell");
   var map = __MAP__;
   var sel = draw(D.selected, __FG_SEL__, function () {
-    return {color: "#d7191c", weight: 3, fillColor: "#ffff00", fillOpacity: 0.85,
+    return {color: SEL, weight: 3, fillColor: SEL, fillOpacity: 0.55,
       className: "reserve-selected"};
   }, "selected cell", true);
   // A marker of fixed on-screen size per selected cell: a 3 km cell is a pixel or two at
   // state-wide zoom. Drawn worst rank first, so the best rank is on top where they overlap.
   var centres = sel.map(function (p) { return p.getBounds().getCenter(); }), labels = [];
   for (var i = sel.length - 1; i >= 0; i--) {
-    L.circleMarker(centres[i], {radius: 9, color: "#fff", weight: 2, fillColor: "#d7191c",
+    L.circleMarker(centres[i], {radius: 9, color: "#fff", weight: 2, fillColor: SEL,
       fillOpacity: 1, className: "reserve-selected-marker"}).addTo(__FG_SEL__)
       .bindPopup((function (k) { return function () {
         return popup(D.selected, k, "selected cell"); }; })(i));
   }
   for (i = 0; i < sel.length; i++) {
     labels.push(L.marker(centres[i], {interactive: false, keyboard: false, icon: L.divIcon({
-      className: "reserve-rank", html: String(D.selected.rank[i]), iconSize: [18, 18]})})
+      className: "reserve-rank", html: '<span class="r">' + D.selected.rank[i] +
+        '</span><span class="more"></span>', iconSize: [18, 18]})})
       .addTo(__FG_SEL__));
   }
   // Greedy label placement in rank order: a label is shown only if no better-ranked shown
-  // label is within 20 px, so crowded ranks never pile up.
+  // label is within 20 px, so crowded ranks never pile up; a shown label counts the ranks it
+  // hides ("+n"), so a cluster says how many chosen cells it holds.
   function placeLabels() {
-    var shown = [];
+    var shown = [], more = [];
     for (var i = 0; i < labels.length; i++) {
       var el = labels[i].getElement();
       if (!el) continue;
-      var p = map.latLngToLayerPoint(centres[i]), free = true;
-      for (var j = 0; j < shown.length && free; j++) {
-        free = Math.abs(p.x - shown[j].x) >= 20 || Math.abs(p.y - shown[j].y) >= 20;
+      var p = map.latLngToLayerPoint(centres[i]), host = -1;
+      for (var j = 0; j < shown.length && host < 0; j++) {
+        if (Math.abs(p.x - shown[j].x) < 20 && Math.abs(p.y - shown[j].y) < 20) host = j;
       }
-      el.classList.toggle("reserve-rank-hidden", !free);
-      if (free) shown.push(p);
+      el.classList.toggle("reserve-rank-hidden", host >= 0);
+      if (host >= 0) { more[host] += 1; continue; }
+      shown.push(p); more.push(0); p.el = el;
     }
+    shown.forEach(function (p, j) {
+      p.el.querySelector(".more").textContent = more[j] ? "+" + more[j] : "";
+    });
   }
   map.on("zoomend overlayadd", placeLabels);
   // keep the framed cells clear of the boxes laid over the map (list, legend, summary)
@@ -559,11 +700,23 @@ _JS = r"""
     return el ? el.getBoundingClientRect()[side] : 0;
   }
   function pad() {
-    var size = map.getSize();
-    return {paddingTopLeft: [box(".reserve-list", "right") + 15, 30],
+    var size = map.getSize(), top = box(".reserve-top", "bottom");
+    return {paddingTopLeft: [box(".reserve-list", "right") + 15, Math.max(30, top + 10)],
       paddingBottomRight: [30, Math.max(0, size.y - Math.min(box(".reserve-legend", "top") ||
         size.y, box(".reserve-summary", "top") || size.y)) + 15]};
   }
+  // small screens: every panel starts folded (a tap on its heading opens it), the layer
+  // control too, so the map is not hidden behind them
+  if (innerWidth < 900 || innerHeight < 650) {
+    document.querySelectorAll("details.reserve-box, details.reserve-banner").forEach(
+      function (d) { d.open = false; });
+    var ctl = document.querySelector(".leaflet-control-layers");
+    if (ctl) ctl.classList.remove("leaflet-control-layers-expanded");
+  }
+  var topBar = document.querySelector(".reserve-top"), listBox = document.querySelector(
+    ".reserve-list");
+  if (topBar && listBox) listBox.style.top = Math.max(80, topBar.getBoundingClientRect()
+    .bottom + 8) + "px";
   function show(view) { map.fitBounds(view === "region" ? D.region : D.view, pad()); }
   // the ranked list: click a cell to zoom to it and open its popup
   var list = document.querySelector(".reserve-ranks");
@@ -587,6 +740,7 @@ _JS = r"""
   show("selection");
   placeLabels();
   window.reserveMap = map;
+  window.reserveData = D;
   window.reserveReady = true;
 })();
 """

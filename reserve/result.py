@@ -20,6 +20,7 @@ import pandas as pd
 
 from reserve.config import SELECT_DEFAULTS, SelectOptions
 from reserve.design import Problem
+from reserve.signal import CutoffTies, assess_signal, break_cutoff_ties
 
 __all__ = ["FitOutcome", "SelectionResult", "build_result"]
 
@@ -147,15 +148,27 @@ def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray,
     return per_species, score
 
 
-def _order(problem: Problem, fit: FitOutcome, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The selected cells (locked-in first, by score, then the estimator's order) and the
-    rank order of every ranked cell (the selected, then the other candidates by score)."""
+def _order(
+    problem: Problem, fit: FitOutcome, score: np.ndarray, seed: int | None
+) -> tuple[np.ndarray, np.ndarray, CutoffTies]:
+    """The selected cells (locked-in first, by score, then the estimator's order), the rank
+    order of every ranked cell (the selected, then the other candidates by score) and the tie
+    at the budget's cut (broken by :func:`reserve.signal.break_cutoff_ties`)."""
     rows = problem.rows
     cand_rows = rows[fit.estimator.candidates_]
     sel_rows = rows[fit.picked] if problem.k_free else np.zeros(0, dtype=np.int64)
     in_rows = np.flatnonzero(problem.locked_in)
     in_rows = in_rows[np.lexsort((in_rows, -np.nan_to_num(score[in_rows], nan=-np.inf)))]
-    rest = np.setdiff1d(cand_rows, sel_rows)
+    runners, ties = np.zeros(0, dtype=np.int64), CutoffTies()
+    if problem.cost is None and sel_rows.size:  # a cell budget: the selection is a top-k
+        secondary = getattr(fit.estimator, "secondary_scores_", None)
+        if secondary is not None:
+            secondary_rows = np.full(len(problem.X), np.nan)
+            secondary_rows[cand_rows] = secondary
+            secondary = secondary_rows
+        free = np.sort(np.setdiff1d(cand_rows, in_rows))
+        sel_rows, runners, ties = break_cutoff_ties(score, free, sel_rows, secondary, seed)
+    rest = np.setdiff1d(cand_rows, np.concatenate([sel_rows, runners]))
     rank = getattr(fit.estimator, "candidate_rank_", None)
     if rank is not None:  # the estimator's own order (ties at a score broken by a 2nd score)
         order_of = np.empty(len(problem.X), dtype=np.int64)
@@ -164,16 +177,17 @@ def _order(problem: Problem, fit: FitOutcome, score: np.ndarray) -> tuple[np.nda
     else:
         rest = rest[np.lexsort((rest, -score[rest]))]
     sel_rows = np.concatenate([in_rows, sel_rows]).astype(np.int64)
-    return sel_rows, np.concatenate([sel_rows, rest])
+    return sel_rows, np.concatenate([sel_rows, runners, rest]), ties
 
 
 def _tables(
     problem: Problem, opts: SelectOptions, fit: FitOutcome, method: str
-) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame, pd.DataFrame, np.ndarray]:
-    """The scored planning units, the selected cells, the ranking and the selected rows."""
+) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame, pd.DataFrame, np.ndarray, CutoffTies]:
+    """The scored planning units, the selected cells, the ranking, the selected rows and the
+    tie at the budget's cut."""
     units, features = problem.units, problem.features
     per_species, score = _scores(problem, fit, method)
-    sel_rows, order = _order(problem, fit, score)
+    sel_rows, order, ties = _order(problem, fit, score, opts.seed)
     rank = np.zeros(len(units), dtype=np.int64)
     rank[order] = np.arange(1, order.size + 1)
     selected = np.zeros(len(units), dtype=bool)
@@ -210,7 +224,7 @@ def _tables(
         # what buying down the ranking would cost: the runners-up priced for the planner
         ranking.insert(ranking.columns.get_loc(opts.cost_column) + 1, "cumulative_cost",
                        np.cumsum(problem.cost[order]))  # fmt: skip
-    return result_units, sel, ranking, sel_rows
+    return result_units, sel, ranking, sel_rows, ties
 
 
 def _nan_or(value: Any) -> float:
@@ -270,6 +284,18 @@ def _tied_at_cutoff(problem: Problem, fit: FitOutcome, score: np.ndarray) -> int
     last = score[problem.rows[fit.picked[-1]]]
     tol = 1e-7 * max(1.0, float(np.nanmax(np.abs(cand))))
     return int((np.abs(cand - last) <= tol).sum())
+
+
+def _signal(summary: Mapping[str, Any], ties: CutoffTies, problem: Problem, fit: FitOutcome,
+            opts: SelectOptions) -> dict[str, Any]:  # fmt: skip
+    """``signal`` ("ok", "weak", "none"), ``signal_note`` and ``n_tied_drawn`` of the summary."""
+    cv_precision = _nan_or(summary.get("cv_precision"))
+    if not np.isfinite(cv_precision) and fit.cv is not None:  # --C cv: the best C's precision
+        cv_precision = _nan_or(np.nanmax(np.asarray(fit.cv.mean_scores, dtype=np.float64)))
+    n_train = max(int(summary["n_train"]), 1)
+    prevalence = summary["n_train_positive"] / n_train
+    signal, note = assess_signal(ties, int(problem.k_free), cv_precision, prevalence, opts.seed)
+    return {"signal": signal, "signal_note": note, "n_tied_drawn": ties.n_drawn}
 
 
 def _model_summary(opts: SelectOptions, est: Any) -> dict[str, Any]:
@@ -374,7 +400,7 @@ def build_result(
     -------
     SelectionResult
     """
-    result_units, sel, ranking, sel_rows = _tables(problem, opts, fit, opts.method)
+    result_units, sel, ranking, sel_rows, ties = _tables(problem, opts, fit, opts.method)
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
     if hasattr(fit.estimator, "coef_"):
@@ -396,6 +422,7 @@ def build_result(
     )
     summary["main_features"] = ", ".join(result.main_features())
     summary["n_tied_at_cutoff"] = _tied_at_cutoff(problem, fit, result_units["score"].to_numpy())
+    summary.update(_signal(summary, ties, problem, fit, opts))
     if problem.species:
         summary["species"] = ", ".join(problem.species)
     if problem.multi:

@@ -122,6 +122,22 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
                       fit_seconds=fit_seconds, frequency=frequency)  # fmt: skip
 
 
+def _ingest_species(path: Any) -> str:
+    """The species ``reserve ingest`` recorded in the file's ``ingest_summary`` ('' if none).
+
+    A multi-species ingest records ``"A; B"``; its ``label`` (what a run without
+    ``--species`` selects for) is the first species'.
+    """
+    import pyogrio
+
+    try:
+        table = pyogrio.read_dataframe(path, layer="ingest_summary", columns=["item", "value"])
+    except Exception:  # no such table (a hand-made file): the species is simply not named
+        return ""
+    hit = table.loc[table["item"] == "species", "value"]
+    return str(hit.iloc[0]).split(";")[0].strip() if len(hit) else ""
+
+
 def _write(result: SelectionResult, opts: SelectOptions, say: Callable[[str], None],
            t0: float, public: Any, outline: Any) -> None:  # fmt: skip
     """Write the GeoPackage and the map asked for (``result.gpkg_path`` / ``map_path``)."""
@@ -184,6 +200,8 @@ def run_selection(
               "outline_path": "" if outline is None else str(outline)}  # fmt: skip
     recorded = dict(config) if config is not None else opts.recorded(map_path)
     result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
+    if not result.summary.get("species"):  # one species: named by the ingest, for the map
+        result.summary["species"] = _ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
     _write(result, opts, say, t0, public, outline)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)

@@ -115,7 +115,7 @@ def test_cli(truth, tmp_path):
     res = runner.invoke(main, ["evaluate", str(gpkg), "--truth", str(truth)])
     assert res.exit_code == 0 and "precision@2 = 0/2 = 0.000" in res.output
     res = runner.invoke(main, ["evaluate", "--truth", str(truth)])
-    assert res.exit_code == 2 and "either SELECTION" in res.output
+    assert res.exit_code == 2 and "pass what to evaluate: SELECTION" in res.output
     res = runner.invoke(main, ["evaluate", "--cell-ids", "10,99", "--truth", str(truth)])
     assert res.exit_code == 2 and "not in the truth" in res.output
     assert "Traceback" not in res.output

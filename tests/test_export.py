@@ -17,7 +17,7 @@ from reserve.errors import OutputExistsError
 from reserve.export import FIXED_TIMESTAMP, LAYERS, write_geopackage
 from reserve.io.atomic import remove_stale_temporaries
 from reserve.select import select_reserve
-from tests.test_select import write_units
+from tests.test_select import make_units, write_units
 
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -36,6 +36,7 @@ def test_layers_geometry_and_crs_through_gdal_and_geopandas(written):
         "selected": "Polygon",
         "run_summary": None,
         "ranking": None,
+        "layer_styles": None,
     }
     for name in ("planning_units", "selected"):
         info = pyogrio.read_info(path, layer=name)
@@ -195,3 +196,67 @@ def test_a_custom_crs_is_identified_once_and_written_unchanged(tmp_path, monkeyp
     assert crs == pyproj.CRS(LAEA) and identified_crs(crs) is crs
     assert crs.to_epsg() is None and identified_crs(5070).to_epsg() == 5070
     assert type(cells.crs) is pyproj.CRS  # the caller's frame is left as it was
+
+
+def _sql(path, query, *args):
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(query, args).fetchall()
+    finally:
+        con.close()
+
+
+def test_layer_styles_open_the_layers_styled_in_qgis(written):
+    import xml.etree.ElementTree as ET
+
+    from reserve.qgis_styles import STYLE_COLUMNS
+
+    path = written.gpkg_path
+    cols = [c[1] for c in _sql(path, 'PRAGMA table_info("layer_styles")')]
+    assert set(STYLE_COLUMNS) <= set(cols)  # the columns QGIS reads
+    geom = dict(_sql(path, "SELECT table_name, column_name FROM gpkg_geometry_columns"))
+    rows = _sql(path, "SELECT f_table_name, f_geometry_column, styleQML, useAsDefault "
+                "FROM layer_styles ORDER BY f_table_name")  # fmt: skip
+    assert [r[0] for r in rows] == ["planning_units", "selected"]
+    qml = {}
+    for name, column, text, default in rows:
+        assert column == geom[name] and default == 1
+        qml[name] = ET.fromstring(text.split("\n", 1)[1])  # after the DOCTYPE line
+    renderer = qml["planning_units"].find("renderer-v2")
+    assert renderer.get("type") == "graduatedSymbol" and renderer.get("attr") == "score"
+    ranges = renderer.findall("ranges/range")
+    pu = written.planning_units
+    cand = pu.loc[pu["role"] == "candidate", "score"]
+    assert float(ranges[0].get("lower")) <= cand.min() + 1e-5
+    assert float(ranges[-1].get("upper")) >= cand.max() - 1e-5
+    colors = [o.get("value") for o in renderer.iter("Option") if o.get("name") == "color"]
+    assert colors[0] == "68,1,84,255" and "253,231,37,255" in colors  # viridis ends
+    sel = qml["selected"]
+    assert sel.get("labelsEnabled") == "1"
+    assert sel.find("labeling/settings/text-style").get("fieldName") == "rank"
+
+
+def test_crs_is_recorded_with_its_epsg_code(written):
+    srs = _sql(written.gpkg_path, "SELECT organization, organization_coordsys_id, description "
+               "FROM gpkg_spatial_ref_sys WHERE srs_id IN (SELECT srs_id FROM "
+               "gpkg_geometry_columns)")  # fmt: skip
+    assert {(org, code) for org, code, _ in srs} == {("EPSG", 5070)}
+    assert "Albers" in srs[0][2] and "EPSG:5070" in srs[0][2]
+
+
+def test_a_custom_grid_crs_is_named_with_wkt2_parameters(tmp_path):
+    import pyproj
+
+    laea = pyproj.CRS.from_proj4("+proj=laea +lat_0=44 +lon_0=-71.6 +datum=WGS84 +units=m")
+    units = make_units(n_side=8)
+    units = units.set_crs(None, allow_override=True).set_crs(laea)
+    cells = write_units(tmp_path / "laea.gpkg", units)
+    res = select_reserve(3, cells, out=tmp_path / "out", map=False, model="linear")
+    (_name, org, wkt2, desc), = _sql(
+        res.gpkg_path, "SELECT srs_name, organization, definition_12_063, description "
+        "FROM gpkg_spatial_ref_sys WHERE srs_id IN (SELECT srs_id FROM gpkg_geometry_columns)",
+    )  # fmt: skip
+    assert org == "NONE"  # no EPSG code exists for it
+    assert wkt2.startswith("PROJCRS[") and 'METHOD["Lambert Azimuthal Equal Area"' in wkt2
+    assert 'PARAMETER["Latitude of natural origin",44' in wkt2
+    assert "Lambert Azimuthal Equal Area" in desc and "Latitude of natural origin 44" in desc

@@ -6,18 +6,19 @@ import json
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import geopandas as gpd
 import numpy as np
+import pandas as pd
+import pyogrio
 import pytest
 
 from reserve.errors import OutputExistsError
 from reserve.maps import CONTEXT, build_map, initial_view, write_map
 from reserve.select import select_reserve
 from tests.test_select import make_units, write_units
-
-ARTIFACTS = Path(__file__).parent / "artifacts"
 
 
 def scored_units(n_side: int, k: int, seed: int = 0) -> gpd.GeoDataFrame:
@@ -44,7 +45,7 @@ def test_page_needs_no_network_but_tiles():
     assert not re.search(r"<link[^>]+href=[\"']https?:", page)
     urls = set(re.findall(r"https?://[^\s\"'\\)]+", page))
     assert {u for u in urls if "{z}" in u} == {"https://tile.openstreetmap.org/{z}/{x}/{y}.png"}
-    assert "window.reserveReady" in page and "Reserve selection" in page
+    assert "window.reserveReady" in page and "About this selection" in page
 
 
 def test_selected_cells_are_all_drawn_in_rank_order_with_popup_data():
@@ -146,22 +147,176 @@ def _driver():
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
+def _open(driver, page: Path, width: int, height: int) -> None:
+    """Load ``page`` in a viewport of exactly ``width`` x ``height`` CSS pixels."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
+    driver.get(page.resolve().as_uri())
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return !!(window.L && window.reserveReady)")
+    )
+    # a screenshot or a measure taken mid-animation shows a scaled, blurred map
+    WebDriverWait(driver, 10).until(
+        lambda d: d.execute_script("return !document.querySelector('.leaflet-zoom-anim')")
+    )
+    time.sleep(0.5)
+
+
+_VISIBLE_RANKS = (
+    "return Array.from(document.querySelectorAll('.reserve-rank:not(.reserve-rank-hidden)'),"
+    " e => { const r = e.querySelector('.r').getBoundingClientRect();"
+    " const m = e.querySelector('.more').textContent;"
+    " return [+e.querySelector('.r').textContent, r.left, r.top, r.right, r.bottom,"
+    " m ? +m.slice(1) : 0]; })"
+)
+
+
+def _check_large(driver, res, k: int, shots: Path) -> None:
+    """1400 x 900: palette, contrast, legend range, title, summary, labels, list, popups."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _open(driver, res.map_path, 1400, 900)
+    count = "return document.querySelectorAll(arguments[0]).length"
+    # exactly k selected cells: k outlines and k fixed-size markers, by stable classes
+    assert driver.execute_script(count, "path.reserve-selected") == k
+    assert driver.execute_script(count, "path.reserve-selected-marker") == k
+    labels = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.reserve-rank .r'), e => e.textContent)"
+    )
+    assert sorted(map(int, labels)) == list(range(1, k + 1))
+    # the first view shows every selected marker, inside the window and clear of the panels
+    inside = driver.execute_script(
+        "const boxes = ['.reserve-list', '.reserve-legend', '.reserve-summary', '.reserve-top']"
+        ".map(s => document.querySelector(s).getBoundingClientRect());"
+        "return Array.from(document.querySelectorAll('path.reserve-selected-marker'),"
+        " e => { const r = e.getBoundingClientRect(); return r.left >= 0 && r.top >= 0"
+        " && r.right <= innerWidth && r.bottom <= innerHeight && boxes.every(b =>"
+        " r.right <= b.left || b.right <= r.left || r.bottom <= b.top || b.bottom <= r.top)"
+        "; })"
+    )
+    assert inside == [True] * k
+    # colour-blind-safe sequential ramp (viridis ends) and a selected hue outside it
+    ramp = driver.execute_script(
+        "return getComputedStyle(document.querySelector('.reserve-legend .ramp')).backgroundImage"
+    )
+    assert "rgb(68, 1, 84)" in ramp and "rgb(253, 231, 37)" in ramp
+    strokes = driver.execute_script(
+        "return Array.from(document.querySelectorAll('path.reserve-selected-marker, "
+        "path.reserve-selected'), e => e.getAttribute('fill') + ' ' + e.getAttribute('stroke'))"
+    )
+    assert all(s.lower().startswith("#e7298a") for s in strokes), strokes[:3]
+    # the legend covers every score drawn, the selected cells' own scores included
+    lo, hi, scores = driver.execute_script(
+        "const l = document.querySelector('.reserve-legend');"
+        "const D = JSON.parse(JSON.stringify(window.reserveData));"
+        "return [+l.dataset.lo, +l.dataset.hi, D.candidates.score.concat(D.selected.score)"
+        ".filter(v => v !== null)];"
+    )
+    legend = driver.find_element(By.CLASS_NAME, "reserve-legend").text
+    assert hi >= max(scores) and (lo <= min(scores) or f"{lo:g} or less" in legend), (lo, hi)
+    sel = res.selected["score"]
+    assert f"chosen cells {round(sel.min(), 3):g} to {round(sel.max(), 3):g}" in legend
+    # a title with species, budget and date; a plain-language summary, solver figures folded
+    title = driver.find_element(By.CLASS_NAME, "reserve-title").text
+    assert f"{k} cells to buy" in title and "Test Thrush" in title
+    assert re.search(r"\d{4}-\d{2}-\d{2}", title)
+    box = driver.find_element(By.CLASS_NAME, "reserve-summary").text
+    assert f"{k} cells chosen out of {res.summary['n_candidates']}" in box
+    assert "how sure" in box and "higher is better" in box
+    assert "a local optimum" in box  # what the solver can promise, in words
+    assert "objective" not in box and "status" not in box  # solver-speak stays folded
+    solver = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.reserve-solver tr'),"
+        " r => r.textContent).join('|')"
+    )
+    assert f"model{res.summary['model_fitted']}" in solver and "objective" in solver
+    assert driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers").is_displayed()
+    ranks = driver.find_elements(By.CSS_SELECTOR, ".reserve-ranks li")
+    assert [int(li.get_attribute("value")) for li in ranks] == list(range(1, k + 1))
+    driver.save_screenshot(str(shots / "map_1400x900.png"))
+    # zoomed far out the markers crowd: shown rank labels never overlap, the best rank is
+    # shown, some labels give way and the shown ones count the ranks they hide
+    driver.execute_script("reserveMap.setZoom(5, {animate: false})")
+    shown = driver.execute_script(_VISIBLE_RANKS)
+    assert 1 in [row[0] for row in shown] and 0 < len(shown) < k
+    assert sum(1 + row[5] for row in shown) == k  # cluster labels: every rank accounted for
+    for i, a in enumerate(shown):
+        for b in shown[i + 1 :]:
+            overlap = a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
+            assert not overlap, (a, b)
+    # the ranked list zooms to a cell and opens its popup
+    ranks[2].click()
+    WebDriverWait(driver, 10).until(
+        lambda d: d.find_elements(By.CLASS_NAME, "leaflet-popup-content")
+    )
+    popup = driver.execute_script(
+        "return document.querySelector('.leaflet-popup-content').textContent"
+    )
+    assert "selected cell" in popup and "rank 3" in popup and "cell id" in popup
+    assert driver.execute_script("return reserveMap.getZoom()") > 5
+
+
+def _check_small(driver, res, shots: Path) -> None:
+    """800 x 600: every panel starts folded, small, and opens on a tap."""
+    from selenium.webdriver.common.by import By
+
+    _open(driver, res.map_path, 800, 600)
+    opened = driver.execute_script(
+        "return Array.from(document.querySelectorAll('details.reserve-box'), d => d.open)"
+    )
+    assert opened == [False, False, False]
+    covered = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.reserve-box, .reserve-top,"
+        " .leaflet-control-layers'), e => { const r = e.getBoundingClientRect();"
+        " return r.width * r.height; }).reduce((a, b) => a + b, 0) / (innerWidth * innerHeight)"
+    )
+    assert covered < 0.12, covered  # at 1400 x 900 unfolded they cover far more
+    driver.save_screenshot(str(shots / "map_800x600.png"))
+    driver.find_element(By.CSS_SELECTOR, ".reserve-legend summary").click()
+    assert driver.find_element(By.CSS_SELECTOR, ".reserve-legend .ramp").is_displayed()
+
+
+def _check_banner(driver, tmp_path: Path, shots: Path) -> None:
+    """A model that ranks nothing: a banner says so, above the map."""
+    from selenium.webdriver.common.by import By
+
+    units = scored_units(12, 5)
+    units["score"] = -1.0
+    summary = {"budget": 5, "signal": "none", "signal_note": "every candidate has the same score"}
+    page = write_map(units, tmp_path / "flat.html", summary=summary)
+    _open(driver, page, 1400, 900)
+    banner = driver.find_element(By.CLASS_NAME, "reserve-banner")
+    assert banner.is_displayed() and "ranks nothing" in banner.text
+    assert "every candidate has the same score" in banner.text
+    legend = driver.find_element(By.CLASS_NAME, "reserve-legend").text
+    assert "every cell -1" in legend and "to 0" not in legend  # no made-up range
+    driver.save_screenshot(str(shots / "flat_1400x900.png"))
+
+
 @pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="chromium / chromedriver not installed (.ci/run installs them)",
 )
-def test_map_renders_in_headless_chromium(tmp_path):
-    """Leaflet loads offline, exactly k selected cells are drawn, no script error.
+def test_map_reads_at_a_glance_in_headless_chromium(tmp_path):
+    """The map as a person sees it at 1400 x 900 and 800 x 600, with no script error.
 
-    A tile that cannot load (no network here) is logged by Chromium with source 'network';
-    that is not a JavaScript error and is not counted.
+    Screenshots go to ``tmp_path`` (``pytest --basetemp=DIR`` keeps them). A tile that
+    cannot load (no network here) is logged by Chromium with source 'network'; that is not
+    a JavaScript error and is not counted.
     """
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    cells = write_units(tmp_path / "cells.gpkg", n_side=30)
+    units = make_units(n_side=30)
+    cells = write_units(tmp_path / "cells.gpkg", units)
+    pyogrio.write_dataframe(
+        pd.DataFrame({"item": ["species"], "value": ["Test Thrush"]}), cells,
+        layer="ingest_summary", append=True,
+    )  # fmt: skip
     k = 12
-    res = select_reserve(k, cells, out=tmp_path / "out", map=tmp_path / "map.html")
+    res = select_reserve(k, cells, out=tmp_path / "out", map=tmp_path / "map.html", model="linear")
     driver = _driver()
     try:
         driver.set_page_load_timeout(60)
@@ -173,82 +328,17 @@ def test_map_renders_in_headless_chromium(tmp_path):
                 "addEventListener('unhandledrejection', e => __errors.push(String(e.reason)));"
             },
         )
-        driver.get(res.map_path.resolve().as_uri())
-        WebDriverWait(driver, 30).until(
-            lambda d: d.execute_script("return !!(window.L && window.reserveReady)")
-        )
-        count = "return document.querySelectorAll(arguments[0]).length"
-        # exactly k selected cells: k outlines and k fixed-size markers, by stable classes
-        assert driver.execute_script(count, "path.reserve-selected") == k
-        assert driver.execute_script(count, "path.reserve-selected-marker") == k
-        labels = driver.execute_script(
-            "return Array.from(document.querySelectorAll('.reserve-rank'), e => e.textContent)"
-        )
-        assert sorted(map(int, labels)) == list(range(1, k + 1))
-        # the first view shows every selected marker, inside the window and clear of the
-        # boxes laid over the map
-        inside = driver.execute_script(
-            "const boxes = ['.reserve-list', '.reserve-legend', '.reserve-summary']"
-            ".map(s => document.querySelector(s).getBoundingClientRect());"
-            "return Array.from(document.querySelectorAll('path.reserve-selected-marker'),"
-            " e => { const r = e.getBoundingClientRect(); return r.left >= 0 && r.top >= 0"
-            " && r.right <= innerWidth && r.bottom <= innerHeight && boxes.every(b =>"
-            " r.right <= b.left || b.right <= r.left || r.bottom <= b.top || b.bottom <= r.top)"
-            "; })"
-        )
-        assert inside == [True] * k
-        assert driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers").is_displayed()
-        box = driver.find_element(By.CLASS_NAME, "reserve-summary").text
-        assert "Reserve selection" in box
-        assert f"model {res.summary['model_fitted']}" in box  # the model the default chose
-        ranks = driver.find_elements(By.CSS_SELECTOR, ".reserve-ranks li")
-        assert [int(li.get_attribute("value")) for li in ranks] == list(range(1, k + 1))
-        ARTIFACTS.mkdir(exist_ok=True)
-        driver.save_screenshot(str(ARTIFACTS / "map.png"))
-        # zoomed far out, the markers crowd: shown rank labels must not overlap, the best
-        # rank is always shown, and some labels give way
-        driver.execute_script("reserveMap.setZoom(5, {animate: false})")
-        shown = driver.execute_script(
-            "return Array.from(document.querySelectorAll("
-            "'.reserve-rank:not(.reserve-rank-hidden)'), e => { const r ="
-            " e.getBoundingClientRect(); return [+e.textContent, r.left, r.top, r.right,"
-            " r.bottom]; })"
-        )
-        assert 1 in [row[0] for row in shown] and 0 < len(shown) < k
-        for i, a in enumerate(shown):
-            for b in shown[i + 1 :]:
-                overlap = a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
-                assert not overlap, (a, b)
-        # the ranked list zooms to a cell and opens its popup
-        ranks[2].click()
-        WebDriverWait(driver, 10).until(
-            lambda d: d.find_elements(By.CLASS_NAME, "leaflet-popup-content")
-        )
-        popup = driver.execute_script(
-            "return document.querySelector('.leaflet-popup-content').textContent"
-        )
-        assert "selected cell" in popup and "rank 3" in popup and "cell id" in popup
-        assert driver.execute_script("return reserveMap.getZoom()") > 5
-        # a click on a selected outline opens its popup too
-        driver.execute_script("reserveMap.closePopup()")
-        driver.execute_script(
-            "document.querySelectorAll('path.reserve-selected')[0]"
-            ".dispatchEvent(new MouseEvent('click', {bubbles: true}))"
-        )
-        WebDriverWait(driver, 10).until(
-            lambda d: d.find_elements(By.CLASS_NAME, "leaflet-popup-content")
-        )
-        popup = driver.execute_script(
-            "return document.querySelector('.leaflet-popup-content').textContent"
-        )
-        assert "selected cell" in popup and "rank" in popup and "cell id" in popup
+        _check_large(driver, res, k, tmp_path)
+        _check_small(driver, res, tmp_path)
         errors = driver.execute_script("return window.__errors")
+        _check_banner(driver, tmp_path, tmp_path)
         logs = driver.get_log("browser")
     finally:
         driver.quit()
     assert errors == []
     script_errors = [e for e in logs if e["level"] == "SEVERE" and e.get("source") != "network"]
     assert script_errors == [], script_errors
+    assert all((tmp_path / f"map_{s}.png").stat().st_size > 10_000 for s in ("1400x900", "800x600"))
 
 
 def test_popups_carry_locks_and_selection_frequency_only_when_present():
@@ -265,3 +355,14 @@ def test_popups_carry_locks_and_selection_frequency_only_when_present():
     assert data["selected"]["freq"] == [0.75] * 4
     ranks = data["candidates"]["rank"]
     assert data["candidates"]["freq"][ranks.index(5)] == 0.25
+
+
+def test_title_names_the_species_the_label_is_for(tmp_path):
+    cells = write_units(tmp_path / "cells.gpkg", make_units(n_side=10))
+    pyogrio.write_dataframe(
+        pd.DataFrame({"item": ["species"], "value": ["Virtual Thrush; Virtual Quail"]}), cells,
+        layer="ingest_summary", append=True,
+    )  # fmt: skip
+    res = select_reserve(3, cells, model="linear", out=tmp_path / "o", map=tmp_path / "m.html")
+    assert res.summary["species"] == "Virtual Thrush"  # label = the first species
+    assert "Virtual Thrush: 3 cells to buy" in (tmp_path / "m.html").read_text()

@@ -1,0 +1,149 @@
+"""The command line explains itself: help and types for every option, whole sentences,
+explaining columns that explain, `evaluate` that says what it needs; a clean package build."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from reserve.cli import _selection_table, main
+from reserve.select import select_reserve
+from tests.test_select import write_units
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Options whose values are words or lists, where TEXT is the proper type.
+TEXT_OPTIONS = {
+    "species", "region", "region_layer", "crs", "categorical", "continuous", "legend",
+    "protocols", "start_date", "end_date", "months", "years", "scheduler", "cost_column",
+    "method", "model", "locked_in", "cell_ids", "tables", "datasets", "methods",
+}  # fmt: skip
+
+#: Options that must be numbers.
+NUMERIC = {"seed": "integer", "n_jobs": "integer", "bootstrap": "integer",
+           "time_limit": "float", "budget": "number", "C": "float|cv"}  # fmt: skip
+
+
+def _commands(group: click.Group, prefix: str = "reserve"):
+    for name, cmd in group.commands.items():
+        yield f"{prefix} {name}", cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, f"{prefix} {name}")
+
+
+def test_every_option_has_help_and_a_proper_type():
+    seen = set()
+    for path, cmd in _commands(main):
+        for p in cmd.params:
+            if not isinstance(p, click.Option) or p.name == "help":
+                continue
+            assert p.help and p.help.strip().endswith((".", ")")), (path, p.name)
+            if p.is_flag or isinstance(p.type, click.Choice | click.Path):
+                continue
+            if p.name in NUMERIC and path == "reserve select":
+                assert p.type.name == NUMERIC[p.name], (path, p.name, p.type.name)
+                seen.add(p.name)
+            elif (path, p.name) in (("reserve select", "locked_out"),):
+                assert p.type is click.STRING  # a column name or a polygon file
+            elif p.name in ("ebd", "sed", "output", "public", "locked_out", "cells", "out",
+                            "map", "config", "truth_path", "data_dir", "out_dir"):  # fmt: skip
+                raise AssertionError(f"{path} --{p.name} must be a click.Path")
+            else:
+                assert p.type is not click.STRING or p.name in TEXT_OPTIONS, (path, p.name)
+    assert seen == set(NUMERIC)
+
+
+def test_typed_options_convert_and_leave_bad_values_to_the_library(tmp_path):
+    cmd = main.commands["select"]
+    ctx = cmd.make_context("select", ["--budget", "5", "--seed", "3", "--C", "cv",
+                                      "--time-limit", "2.5"])  # fmt: skip
+    assert ctx.params["budget"] == 5 and isinstance(ctx.params["budget"], int)
+    assert ctx.params["seed"] == 3 and ctx.params["C"] == "cv"
+    assert ctx.params["time_limit"] == 2.5
+    res = CliRunner().invoke(main, ["select", "--budget", "5", "--seed", "x"])
+    assert res.exit_code == 2 and res.stderr.startswith("reserve: error: ")
+    assert len(res.stderr.strip().splitlines()) == 1 and "seed" in res.stderr
+
+
+def test_command_summaries_are_whole_sentences():
+    for args in ([], ["benchmark"]):
+        out = CliRunner().invoke(main, [*args, "--help"]).output
+        lines = out.split("Commands:")[1].strip().splitlines()
+        assert lines
+        for line in lines:
+            _name, text = line.split(None, 1)
+            assert text.endswith(".") and "..." not in text and text[0].isupper(), line
+
+
+def test_explaining_columns_skip_features_constant_among_the_selected(tmp_path):
+    res = select_reserve(6, write_units(tmp_path / "c.gpkg"), model="linear")
+    top = res.main_features(len(res.feature_names))[0]
+    _, cols = _selection_table(res)
+    assert top in cols  # it varies among the selected cells: shown
+    res.selected[top] = 0.0  # now one value for every selected cell, as landcover_savannas was
+    _, cols = _selection_table(res)
+    assert top not in cols and "score" in cols
+
+
+def test_evaluate_says_what_to_pass():
+    res = CliRunner().invoke(main, ["evaluate"])
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert "SELECTION" in err and "--cell-ids" in err and "not both" not in err
+
+
+def test_evaluate_explains_a_real_region_has_no_truth(tmp_path):
+    cells = write_units(tmp_path / "c.gpkg")
+    select_reserve(4, cells, model="linear", out=tmp_path / "out", map=False)
+    res = CliRunner().invoke(main, ["evaluate", str(tmp_path / "out" / "reserve.gpkg")])
+    assert res.exit_code == 1
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "real region" in err[0] and "simulated" in err[0]
+    assert "not in the truth" not in err[0]
+
+
+def _setuptools_major() -> int:
+    try:
+        return int(md.version("setuptools").split(".")[0])
+    except md.PackageNotFoundError:
+        return 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_setuptools_major() < 77, reason="needs setuptools >= 77 in the venv")
+def test_package_builds_without_warnings(tmp_path):
+    """The wheel builds with no packaging warning and ships the data and the map's assets."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("reserve", "data"):
+        shutil.copytree(ROOT / name, src / name, ignore=ignore)
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
+         "--no-index", str(src), "-w", str(tmp_path / "wheel")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    log = out.stdout + out.stderr
+    for bad in (
+        "BuildBackendWarning",
+        "DeprecationWarning",
+        "is absent from the",
+        "SetuptoolsWarning",
+    ):
+        assert bad not in log, [line for line in log.splitlines() if bad in line][:3]
+    import zipfile
+
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"reserve/static/leaflet.min.js", "reserve/data/default_region/georgia.geojson",
+            "reserve/data/uci/sonar.csv", "reserve/py.typed"} <= names  # fmt: skip

@@ -1,0 +1,106 @@
+"""Ties at the budget's cut and the model's signal: said on stderr, in run_summary, on the map."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyogrio
+import pytest
+from click.testing import CliRunner
+
+from reserve.cli import main
+from reserve.select import select_reserve
+from reserve.signal import CutoffTies, assess_signal, break_cutoff_ties
+from tests.test_select import FEATURES, make_units, write_units
+
+
+def test_no_tie_across_the_cut_leaves_the_choice_alone():
+    s = np.array([5.0, 4.0, 3.0, 3.0, 1.0])
+    new, rest, ties = break_cutoff_ties(s, np.arange(5), np.array([0, 1, 2, 3]))
+    assert new.tolist() == [0, 1, 2, 3] and rest.size == 0
+    assert (ties.n_tied, ties.n_tied_chosen, ties.n_drawn) == (2, 2, 0)
+
+
+def test_a_straddling_tie_is_a_seeded_draw_not_the_lowest_ids():
+    n, k = 1000, 20
+    s = np.zeros(n)
+    chosen = np.arange(k)  # what an id-order tie-break gives: the first cells of the grid
+    new, rest, ties = break_cutoff_ties(s, np.arange(n), chosen, seed=0)
+    assert len(set(new.tolist())) == k and ties.flat and ties.n_drawn == k
+    assert not set(new.tolist()) <= set(range(100))  # spread over the grid, not its corner
+    assert np.mean(new) > 200  # ids 0..999: the draw's mean is far from the corner's 9.5
+    again, _, _ = break_cutoff_ties(s, np.arange(n), chosen, seed=0)
+    other, _, _ = break_cutoff_ties(s, np.arange(n), chosen, seed=1)
+    assert again.tolist() == new.tolist() and set(other.tolist()) != set(new.tolist())
+    assert sorted(np.concatenate([new, rest]).tolist()) == list(range(n))
+
+
+def test_the_secondary_score_breaks_a_tie_before_the_draw():
+    s = np.array([2.0, 1.0, 1.0, 1.0, 1.0])
+    sec = np.array([0.0, 0.1, 0.9, 0.5, 0.2])
+    new, rest, ties = break_cutoff_ties(s, np.arange(5), np.array([0, 1, 2]), secondary=sec)
+    assert new.tolist() == [0, 2, 3] and rest.tolist() == [4, 1]
+    assert ties.n_drawn == 0 and ties.n_tied == 4  # the secondary separated the tie
+
+
+def test_signal_verdicts():
+    nan = float("nan")
+    assert assess_signal(CutoffTies(50, 10, 10, True), 10, nan, 0.2, 0)[0] == "none"
+    assert assess_signal(CutoffTies(50, 10, 10, False), 10, nan, 0.2, 0)[0] == "none"
+    weak, note = assess_signal(CutoffTies(50, 3, 3, False), 10, nan, 0.2, 0)
+    assert weak == "weak" and "3 of the 10" in note and "--legend" in note
+    weak, note = assess_signal(CutoffTies(1, 1, 0, False), 10, 0.15, 0.2, 0)
+    assert weak == "weak" and "no better" in note
+    assert assess_signal(CutoffTies(1, 1, 0, False), 10, 0.6, 0.2, 0) == ("ok", "")
+
+
+def flat_cells(tmp_path):
+    """Every cell has the same habitat: no model can rank the candidates."""
+    units = make_units(n_side=14)
+    for col in FEATURES:
+        units[col] = 0.5
+    units.loc[units["role"] == "other", FEATURES] = 0.1  # keep the columns non-constant
+    return write_units(tmp_path / "flat.gpkg", units)
+
+
+def test_flat_scores_warn_everywhere_and_draw_neutrally(tmp_path):
+    cells = flat_cells(tmp_path)
+    k = 8
+    res = CliRunner().invoke(
+        main, ["select", "--budget", str(k), "--cells", str(cells), "--model", "linear",
+               "--out", str(tmp_path / "out"), "--map", str(tmp_path / "map.html")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("reserve: warning")]
+    assert len(warnings) == 1 and "ranks nothing" in warnings[0]
+    assert "--legend" in warnings[0] and "elevation" in warnings[0] and "public land" in warnings[0]
+    row = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="run_summary").iloc[0]
+    n_cand = int(row["n_candidates"])
+    assert row["signal"] == "none" and int(row["n_tied_at_cutoff"]) == n_cand
+    assert int(row["n_tied_drawn"]) == k
+    chosen = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")
+    units = pyogrio.read_dataframe(cells, layer="planning_units")
+    lowest = sorted(units.loc[units["role"] == "candidate", "cell_id"])[:k]
+    assert sorted(chosen["cell_id"]) != lowest  # never the first cells of the grid
+    page = (tmp_path / "map.html").read_text()
+    assert 'class="reserve-banner reserve-none"' in page and "ranks nothing" in page
+
+
+def test_a_model_with_signal_does_not_warn(tmp_path):
+    cells = write_units(tmp_path / "cells.gpkg")
+    res = CliRunner().invoke(
+        main, ["select", "--budget", "6", "--cells", str(cells), "--model", "linear",
+               "--out", str(tmp_path / "out"), "--map", str(tmp_path / "map.html")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "reserve: warning" not in res.stderr
+    row = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="run_summary").iloc[0]
+    assert row["signal"] == "ok" and row["signal_note"] in ("", None)
+    assert '<details class="reserve-banner' not in (tmp_path / "map.html").read_text()
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_draw_is_deterministic_per_seed(tmp_path, seed):
+    cells = flat_cells(tmp_path)
+    a = select_reserve(5, cells, model="linear", seed=seed).selected["cell_id"].tolist()
+    b = select_reserve(5, cells, model="linear", seed=seed).selected["cell_id"].tolist()
+    assert a == b

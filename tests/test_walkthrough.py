@@ -1,0 +1,109 @@
+"""The documentation's real-data commands, run exactly as written (parsed from the files).
+
+* README.md "Your own region, end to end": Wood Thrush in Mississippi ends in a selection
+  whose scores differ, with no warning;
+* docs/ingest.md "Real eBird data: New Hampshire": features that cannot rank the cells, and
+  ``reserve select`` says so.
+
+The commands read ``../shared/real/ebird-bcr27`` relative to the repository root (eBird data
+is never part of the project). A checkout elsewhere (a git worktree) can point at the folder
+holding ``real/`` with ``RESERVE_SHARED``; without it the tests are skipped. They run in a
+temporary folder laid out like the repository (``data`` and ``pipelines`` linked, ``shared``
+beside it), so nothing is written into the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyogrio
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("RESERVE_SHARED", ROOT.parent / "shared"))
+BUNDLE = SHARED / "real" / "ebird-bcr27"
+
+pytestmark = pytest.mark.skipif(
+    not BUNDLE.is_dir(), reason=f"real eBird bundle not found at {BUNDLE} (set RESERVE_SHARED)"
+)
+
+
+def commands(doc: Path, heading: str) -> list[list[str]]:
+    """The commands of the first code block after ``heading`` in ``doc``, as argv lists."""
+    text = doc.read_text(encoding="utf-8")
+    section = text[text.index(heading) :]
+    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return [shlex.split(line) for line in joined.splitlines() if line.strip()]
+
+
+def run_all(cmds: list[list[str]], cwd: Path) -> list[subprocess.CompletedProcess]:
+    """Run ``cmds`` as a planner would, with the venv active (``reserve`` = this package)."""
+    out = []
+    for argv in cmds:
+        if argv[0] == "reserve":
+            argv = [sys.executable, "-m", "reserve.cli", *argv[1:]]
+        elif argv[0] == "python":
+            argv = [sys.executable, *argv[1:]]
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, (argv, proc.stderr[-3000:])
+        out.append(proc)
+    return out
+
+
+@pytest.fixture
+def clone(tmp_path):
+    """A folder laid out like the repository root, with ``../shared`` beside it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("data", "pipelines"):
+        (repo / name).symlink_to(ROOT / name)
+    (tmp_path / "shared").symlink_to(SHARED)
+    return repo
+
+
+def test_readme_walkthrough_ends_in_a_ranked_selection(clone):
+    cmds = commands(ROOT / "README.md", "## Your own region, end to end")
+    assert [c[0] for c in cmds] == ["python", "reserve", "reserve"]
+    assert any("../shared/real/ebird-bcr27" in a for a in cmds[1])  # real eBird data
+    t0 = time.perf_counter()
+    procs = run_all(cmds, clone)
+    seconds = time.perf_counter() - t0
+    print(f"README walkthrough: {seconds:.1f} s")  # the figure the README quotes
+    out = clone / "mississippi"
+    assert {"reserve.gpkg", "map.html", "units.gpkg"} <= {p.name for p in out.iterdir()}
+    assert "reserve: warning" not in procs[-1].stderr
+    summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary").iloc[0]
+    assert summary["signal"] == "ok" and int(summary["n_tied_drawn"]) == 0
+    chosen = pyogrio.read_dataframe(out / "reserve.gpkg", layer="selected")
+    scores = chosen["score"].to_numpy()
+    assert len(chosen) == 20 and np.unique(np.round(scores, 6)).size > 10  # not flat
+    # the features have names (a legend was given), and they vary between cells
+    units = pyogrio.read_dataframe(out / "units.gpkg", layer="planning_units")
+    assert "landcover_deciduous_broadleaf_forests" in units.columns
+    assert int(summary["n_train"]) >= 30 and int(summary["n_train_positive"]) >= 5
+
+
+def test_new_hampshire_example_warns(clone):
+    cmds = commands(ROOT / "docs" / "ingest.md", "## Real eBird data: New Hampshire")
+    cmds = [c for c in cmds if c[0] != "mkdir"]
+    (clone / "nh").mkdir()
+    cmds[-1] += ["--model", "linear"]  # the warning is the model's verdict: linear is quick
+    procs = run_all(cmds, clone)
+    err = procs[-1].stderr
+    warnings = [line for line in err.splitlines() if line.startswith("reserve: warning")]
+    assert len(warnings) == 1 and "ranks nothing" in warnings[0] and "--legend" in warnings[0]
+    summary = pyogrio.read_dataframe(clone / "nh" / "reserve.gpkg", layer="run_summary").iloc[0]
+    assert summary["signal"] == "none" and int(summary["n_tied_at_cutoff"]) > 20
+    chosen = pyogrio.read_dataframe(clone / "nh" / "reserve.gpkg", layer="selected")
+    units = pyogrio.read_dataframe(clone / "nh" / "units.gpkg", layer="planning_units")
+    lowest = np.sort(units.loc[units["role"] == "candidate", "cell_id"].to_numpy())[:20]
+    assert set(chosen["cell_id"]) != set(lowest)  # not the northern edge of the box
+    assert "ranks nothing" in (clone / "nh" / "map.html").read_text()
