@@ -150,7 +150,7 @@ def write_geopackage(
             raise DataFileError(f"{name} has no CRS; a GeoPackage layer must store its CRS")
     if path.exists() and not overwrite:
         raise OutputExistsError(
-            f"output {str(path)!r} already exists; pass --overwrite (overwrite=True) to replace it"
+            f"output {str(path)!r} already exists; pass --overwrite to replace it"
         )
     remove_stale_temporaries(path)
     # one EPSG lookup per CRS, not one per layer written (pyogrio asks for each)
@@ -193,12 +193,15 @@ def prepare_outputs(
 ) -> Path:
     """Check, before any work, that the outputs can be written and may be replaced.
 
+    Nothing is created here (a refused run leaves the file system as it was): the folders
+    are made when the outputs are committed (:func:`reserve.io.atomic.write_together`).
+
     Parameters
     ----------
     out : path-like
-        Folder of ``reserve.gpkg`` (created when missing).
+        Folder of ``reserve.gpkg`` (created when the outputs are written).
     map_path : Path, optional
-        The HTML map to be written too (its folder is created).
+        The HTML map to be written too.
     overwrite : bool
         Whether existing outputs may be replaced.
 
@@ -212,30 +215,16 @@ def prepare_outputs(
     OutputExistsError
         An output exists and ``overwrite`` is False.
     DataFileError
-        A folder that is a file, cannot be created or is not writable.
+        An output path that is a folder, a folder that is a file or is not writable.
     """
+    from reserve.io.atomic import check_target
+
     out_dir = Path(out)
-    gpkg = out_dir / GPKG_NAME
-    for target in (gpkg, map_path):
-        if target is not None and target.exists() and not overwrite:
-            raise OutputExistsError(
-                f"output {str(target)!r} already exists; pass --overwrite (overwrite=True) "
-                "to replace it"
-            )
-    for folder in {out_dir, *([map_path.parent] if map_path is not None else [])}:
-        if folder.exists() and not folder.is_dir():
-            raise DataFileError(f"output folder {str(folder)!r} is a file; pass a folder path")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DataFileError(
-                f"output folder {str(folder)!r} cannot be created ({exc.strerror}); "
-                "pass a writable folder"
-            ) from None
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise DataFileError(
-                f"output folder {str(folder)!r} is not writable; pass a writable folder"
-            )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DataFileError(f"--out {str(out_dir)!r} is a file; pass a folder path")
+    gpkg = check_target(out_dir / GPKG_NAME, overwrite=overwrite, option="--out")
+    if map_path is not None:
+        check_target(map_path, overwrite=overwrite, option="--map")
     return gpkg
 
 
