@@ -373,12 +373,12 @@ def _as_method(value: Any) -> str:
 
 
 def _as_seconds(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+    seconds = _positive_float(value)
+    if seconds is None:
         raise InvalidInputError(
-            f"time_limit must be a number of seconds; received {value!r}"
-        ) from None
+            f"time_limit must be a number of seconds > 0; received {value!r}"
+        )
+    return seconds
 
 
 @dataclass(frozen=True)

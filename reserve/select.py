@@ -294,6 +294,12 @@ def select_reserve(
     --------
     >>> result = select_reserve(30, "units.gpkg", out="run1")  # doctest: +SKIP
     """
+    if progress is not None and not callable(progress):
+        raise InvalidInputError(
+            f"progress must be a function of one message; received {progress!r}"
+        )
+    if config is not None and not isinstance(config, Mapping):
+        raise InvalidInputError(f"config must be a mapping of option names; received {config!r}")
     opts = SelectOptions(
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
