@@ -375,9 +375,7 @@ def _as_method(value: Any) -> str:
 def _as_seconds(value: Any) -> float:
     seconds = _positive_float(value)
     if seconds is None:
-        raise InvalidInputError(
-            f"time_limit must be a number of seconds > 0; received {value!r}"
-        )
+        raise InvalidInputError(f"time_limit must be a number of seconds > 0; received {value!r}")
     return seconds
 
 

@@ -166,6 +166,23 @@ def _write(result: SelectionResult, opts: SelectOptions, say: Callable[[str], No
         ) from None
 
 
+def _outputs(opts: SelectOptions, cells_path: Path) -> tuple[Path | None, Path | None]:
+    """``(gpkg_path, map_path)`` of the run, checked (none when ``opts.out`` is None)."""
+    if opts.out is None:
+        return None, None
+    map_path = opts.map_path(cells_path)
+    return prepare_outputs(opts.out, map_path, overwrite=opts.overwrite), map_path
+
+
+def _default_region_cached() -> bool:
+    """Whether the embedded region's planning units are already in the cache."""
+    try:
+        from reserve.default_region import cache_key, default_cache_dir
+    except ImportError:
+        return False
+    return (default_cache_dir() / f"default_region-{cache_key()[:16]}.gpkg").is_file()
+
+
 def _check_decoration(public: Any, outline: Any) -> None:
     """Refuse a missing public-land or outline file before any work (they are drawn last)."""
     for name, path in (("public", public), ("outline", outline)):
@@ -200,20 +217,21 @@ def run_selection(
     """
     t0 = time.perf_counter()
     say = progress or (lambda message: None)
-    if opts.cells is None:
-        say("preparing the default region (cached after the first run)")
+    # Nothing is said before every check has passed: a refused run prints its one error line.
+    if opts.cells is None:  # the embedded region is no bad input: check the outputs first
+        gpkg_path, map_path = _outputs(opts, Path("georgia"))
+        if not _default_region_cached():
+            say("preparing the default region (cached after the first run)")
     cells_path, public, outline = locate_cells(opts.cells, public, outline)
     _check_decoration(public, outline)
-    say(f"reading {cells_path}")
     units = read_planning_units(cells_path)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))
-    # every input is checked; now the outputs, still before the expensive work
-    gpkg_path = map_path = None
-    if opts.out is not None:
-        map_path = opts.map_path(cells_path)
-        gpkg_path = prepare_outputs(opts.out, map_path, overwrite=opts.overwrite)
+    if opts.cells is not None:  # every input is checked; now the outputs, before the work
+        gpkg_path, map_path = _outputs(opts, cells_path)
+    say(f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
+        f"{int(problem.candidate.sum())} candidates")  # fmt: skip
     n_out = int(problem.locked_out.sum())
     if problem.n_locked_in or n_out:
         choosing = (f"choosing {problem.k_free} more" if not opts.money
