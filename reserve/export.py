@@ -42,7 +42,7 @@ import geopandas as gpd
 import pandas as pd
 from pyproj import CRS
 
-from reserve.errors import DataFileError, OutputExistsError
+from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 from reserve.io.atomic import atomic_target, remove_stale_temporaries
 
 if TYPE_CHECKING:
@@ -224,6 +224,10 @@ def prepare_outputs(
         raise DataFileError(f"--out {str(out_dir)!r} is a file; pass a folder path")
     gpkg = check_target(out_dir / GPKG_NAME, overwrite=overwrite, option="--out")
     if map_path is not None:
+        if Path(map_path).absolute() == gpkg.absolute():
+            raise InvalidInputError(
+                f"--map {str(map_path)!r} is the GeoPackage's own path; pass an .html path"
+            )
         check_target(map_path, overwrite=overwrite, option="--map")
     return gpkg
 
