@@ -148,8 +148,11 @@ CASES = {
     "time_negative": (["--budget", "3", "--time-limit", "-5"], 2, "time_limit must be"),
     "time_nan": (["--budget", "3", "--time-limit", "nan"], 2, "time_limit must be"),
     "unknown_flag": (["--budget", "3", "--bogus"], 2, "No such option"),
-    "flag_without_value": (["--cells", "@cells", "--model", "linear", "--budget"], 2,
-                           "requires an argument"),
+    "flag_without_value": (
+        ["--cells", "@cells", "--model", "linear", "--budget"],
+        2,
+        "requires an argument",
+    ),
     "money_negative": (["--budget", "-5", "--cost-column", "lc_crop"], 2, "positive total"),
     "money_word": (["--budget", "lots", "--cost-column", "lc_crop"], 2, "positive total"),
     "cost_no_column": (["--budget", "100", "--cost-column", "price"], 2, "not a column"),
@@ -158,47 +161,67 @@ CASES = {
     "species_empty": (["--budget", "3", "--species", ""], 2, "species must be species names"),
     "species_twice": (["--budget", "3", "--species", "A b", "--species", "a-B"], 2, "twice"),
     "species_method": (
-        ["--budget", "3", "--species", "A", "--species", "B", "--method", "tsvm"], 2,
-        "selects for one species"),
-    "species_cv": (["--budget", "3", "--species", "A", "--species", "B", "--C", "cv"], 2,
-                   "C='cv' chooses C for one species"),
+        ["--budget", "3", "--species", "A", "--species", "B", "--method", "tsvm"],
+        2,
+        "selects for one species",
+    ),
+    "species_cv": (
+        ["--budget", "3", "--species", "A", "--species", "B", "--C", "cv"],
+        2,
+        "C='cv' chooses C for one species",
+    ),
     "species_money": (
-        ["--budget", "3", "--species", "A", "--species", "B", "--cost-column", "x"], 2,
-        "not supported"),
+        ["--budget", "3", "--species", "A", "--species", "B", "--cost-column", "x"],
+        2,
+        "not supported",
+    ),
     "locked_in_unknown": (["--budget", "3", "--locked-in", "nosuch"], 2, "neither a column"),
     "locked_out_unknown": (["--budget", "3", "--locked-out", "nosuch"], 2, "neither a column"),
     "locked_in_text_role": (["--budget", "3", "--locked-in", "role"], 1, "must be boolean"),
     "locked_in_float": (["--budget", "3", "--locked-in", "lc_forest"], 1, "must be boolean"),
-    "locked_in_folder": (["--budget", "3", "--locked-in", "@folder"], 1, ""),
+    "locked_in_folder": (["--budget", "3", "--locked-in", "@folder"], 1, "cannot be read by GDAL"),
     "locked_in_far": (["--budget", "3", "--locked-in", "@far"], 1, "touches no cell"),
     "locked_in_nocrs": (["--budget", "3", "--locked-in", "@nocrs_poly"], 1, "CRS"),
-    "locked_in_garbage": (["--budget", "3", "--locked-in", "@garbage_poly"], 1, ""),
+    "locked_in_garbage": (
+        ["--budget", "3", "--locked-in", "@garbage_poly"],
+        1,
+        "cannot be read by GDAL",
+    ),
     # config files (usage errors); a flag given for the same key does not excuse the file
     "config_toml": (["--budget", "3", "--config", "@badtoml"], 2, "is not valid TOML"),
     "config_unknown": (["--budget", "3", "--config", "@unknownkey"], 2, "unknown keys"),
     "config_missing": (["--budget", "3", "--config", "nosuch.toml"], 2, "cannot be read"),
     "config_folder": (["--budget", "3", "--config", "@folder"], 2, "cannot be read"),
     "config_latin1": (["--budget", "3", "--config", "@latin1"], 2, "cannot be read"),
-    "config_method": (["--budget", "3", "--method", "ttk", "--config", "@cfg_method"], 2,
-                      "key 'method' is invalid"),
+    "config_method": (
+        ["--budget", "3", "--method", "ttk", "--config", "@cfg_method"],
+        2,
+        "key 'method' is invalid",
+    ),
     "config_budget": (["--budget", "3", "--config", "@cfg_budget"], 2, "key 'budget'"),
     "config_budget0": (["--budget", "3", "--config", "@cfg_budget0"], 2, "key 'budget'"),
     "config_seed": (["--budget", "3", "--seed", "1", "--config", "@cfg_seed"], 2, "key 'seed'"),
-    "config_overwrite": (["--budget", "3", "--overwrite", "--config", "@cfg_overwrite"], 2,
-                         "key 'overwrite'"),
+    "config_overwrite": (
+        ["--budget", "3", "--overwrite", "--config", "@cfg_overwrite"],
+        2,
+        "key 'overwrite'",
+    ),
     "config_C": (["--budget", "3", "--C", "1", "--config", "@cfg_C"], 2, "key 'C'"),
     "config_model": (["--budget", "3", "--config", "@cfg_model"], 2, "key 'model'"),
     "config_out": (["--budget", "3", "--out", "o", "--config", "@cfg_out"], 2, "key 'out'"),
     "config_species": (["--budget", "3", "--config", "@cfg_species"], 2, "key 'species'"),
-    "config_n_jobs": (["--budget", "3", "--n-jobs", "1", "--config", "@cfg_njobs"], 2,
-                      "key 'n_jobs'"),
+    "config_n_jobs": (
+        ["--budget", "3", "--n-jobs", "1", "--config", "@cfg_njobs"],
+        2,
+        "key 'n_jobs'",
+    ),
     "config_time": (["--budget", "3", "--config", "@cfg_time"], 2, "key 'time_limit'"),
     # the cells file (data errors, exit 1)
     "cells_missing": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
     "cells_folder": (["--budget", "3", "--cells", "@folder"], 1, "is a folder"),
     "cells_text": (["--budget", "3", "--cells", "@text"], 1, "is not a GeoPackage"),
     "cells_empty": (["--budget", "3", "--cells", "@empty"], 1, "is not a GeoPackage"),
-    "cells_half": (["--budget", "3", "--cells", "@half"], 1, ""),
+    "cells_half": (["--budget", "3", "--cells", "@half"], 1, "is not a GeoPackage"),
     "cells_nolayer": (["--budget", "3", "--cells", "@nolayer"], 1, "no 'planning_units' layer"),
     "cells_nocrs": (["--budget", "3", "--cells", "@nocrs"], 1, "has no CRS"),
     "cells_nocol": (["--budget", "3", "--cells", "@nocol"], 1, "lacks the columns ['label']"),
@@ -219,24 +242,60 @@ CASES = {
     "cells_label2": (["--budget", "3", "--cells", "@label2"], 1, "label other than 0 or 1"),
     "cells_nofeatures": (["--budget", "3", "--cells", "@nofeatures"], 1, "no numeric feature"),
     "cells_alllocked": (["--budget", "3", "--cells", "@alllocked"], 1, "no candidate cells"),
-    "cost_nan": (["--budget", "100", "--cells", "@price_nan", "--cost-column", "price"], 2,
-                 "missing/NaN"),
-    "cost_zero": (["--budget", "100", "--cells", "@price_zero", "--cost-column", "price"], 2,
-                  "zero or negative"),
-    "cost_text": (["--budget", "100", "--cells", "@price_text", "--cost-column", "price"], 2,
-                  "is not numeric"),
-    "cost_everything": (["--budget", "1e9", "--cells", "@price_zero", "--cost-column",
-                         "lc_crop"], 2, "buys every candidate"),
-    "cost_nothing": (["--budget", "1e-9", "--cells", "@price_zero", "--cost-column",
-                      "elev_mean"], 2, "buys no candidate"),
-    "locked_in_public": (["--budget", "3", "--cells", "@public_col", "--locked-in", "owned"], 2,
-                         "not candidates"),
-    "locked_in_over_budget": (["--budget", "3", "--cells", "@many_in", "--locked-in", "owned"],
-                              2, "more than budget=3"),
-    "locked_in_text": (["--budget", "3", "--cells", "@text_col", "--locked-in", "owned"], 1,
-                       "holds ['x']"),
-    "locked_both": (["--budget", "3", "--cells", "@public_col", "--locked-in", "owned",
-                     "--locked-out", "owned"], 2, "share"),
+    "cost_nan": (
+        ["--budget", "100", "--cells", "@price_nan", "--cost-column", "price"],
+        2,
+        "missing/NaN",
+    ),
+    "cost_zero": (
+        ["--budget", "100", "--cells", "@price_zero", "--cost-column", "price"],
+        2,
+        "zero or negative",
+    ),
+    "cost_text": (
+        ["--budget", "100", "--cells", "@price_text", "--cost-column", "price"],
+        2,
+        "is not numeric",
+    ),
+    "cost_everything": (
+        ["--budget", "1e9", "--cells", "@price_zero", "--cost-column", "lc_crop"],
+        2,
+        "buys every candidate",
+    ),
+    "cost_nothing": (
+        ["--budget", "1e-9", "--cells", "@price_zero", "--cost-column", "elev_mean"],
+        2,
+        "buys no candidate",
+    ),
+    "locked_in_public": (
+        ["--budget", "3", "--cells", "@public_col", "--locked-in", "owned"],
+        2,
+        "not candidates",
+    ),
+    "locked_in_over_budget": (
+        ["--budget", "3", "--cells", "@many_in", "--locked-in", "owned"],
+        2,
+        "more than budget=3",
+    ),
+    "locked_in_text": (
+        ["--budget", "3", "--cells", "@text_col", "--locked-in", "owned"],
+        1,
+        "holds ['x']",
+    ),
+    "locked_both": (
+        [
+            "--budget",
+            "3",
+            "--cells",
+            "@public_col",
+            "--locked-in",
+            "owned",
+            "--locked-out",
+            "owned",
+        ],
+        2,
+        "share",
+    ),
     # output paths (data errors, exit 1), all refused before the solve
     "out_is_file": (["--budget", "3", "--out", "@afile"], 1, "is a file"),
     "out_under_file": (["--budget", "3", "--out", "@afile/sub"], 1, "is a file, not a folder"),
@@ -244,14 +303,23 @@ CASES = {
     "map_is_folder": (["--budget", "3", "--map", "@folder"], 1, "is a folder"),
     "map_in_proc": (["--budget", "3", "--map", "/proc/x.html"], 1, "cannot be written"),
     "map_under_file": (["--budget", "3", "--map", "@afile/m.html"], 1, "is a file"),
-    "map_proc_overwrite": (["--budget", "3", "--map", "/proc/x.html", "--overwrite"], 1,
-                           "cannot be written"),
+    "map_proc_overwrite": (
+        ["--budget", "3", "--map", "/proc/x.html", "--overwrite"],
+        1,
+        "cannot be written",
+    ),
     "out_existing": (["--budget", "3", "--out", "prev"], 1, "already exists; pass --overwrite"),
-    "map_existing": (["--budget", "3", "--out", "new", "--map", "prev/m.html"], 1,
-                     "already exists; pass --overwrite"),
+    "map_existing": (
+        ["--budget", "3", "--out", "new", "--map", "prev/m.html"],
+        1,
+        "already exists; pass --overwrite",
+    ),
     "default_existing": (["--budget", "3"], 1, "results/reserve.gpkg"),
-    "map_is_gpkg": (["--budget", "3", "--out", "prev", "--overwrite", "--map",
-                              "prev/reserve.gpkg"], 2, "the GeoPackage's own path"),
+    "map_is_gpkg": (
+        ["--budget", "3", "--out", "prev", "--overwrite", "--map", "prev/reserve.gpkg"],
+        2,
+        "the GeoPackage's own path",
+    ),
     # a missing input is named even when the default output exists (inputs before outputs)
     "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
 }
@@ -314,11 +382,11 @@ def _odd(units: gpd.GeoDataFrame) -> dict[str, tuple[gpd.GeoDataFrame, np.ndarra
         f"text_bool_{t}": (units.assign(locked_out=np.where(lock, t, f)), lock) for t, f in words
     }
     out["int_bool"] = (units.assign(locked_out=lock.astype(np.int64)), lock)
-    out["bool_with_missing"] = (
-        units.assign(locked_out=pd.Series(np.where(lock, True, None), dtype=object)), lock)  # fmt: skip
+    with_missing = pd.Series(np.where(lock, True, None), dtype=object)
+    out["bool_with_missing"] = (units.assign(locked_out=with_missing), lock)
     out["text_ids"] = (units.assign(cell_id=[f"c{i:03d}" for i in range(n)]), none)
-    out["nan_labels"] = (
-        units.assign(label=units["label"].astype(float).where(units["role"] == "train")), none)  # fmt: skip
+    nan_labels = units["label"].astype(float).where(units["role"] == "train")
+    out["nan_labels"] = (units.assign(label=nan_labels), none)
     return out
 
 
@@ -383,7 +451,8 @@ def test_refused_overwrite_keeps_both_outputs(files, workdir):
     (workdir / "run" / "blocker.html").mkdir()  # a folder where the new map would go
     before = snapshot(workdir)
     res = CliRunner().invoke(
-        main, [*base, "--budget", "6", "--overwrite", "--map", "run/blocker.html"],
+        main,
+        [*base, "--budget", "6", "--overwrite", "--map", "run/blocker.html"],
         catch_exceptions=False,
     )
     assert_one_line_error(res.stderr, res.exit_code, 1, "is a folder")
