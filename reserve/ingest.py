@@ -171,8 +171,13 @@ def parse_region(
                 "nor an existing polygon file; check the path"
             )
         geom = read_polygons(path, _WGS84, layer=layer, name="region")
-    else:
+    elif isinstance(region, Sequence | np.ndarray):
         geom = _bbox_polygon(list(region), region)
+    else:
+        raise InvalidInputError(
+            f"region={region!r} is neither a bbox (min_lon, min_lat, max_lon, max_lat), a "
+            "polygon file nor a shapely geometry"
+        )
     if geom.is_empty or shapely.get_dimensions(geom) != 2:
         raise InvalidInputError(f"region={region!r} holds no polygon; pass a bbox or polygons")
     x0, y0, x1, y1 = geom.bounds
@@ -218,6 +223,10 @@ def _check_output(output: str | os.PathLike[str], overwrite: bool) -> Path:
 
 def _check_kinds(filters: Any, progress: Any, **named: Any) -> None:
     """Refuse arguments of the wrong kind (mappings of rasters, path lists, filters, flags)."""
+    if not isinstance(named["output"], str | os.PathLike):
+        raise InvalidInputError(
+            f"output must be a path to a .gpkg file; received {named['output']!r}"
+        )
     for name in ("categorical", "continuous", "legend"):
         value = named[name]
         if value is not None and not isinstance(value, Mapping):
@@ -369,7 +378,7 @@ def ingest(
     slugs = () if isinstance(species, str) else tuple(species_slug(n) for n in names)
     _check_numbers(cell_size, chunksize, engine, overwrite)
     _check_kinds(filters, progress, categorical=categorical, continuous=continuous,
-                 legend=legend, public=public, locked_out=locked_out)  # fmt: skip
+                 legend=legend, public=public, locked_out=locked_out, output=output)  # fmt: skip
     thresholds = _check_thresholds(public_threshold, locked_threshold, region_threshold)
     layers = _layers(categorical, continuous, legend)
     grid_crs = None if crs is None else require_equal_area(crs)
