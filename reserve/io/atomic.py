@@ -181,7 +181,11 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str
             "in a folder"
         )
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.tmp", dir=base)
+        # named as our temporaries are, so a run killed right here leaves nothing the next
+        # run does not remove
+        fd, probe = tempfile.mkstemp(
+            prefix=f".{target.name}.{os.getpid()}.tmp.", suffix=".probe", dir=base
+        )
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
