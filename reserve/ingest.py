@@ -793,7 +793,16 @@ def _summary(
 def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
     """Write both layers to a temporary file beside ``path``, then rename it into place."""
     import pyogrio
+    from pyogrio.errors import DataSourceError
 
-    with replacing(path, ".gpkg") as tmp:
-        pyogrio.write_dataframe(units, tmp, layer="planning_units", driver="GPKG")
-        pyogrio.write_dataframe(summary, tmp, layer="ingest_summary", driver="GPKG", append=True)
+    try:
+        with replacing(path, ".gpkg") as tmp:
+            pyogrio.write_dataframe(units, tmp, layer="planning_units", driver="GPKG")
+            pyogrio.write_dataframe(
+                summary, tmp, layer="ingest_summary", driver="GPKG", append=True
+            )
+    except (OSError, DataSourceError) as exc:
+        raise DataFileError(
+            f"--output {str(path)!r} cannot be written ({exc}); the previous file, if any, is "
+            "unchanged: pass a path in a writable folder with free space"
+        ) from None

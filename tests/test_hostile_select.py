@@ -320,11 +320,12 @@ CASES = {
         2,
         "the GeoPackage's own path",
     ),
+    "out_map_existing": (["--budget", "3", "--out", "onlymap"], 1, "cells_ttk_k3.html"),
     # a missing input is named even when the default output exists (inputs before outputs)
     "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
 }
 # where the working folder holds previous outputs
-PREVIOUS = {"out_existing", "map_existing", "default_existing", "input_before_output",
+PREVIOUS = {"out_map_existing", "out_existing", "map_existing", "default_existing", "input_before_output",
             "map_proc_overwrite", "map_is_gpkg"}  # fmt: skip
 
 
@@ -351,6 +352,8 @@ def _previous_outputs(folder: Path) -> None:
     (folder / "prev" / "m.html").write_text("previous map")
     (folder / "maps").mkdir()
     (folder / "maps" / "cells_ttk_k3.html").write_text("previous default map")
+    (folder / "onlymap").mkdir()  # --out onlymap: the map of the same name is already there
+    (folder / "onlymap" / "cells_ttk_k3.html").write_text("previous map in --out")
 
 
 @pytest.mark.parametrize("name", list(CASES))

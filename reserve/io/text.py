@@ -291,7 +291,7 @@ def iter_table(
                     chunk[c] = np.nan
             yield chunk[list(columns)]
         if byte_range is None or byte_range[1] >= total:
-            tail.check_last_line(len(names), path, kind)
+            tail.check_last_line(len(names), path, kind, numbered=byte_range is None)
 
 
 def _align_fields(body: BinaryIO, header: list[str]) -> tuple[BinaryIO, list[str]]:
@@ -352,8 +352,11 @@ class _Tail(io.RawIOBase):
         self.tail = (self.tail + data)[-self._KEEP :]
         return len(data)
 
-    def check_last_line(self, n_fields: int, path: Path, kind: str) -> None:
-        """Refuse a last data line with fewer than ``n_fields`` tab-separated fields."""
+    def check_last_line(self, n_fields: int, path: Path, kind: str, numbered: bool) -> None:
+        """Refuse a last data line with fewer than ``n_fields`` tab-separated fields.
+
+        ``numbered``: the stream began right after the header, so the line number is known.
+        """
         body = self.tail.rstrip(b"\r\n")
         if not body:
             return
@@ -363,8 +366,9 @@ class _Tail(io.RawIOBase):
             return
         after = self.tail[len(body) :].count(b"\n")
         line = 1 + (self.newlines - after) + 1  # the header, the body's newlines, this line
+        which = f"line {line}" if numbered else "its last line"
         raise DataFileError(
-            f"{kind} file {str(path)!r} ends with a cut line: line {line} has {found} of the "
+            f"{kind} file {str(path)!r} ends with a cut line: {which} has {found} of the "
             f"header's {n_fields} fields, so the file looks truncated (an interrupted download "
             "or copy); download it again"
         )
