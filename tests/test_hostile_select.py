@@ -325,8 +325,8 @@ CASES = {
     "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
 }
 # where the working folder holds previous outputs
-PREVIOUS = {"out_map_existing", "out_existing", "map_existing", "default_existing", "input_before_output",
-            "map_proc_overwrite", "map_is_gpkg"}  # fmt: skip
+PREVIOUS = {"out_map_existing", "out_existing", "map_existing", "default_existing",
+            "input_before_output", "map_proc_overwrite", "map_is_gpkg"}  # fmt: skip
 
 
 def _args(case: list[str], files: dict[str, Path]) -> list[str]:
