@@ -221,6 +221,12 @@ def _check_output(output: str | os.PathLike[str], overwrite: bool) -> Path:
     return check_target(path, overwrite=overwrite, option="--output")
 
 
+def _species_columns(species: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The species names, checked, and their column suffixes (none for one name as a str)."""
+    names = species_list(species)
+    return names, (() if isinstance(species, str) else tuple(species_slug(n) for n in names))
+
+
 def _check_kinds(filters: Any, progress: Any, **named: Any) -> None:
     """Refuse arguments of the wrong kind (mappings of rasters, path lists, filters, flags)."""
     if not isinstance(named["output"], str | os.PathLike):
@@ -374,18 +380,16 @@ def ingest(
     -------
     IngestResult
     """
-    names = species_list(species)
-    slugs = () if isinstance(species, str) else tuple(species_slug(n) for n in names)
+    names, slugs = _species_columns(species)
     _check_numbers(cell_size, chunksize, engine, overwrite)
     _check_kinds(filters, progress, categorical=categorical, continuous=continuous,
                  legend=legend, public=public, locked_out=locked_out, output=output)  # fmt: skip
     thresholds = _check_thresholds(public_threshold, locked_threshold, region_threshold)
     layers = _layers(categorical, continuous, legend)
-    grid_crs = None if crs is None else require_equal_area(crs)
     region_ll = parse_region(region, region_layer)
+    where = (region, region_ll, None if crs is None else require_equal_area(crs))
     _check_files(ebd, sed, layers, public, locked_out)
-    path = _check_output(output, overwrite)  # the inputs first, then the output
-    where = (region, region_ll, grid_crs)
+    path = _check_output(output, overwrite)  # every input first, then the output
     reading = dict(chunksize=chunksize, engine=engine, scheduler=scheduler, progress=progress)
     obs, grid, region_xy, agg, log = _observe(
         ebd, sed, species, _with_region(filters, region_ll), reading, where, cell_size, slugs
