@@ -171,7 +171,13 @@ def _outputs(opts: SelectOptions, cells_path: Path) -> tuple[Path | None, Path |
     if opts.out is None:
         return None, None
     map_path = opts.map_path(cells_path)
-    return prepare_outputs(opts.out, map_path, overwrite=opts.overwrite), map_path
+    gpkg_path = prepare_outputs(opts.out, map_path, overwrite=opts.overwrite)
+    if opts.cells is not None and gpkg_path.resolve() == cells_path.resolve():
+        raise InvalidInputError(
+            f"--out {str(opts.out)!r} would replace the --cells file {str(cells_path)!r} "
+            "itself; pass another --out folder"
+        )
+    return gpkg_path, map_path
 
 
 def _default_region_cached() -> bool:

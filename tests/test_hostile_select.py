@@ -320,13 +320,19 @@ CASES = {
         2,
         "the GeoPackage's own path",
     ),
+    "out_replaces_cells": (
+        ["--budget", "3", "--cells", "prev/reserve.gpkg", "--out", "prev", "--overwrite"],
+        2,
+        "would replace the --cells file",
+    ),
     "out_map_existing": (["--budget", "3", "--out", "onlymap"], 1, "cells_ttk_k3.html"),
     # a missing input is named even when the default output exists (inputs before outputs)
     "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
 }
 # where the working folder holds previous outputs
-PREVIOUS = {"out_map_existing", "out_existing", "map_existing", "default_existing",
-            "input_before_output", "map_proc_overwrite", "map_is_gpkg"}  # fmt: skip
+PREVIOUS = {"out_replaces_cells", "out_map_existing", "out_existing", "map_existing",
+            "default_existing", "input_before_output", "map_proc_overwrite",
+            "map_is_gpkg"}  # fmt: skip
 
 
 def _args(case: list[str], files: dict[str, Path]) -> list[str]:
@@ -349,6 +355,7 @@ def _previous_outputs(folder: Path) -> None:
     for sub in ("results", "prev"):
         (folder / sub).mkdir()
         (folder / sub / "reserve.gpkg").write_bytes(b"previous " + sub.encode())
+    write_units(folder / "prev" / "reserve.gpkg")  # a cells file too (out_replaces_cells)
     (folder / "prev" / "m.html").write_text("previous map")
     (folder / "maps").mkdir()
     (folder / "maps" / "cells_ttk_k3.html").write_text("previous default map")
