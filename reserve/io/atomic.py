@@ -207,7 +207,9 @@ def write_together(
     their targets, one after the other; if a rename fails, the targets already renamed are
     restored (the previous file, or none) and the folders this call created are removed.
     Killed before the renames, a run leaves every previous output intact; its temporaries
-    are removed by the next run that writes the same targets.
+    are removed by the next run that writes the same targets. (Killed in the microseconds
+    between two renames, it leaves the first target new and the others previous: a rename
+    is atomic, a set of them is not.)
 
     Parameters
     ----------
