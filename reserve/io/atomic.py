@@ -169,11 +169,11 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str
     from reserve.errors import DataFileError, OutputExistsError
 
     target = Path(target)
-    shown = f"{option} {str(target)!r}"
+    shown = f"output {str(target)!r} ({option})"
     if target.is_dir():
         raise DataFileError(f"{shown} is a folder; pass a file path inside it")
     if target.exists() and not overwrite:
-        raise OutputExistsError(f"{shown}: the file already exists; pass --overwrite to replace it")
+        raise OutputExistsError(f"{shown} already exists; pass --overwrite to replace it")
     base = _existing_ancestor(target.parent)
     if not base.is_dir():
         raise DataFileError(
