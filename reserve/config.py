@@ -656,7 +656,10 @@ def _check_map(value: Any, name: str) -> Any:
 
 def _check_budget(value: Any, name: str) -> Any:
     if isinstance(value, bool) or _positive_float(value) is None:
-        raise InvalidInputError(f"{name} must be a positive number; received {value!r}")
+        raise InvalidInputError(
+            f"{name} must be an integer >= 1 (cells), or a positive total cost with "
+            f"cost_column; received {value!r}"
+        )
     return value
 
 

@@ -385,7 +385,9 @@ _TRUE = frozenset({"true", "t", "yes", "y", "1", "1.0"})
 _FALSE = frozenset({"false", "f", "no", "n", "0", "0.0"})
 
 
-def boolean_values(values: Any, name: str, *, missing: bool = False) -> np.ndarray:
+def boolean_values(
+    values: Any, name: str, *, missing: bool = False, error: type[Exception] = DataFileError
+) -> np.ndarray:
     """A column that looks boolean as a bool array; anything else refused, naming the values.
 
     Accepted: real booleans, the numbers 0 and 1, and the texts ``true/false``, ``t/f``,
@@ -400,6 +402,9 @@ def boolean_values(values: Any, name: str, *, missing: bool = False) -> np.ndarr
         What it is, for the message (e.g. ``"planning_units column 'locked_out'"``).
     missing : bool
         The value of a missing entry.
+    error : exception class
+        Raised for a value that is not boolean: :class:`DataFileError` for a column of an input
+        file, :class:`InvalidInputError` for a column the user named (``--locked-in COL``).
 
     Returns
     -------
@@ -407,8 +412,8 @@ def boolean_values(values: Any, name: str, *, missing: bool = False) -> np.ndarr
 
     Raises
     ------
-    DataFileError
-        A value that is none of the above; the message lists up to five of them.
+    DataFileError or InvalidInputError
+        A value that is none of the above (``error``); the message lists up to five of them.
 
     Examples
     --------
@@ -430,9 +435,9 @@ def boolean_values(values: Any, name: str, *, missing: bool = False) -> np.ndarr
         out = np.where(absent, missing, is_true)
     if bad.any():
         shown = sorted({str(v) for v in col[bad].tolist()})[:5]
-        raise DataFileError(
-            f"{name} must be boolean (true/false, yes/no, t/f or 0/1); it holds {shown} in "
-            f"{int(bad.sum())} rows. Fix those values in the file"
+        raise error(
+            f"{name} is not boolean (true/false, yes/no, t/f or 0/1): it holds {shown} in "
+            f"{int(bad.sum())} rows. Fix those values, or name a boolean column"
         )
     return out.astype(bool)
 
@@ -449,7 +454,9 @@ def locked_mask(
         return np.zeros(len(units), dtype=bool)
     text = str(spec)
     if text in units.columns and text != units.geometry.name:
-        return boolean_values(units[text], f"{name}={text!r} (a planning_units column)")
+        return boolean_values(
+            units[text], f"{name}={text!r} (a planning_units column)", error=InvalidInputError
+        )
     if not Path(text).exists():
         raise InvalidInputError(
             f"{name}={text!r} is neither a column of planning_units nor an existing file; pass "

@@ -298,7 +298,7 @@ def test_unwritable_output(cells, tmp_path):
     blocker.write_text("x")
     with pytest.raises(DataFileError, match="is a file"):
         select_reserve(3, cells, out=blocker)
-    with pytest.raises(DataFileError, match="cannot be created"):
+    with pytest.raises(DataFileError, match="cannot be written"):  # nothing is created
         select_reserve(3, cells, out=blocker / "sub")
 
 
