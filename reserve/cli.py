@@ -62,6 +62,10 @@ class _ReserveGroup(click.Group):
             click.echo(f"reserve: error: {exc}", err=True)
             code = 2 if isinstance(exc, InvalidInputError) else 1
             sys.exit(code)
+        except click.UsageError as exc:  # click's own checks (types, choices): one line too
+            where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
+            click.echo(f"reserve: error: {exc.format_message().rstrip('.')}{where}", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=_ReserveGroup)

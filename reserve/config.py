@@ -29,6 +29,7 @@ __all__ = [
     "SelectDefaults",
     "SelectOptions",
     "TTKDefaults",
+    "check_config_values",
     "load_config",
     "resolve_config",
     "species_slug",
@@ -337,7 +338,12 @@ def _as_species(value: Any) -> tuple[str, ...] | None:
     """Species names: None, one name, or several (``--species`` repeated)."""
     if value is None:
         return None
-    names = [value] if isinstance(value, str) else list(value)
+    if isinstance(value, str):
+        names = [value]
+    elif isinstance(value, list | tuple):
+        names = list(value)
+    else:
+        names = [value]  # refused below, with the message
     if not names:
         return None
     if not all(isinstance(n, str) and n.strip() for n in names):
@@ -367,12 +373,10 @@ def _as_method(value: Any) -> str:
 
 
 def _as_seconds(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(
-            f"time_limit must be a number of seconds; received {value!r}"
-        ) from None
+    seconds = _positive_float(value)
+    if seconds is None:
+        raise InvalidInputError(f"time_limit must be a number of seconds > 0; received {value!r}")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -532,10 +536,13 @@ class SelectOptions:
         -------
         SelectOptions
         """
-        merged: dict[str, Any] = {"out": SELECT_DEFAULTS.out}
+        merged: dict[str, Any] = {}
         if config is not None:
-            merged.update(load_config(config))
+            merged.update(check_config_values(load_config(config), config))
         merged.update({k: v for k, v in given.items() if v is not None})
+        default_out = merged.get("out") is None
+        if default_out:  # today's paths: results/reserve.gpkg and maps/<name>.html
+            merged["out"] = SELECT_DEFAULTS.out
         budget = merged.get("budget")
         if budget is not None and merged.get("cost_column") is None:
             merged["budget"] = _as_int(budget, "budget", low=1)  # "30" from a flag
@@ -545,7 +552,10 @@ class SelectOptions:
                 raise InvalidInputError(f"{key} must be a path; received {value!r}")
             if value is not None:
                 merged[key] = str(value)
-        return cls(**{"budget": None, **merged})
+        opts = cls(**{"budget": None, **merged})
+        if default_out:
+            object.__setattr__(opts, "_map_dir", SELECT_DEFAULTS.map_dir)
+        return opts
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a dict of :data:`CONFIG_KEYS` (species as a list, as given)."""
@@ -564,11 +574,17 @@ class SelectOptions:
         if self.map is not None and self.map is not True:
             return Path(self.map)
         stem = "georgia" if self.cells is None else cells_path.stem
+        # the map goes with the GeoPackage: into ``out``, unless the command line's default
+        # folders are in use (no --out: results/ and maps/, see from_sources)
+        map_dir = self.__dict__.get("_map_dir")
+        if map_dir is None and self.out is not None:
+            map_dir = self.out
+        folder = Path(map_dir if map_dir is not None else SELECT_DEFAULTS.map_dir)
         size = f"k{self.budget}" if not self.money else f"cost{self.budget:g}"
         name = f"{stem}_{self.method}_{size}"
         if self.species:  # one map per species set, not over the default run's
             name += "_" + "_".join(species_slug(n) for n in self.species)
-        return Path(SELECT_DEFAULTS.map_dir) / f"{name}.html"
+        return folder / f"{name}.html"
 
     def recorded(self, map_path: Path | None) -> dict[str, Any]:
         """The effective configuration of a Python call, as recorded in the summary."""
@@ -620,6 +636,98 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"config={str(p)!r} has unknown keys {unknown}; allowed: {', '.join(CONFIG_KEYS)}"
         )
     return out
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be true or false; received {value!r}")
+    return value
+
+
+def _check_path(value: Any, name: str) -> Any:
+    if not isinstance(value, str | os.PathLike):
+        raise InvalidInputError(f"{name} must be a path; received {value!r}")
+    return value
+
+
+def _check_map(value: Any, name: str) -> Any:
+    return value if isinstance(value, bool) else _check_path(value, name)
+
+
+def _check_budget(value: Any, name: str) -> Any:
+    if isinstance(value, bool) or _positive_float(value) is None:
+        raise InvalidInputError(
+            f"{name} must be an integer >= 1 (cells), or a positive total cost with "
+            f"cost_column; received {value!r}"
+        )
+    return value
+
+
+def _check_cost_column(value: Any, name: str) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"{name} must be a column name; received {value!r}")
+    return value
+
+
+#: The check of each key of a ``--config`` file, run on the file's values alone, so a bad
+#: value in the file is refused even when a flag overrides it.
+_CONFIG_CHECKS: dict[str, Any] = {
+    "budget": _check_budget,
+    "method": lambda v, n: _as_method(v),
+    "model": lambda v, n: _as_model(v),
+    "C": lambda v, n: _as_C(v),
+    "seed": lambda v, n: _as_int(v, n, low=0),
+    "bootstrap": lambda v, n: _as_int(v, n, low=0),
+    "n_jobs": lambda v, n: _as_int(v, n, low=1),
+    "time_limit": lambda v, n: _as_seconds(v),
+    "overwrite": _check_bool,
+    "species": lambda v, n: _as_species(v),
+    "cost_column": _check_cost_column,
+    "map": _check_map,
+    **{key: _check_path for key in ("cells", "out", "locked_in", "locked_out")},
+}
+
+
+def check_config_values(
+    values: Mapping[str, Any], path: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Check every value of a ``--config`` file on its own; refuse the first bad one.
+
+    Parameters
+    ----------
+    values : mapping
+        The file's keys and values (:func:`load_config`).
+    path : path-like, optional
+        The file, named in the message.
+
+    Returns
+    -------
+    dict
+        ``values``, unchanged.
+
+    Raises
+    ------
+    InvalidInputError
+        A value that the option of that name refuses; the message names the file and the key.
+
+    Examples
+    --------
+    >>> check_config_values({"budget": 30, "method": "svm"})
+    {'budget': 30, 'method': 'svm'}
+    """
+    where = f"config={str(path)!r}" if path is not None else "config"
+    for key, value in values.items():
+        check = _CONFIG_CHECKS.get(key)
+        if check is None:
+            continue
+        try:
+            check(value, key)
+        except InvalidInputError as exc:
+            raise InvalidInputError(
+                f"{where}: key {key!r} is invalid ({exc}); fix it in the file (a flag given "
+                "on the command line does not excuse a bad value in the file)"
+            ) from None
+    return dict(values)
 
 
 def resolve_config(

@@ -68,6 +68,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "MomentScaler",
     "Problem",
+    "boolean_values",
     "build_problem",
     "default_cells",
     "feature_columns",
@@ -227,6 +228,11 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     from pyogrio.errors import DataSourceError
 
     p = Path(path)
+    if p.is_dir():
+        raise DataFileError(
+            f"cells={str(p)!r} is a folder; pass the .gpkg file written by 'reserve ingest' "
+            "inside it"
+        )
     if not p.is_file():
         raise DataFileError(f"cells={str(p)!r} does not exist; pass a GeoPackage from ingest")
     try:
@@ -244,7 +250,13 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
             f"cells={str(p)!r} has no 'planning_units' layer (layers: {names}); "
             "pass the .gpkg written by 'reserve ingest'"
         )
-    units = pyogrio.read_dataframe(p, layer="planning_units")
+    try:
+        units = pyogrio.read_dataframe(p, layer="planning_units")
+    except (DataSourceError, OSError, ValueError, RuntimeError) as exc:
+        raise DataFileError(
+            f"cells={str(p)!r}: the planning_units layer cannot be read ({exc}); "
+            "re-create it with 'reserve ingest'"
+        ) from None
     missing = [c for c in REQUIRED_COLUMNS if c not in units.columns]
     if missing or not isinstance(units, gpd.GeoDataFrame):
         missing = missing or ["geometry"]
@@ -257,7 +269,58 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
             f"cells={str(p)!r}: planning_units has no CRS; re-create it with 'reserve ingest' "
             "or assign the grid's CRS (e.g. ogr2ogr -a_srs)"
         )
-    return units
+    _check_cells(units, str(p))
+    return _unsurveyed_labels(units)
+
+
+def _unsurveyed_labels(units: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    """A missing ``label`` of a cell that is not a training cell read as -1 (unsurveyed).
+
+    ``reserve ingest`` writes -1 for cells nobody surveyed; a file edited elsewhere may leave
+    them empty (NaN). Training cells keep what they hold (checked by :func:`build_problem`).
+    """
+    label = pd.to_numeric(units["label"], errors="coerce")
+    fill = label.isna() & (units["role"] != "train")
+    if not fill.any() and pd.api.types.is_numeric_dtype(units["label"]):
+        return units
+    label = label.where(~fill, -1.0)
+    if label.notna().all() and (label % 1 == 0).all():
+        label = label.astype(np.int64)
+    return units.assign(label=label)
+
+
+def _check_cells(units: gpd.GeoDataFrame, source: str) -> None:
+    """Refuse repeated or missing cell ids, unknown roles, missing or empty geometries."""
+    ids = units["cell_id"]
+    if ids.isna().any():
+        raise DataFileError(
+            f"cells={source!r}: {int(ids.isna().sum())} planning units have no cell_id; give "
+            "every cell an id (re-create the file with 'reserve ingest')"
+        )
+    dup = ids[ids.duplicated(keep=False)]
+    if len(dup):
+        shown = sorted({str(v) for v in dup.tolist()})[:5]
+        raise DataFileError(
+            f"cells={source!r}: cell_id repeats {shown} ({len(dup)} rows); each cell must "
+            "appear once: remove the duplicate rows"
+        )
+    roles = units["role"]
+    odd = ~roles.isin(("train", "candidate", "other"))
+    if odd.any():
+        shown = sorted({str(v) for v in roles[odd].tolist()})[:5]
+        raise DataFileError(
+            f"cells={source!r}: column role holds {shown} in {int(odd.sum())} rows; each "
+            "role must be 'train', 'candidate' or 'other' (lower case)"
+        )
+    geom = units.geometry
+    bad = (geom.isna() | geom.is_empty).to_numpy()
+    if bad.any():
+        shown = [str(v) for v in ids[bad].tolist()[:5]]
+        raise DataFileError(
+            f"cells={source!r}: {int(bad.sum())} planning units have no geometry (null or "
+            f"empty; cell_id {shown}); a cell without a shape cannot be mapped or bought: "
+            "give them their square or delete those rows"
+        )
 
 
 def default_cells() -> tuple[Path, Path | None, Path | None]:
@@ -318,6 +381,67 @@ def feature_columns(units: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[
     ]
 
 
+_TRUE = frozenset({"true", "t", "yes", "y", "1", "1.0"})
+_FALSE = frozenset({"false", "f", "no", "n", "0", "0.0"})
+
+
+def boolean_values(
+    values: Any, name: str, *, missing: bool = False, error: type[Exception] = DataFileError
+) -> np.ndarray:
+    """A column that looks boolean as a bool array; anything else refused, naming the values.
+
+    Accepted: real booleans, the numbers 0 and 1, and the texts ``true/false``, ``t/f``,
+    ``yes/no``, ``y/n``, ``1/0`` in any case (surrounding blanks ignored). Missing values
+    (None, NaN, empty text) become ``missing``.
+
+    Parameters
+    ----------
+    values : array-like
+        The column.
+    name : str
+        What it is, for the message (e.g. ``"planning_units column 'locked_out'"``).
+    missing : bool
+        The value of a missing entry.
+    error : exception class
+        Raised for a value that is not boolean: :class:`DataFileError` for a column of an input
+        file, :class:`InvalidInputError` for a column the user named (``--locked-in COL``).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+
+    Raises
+    ------
+    DataFileError or InvalidInputError
+        A value that is none of the above (``error``); the message lists up to five of them.
+
+    Examples
+    --------
+    >>> boolean_values(["TRUE", "no", "0", None, 1], "locked_out").tolist()
+    [True, False, False, False, True]
+    """
+    col = pd.Series(values, copy=False)
+    if pd.api.types.is_bool_dtype(col) and not col.isna().any():
+        return col.to_numpy(dtype=bool)
+    if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+        num = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~(np.isnan(num) | np.isin(num, (0.0, 1.0)))
+        out = np.where(np.isnan(num), missing, num == 1.0)
+    else:
+        text = col.map(lambda v: v if v is None or v != v else str(v).strip().lower())
+        absent = col.isna().to_numpy() | (text == "").to_numpy()
+        is_true = text.isin(_TRUE).to_numpy()
+        bad = ~(absent | is_true | text.isin(_FALSE).to_numpy())
+        out = np.where(absent, missing, is_true)
+    if bad.any():
+        shown = sorted({str(v) for v in col[bad].tolist()})[:5]
+        raise error(
+            f"{name} is not boolean (true/false, yes/no, t/f or 0/1): it holds {shown} in "
+            f"{int(bad.sum())} rows. Fix those values, or name a boolean column"
+        )
+    return out.astype(bool)
+
+
 def locked_mask(
     units: gpd.GeoDataFrame, spec: str | os.PathLike[str] | None, name: str
 ) -> np.ndarray:
@@ -330,17 +454,9 @@ def locked_mask(
         return np.zeros(len(units), dtype=bool)
     text = str(spec)
     if text in units.columns and text != units.geometry.name:
-        col = units[text]
-        if pd.api.types.is_bool_dtype(col):
-            return col.fillna(False).to_numpy(dtype=bool)
-        values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-        ok = np.isnan(values) | np.isin(values, (0.0, 1.0))
-        if not ok.all() or not pd.api.types.is_numeric_dtype(col):
-            raise InvalidInputError(
-                f"{name}={text!r} is a column that is not boolean (true/false or 0/1); pass a "
-                "boolean column of planning_units or a polygon file"
-            )
-        return np.nan_to_num(values, nan=0.0) == 1.0
+        return boolean_values(
+            units[text], f"{name}={text!r} (a planning_units column)", error=InvalidInputError
+        )
     if not Path(text).exists():
         raise InvalidInputError(
             f"{name}={text!r} is neither a column of planning_units nor an existing file; pass "
@@ -363,7 +479,7 @@ def locked_mask(
 def _locks(units: gpd.GeoDataFrame, opts: SelectOptions) -> tuple[np.ndarray, np.ndarray]:
     """The locked-in and locked-out masks, refused when they conflict."""
     role = units["role"].astype(str).to_numpy()
-    lock_out = units["locked_out"].fillna(False).astype(bool).to_numpy()
+    lock_out = boolean_values(units["locked_out"], "planning_units column 'locked_out'")
     lock_out = lock_out | locked_mask(units, opts.locked_out, "locked_out")
     lock_in = locked_mask(units, opts.locked_in, "locked_in")
     both = lock_in & lock_out

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reserve.design import boolean_values
 from reserve.errors import DataFileError, InvalidInputError
 
 __all__ = ["evaluate_selection", "read_selection", "read_truth"]
@@ -63,23 +64,58 @@ def read_truth(
         (``DEFAULT_REGION.species_all``, common or scientific name); default the first.
     """
     truth_path = _truth_path(truth_path, species)
-    path = Path(truth_path)
-    if not path.is_file():
-        raise DataFileError(f"truth_path={str(path)!r} does not exist; check the path")
+    path = _input_file(truth_path, "--truth")
     try:
         table = pd.read_csv(path)
-    except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise DataFileError(f"truth_path={str(path)!r} is not a readable CSV ({exc})") from None
+    except (ValueError, OSError, pd.errors.ParserError, EOFError) as exc:
+        raise DataFileError(
+            f"--truth {str(path)!r} is not a readable CSV ({exc}); pass the truth CSV "
+            "(cell_id, psi, occupied) written by python -m pipelines.default_region"
+        ) from None
     missing = [c for c in _TRUTH_COLUMNS if c not in table]
     if missing:
         raise DataFileError(
-            f"truth_path={str(path)!r} lacks columns {missing}; it needs cell_id, psi, occupied "
+            f"--truth {str(path)!r} lacks columns {missing}; it needs cell_id, psi, occupied "
             "(as written by python -m pipelines.default_region)"
         )
-    if table["cell_id"].duplicated().any():
-        raise DataFileError(f"truth_path={str(path)!r} repeats cell ids; regenerate it")
-    out = table.set_index("cell_id")[["psi", "occupied"]]
-    return out.assign(occupied=out["occupied"].astype(bool))
+    ids = _integer_ids(table["cell_id"], f"--truth {str(path)!r}")
+    if ids.duplicated().any():
+        raise DataFileError(f"--truth {str(path)!r} repeats cell ids; regenerate it")
+    psi = pd.to_numeric(table["psi"], errors="coerce")
+    if not psi.between(0.0, 1.0).all():
+        raise DataFileError(
+            f"--truth {str(path)!r}: column psi must hold probabilities in [0, 1]; "
+            f"{int((~psi.between(0.0, 1.0)).sum())} rows do not. Regenerate the file"
+        )
+    occupied = boolean_values(table["occupied"], f"--truth {str(path)!r} column 'occupied'")
+    return pd.DataFrame({"psi": psi.to_numpy(), "occupied": occupied}, index=ids.to_numpy())
+
+
+def _input_file(path: Any, option: str) -> Path:
+    """``path`` as a Path to an existing file; a folder or a missing file refused."""
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInputError(f"{option} must be a path; received {path!r}")
+    p = Path(path)
+    if p.is_dir():
+        raise DataFileError(f"{option} {str(p)!r} is a folder; pass a file")
+    if not p.is_file():
+        raise DataFileError(f"{option} {str(p)!r} does not exist; check the path")
+    if p.stat().st_size == 0:
+        raise DataFileError(f"{option} {str(p)!r} is an empty file; pass the file itself")
+    return p
+
+
+def _integer_ids(values: pd.Series, what: str) -> pd.Series:
+    """Cell ids as int64; refused (naming a few) unless every value is a whole number."""
+    num = pd.to_numeric(values, errors="coerce")
+    bad = num.isna() | (num % 1 != 0)
+    if bad.any():
+        shown = sorted({str(v) for v in values[bad].tolist()})[:5]
+        raise DataFileError(
+            f"{what}: column cell_id must hold integer cell ids; it holds {shown}. Pass the "
+            "file written for the embedded region"
+        )
+    return num.astype(np.int64)
 
 
 def read_selection(path: str | os.PathLike[str]) -> np.ndarray:
@@ -87,29 +123,51 @@ def read_selection(path: str | os.PathLike[str]) -> np.ndarray:
 
     A ``.csv`` or ``.txt`` file with a ``cell_id`` column (or one id per line) also works.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataFileError(f"selection {str(path)!r} does not exist; check the path")
+    path = _input_file(path, "SELECTION")
     if path.suffix.lower() == ".gpkg":
-        import pyogrio
-
-        layers = [str(name) for name, _ in pyogrio.list_layers(path)]
-        if "selected" not in layers:
-            raise DataFileError(
-                f"selection {str(path)!r} has no layer 'selected' (layers: {layers}); pass the "
-                "GeoPackage written by reserve select"
-            )
-        table = pyogrio.read_dataframe(path, layer="selected", read_geometry=False)
+        table = _selected_layer(path)
     else:
-        table = pd.read_csv(path)
-        if "cell_id" not in table:
-            table = pd.read_csv(path, header=None, names=["cell_id"])
+        try:
+            table = pd.read_csv(path)
+            if "cell_id" not in table:
+                table = pd.read_csv(path, header=None, names=["cell_id"])
+        except (ValueError, OSError, pd.errors.ParserError, EOFError) as exc:
+            raise DataFileError(
+                f"SELECTION {str(path)!r} is neither a GeoPackage nor a readable CSV ({exc}); "
+                "pass the reserve.gpkg written by reserve select"
+            ) from None
     if "cell_id" not in table:
-        raise DataFileError(f"selection {str(path)!r} has no column 'cell_id'")
-    ids = pd.to_numeric(table["cell_id"], errors="coerce")
-    if ids.isna().any():
-        raise DataFileError(f"selection {str(path)!r}: column cell_id must hold integer ids")
-    return ids.to_numpy(dtype=np.int64)
+        raise DataFileError(f"SELECTION {str(path)!r} has no column 'cell_id'")
+    return _integer_ids(table["cell_id"], f"SELECTION {str(path)!r}").to_numpy()
+
+
+def _selected_layer(path: Path) -> pd.DataFrame:
+    """The ``selected`` layer of a GeoPackage (no geometry); anything else refused."""
+    import pyogrio
+    from pyogrio.errors import DataSourceError
+
+    try:
+        layers = [str(name) for name, _ in pyogrio.list_layers(path)]
+        driver = pyogrio.read_info(path, layer=layers[0])["driver"] if layers else None
+    except (DataSourceError, OSError, ValueError, IndexError):
+        driver = None
+    if driver != "GPKG":
+        raise DataFileError(
+            f"SELECTION {str(path)!r} is not a GeoPackage; pass the reserve.gpkg written by "
+            "reserve select"
+        )
+    if "selected" not in layers:
+        raise DataFileError(
+            f"SELECTION {str(path)!r} has no layer 'selected' (layers: {layers}); pass the "
+            "GeoPackage written by reserve select"
+        )
+    try:
+        return pyogrio.read_dataframe(path, layer="selected", read_geometry=False)
+    except (DataSourceError, OSError, ValueError) as exc:
+        raise DataFileError(
+            f"SELECTION {str(path)!r}: its layer 'selected' cannot be read ({exc}); pass the "
+            "GeoPackage written by reserve select"
+        ) from None
 
 
 def evaluate_selection(
@@ -136,15 +194,21 @@ def evaluate_selection(
         selection: the precision expected over redraws of the species from the same model),
         ``prevalence`` (share of all the region's cells occupied) and ``truth_path``.
     """
-    ids = np.asarray(selected_cell_ids)
+    try:
+        ids = np.asarray(selected_cell_ids)
+    except (TypeError, ValueError):
+        ids = np.asarray([])
     if ids.ndim != 1 or ids.size == 0:
         raise InvalidInputError(
             f"selected_cell_ids must be a non-empty 1-D list of cell ids; got shape {ids.shape}"
         )
     if not np.issubdtype(ids.dtype, np.integer):
-        if not np.all(np.isfinite(ids.astype(float))) or np.any(ids.astype(float) % 1):
-            raise InvalidInputError("selected_cell_ids must be integers (cell_id values)")
-        ids = ids.astype(np.int64)
+        values = pd.to_numeric(pd.Series(ids), errors="coerce").to_numpy(dtype=float)
+        if ids.dtype == bool or not np.all(np.isfinite(values)) or np.any(values % 1):
+            raise InvalidInputError(
+                f"selected_cell_ids must be integers (cell_id values); received {ids[:5].tolist()}"
+            )
+        ids = values.astype(np.int64)
     uniq, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         raise InvalidInputError(

@@ -45,7 +45,7 @@ import geopandas as gpd
 import pandas as pd
 from pyproj import CRS
 
-from reserve.errors import DataFileError, OutputExistsError
+from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
 from reserve.io.atomic import atomic_target, remove_stale_temporaries
 from reserve.qgis_styles import describe_crs, style_table
 
@@ -168,7 +168,7 @@ def write_geopackage(
             raise DataFileError(f"{name} has no CRS; a GeoPackage layer must store its CRS")
     if path.exists() and not overwrite:
         raise OutputExistsError(
-            f"output {str(path)!r} already exists; pass --overwrite (overwrite=True) to replace it"
+            f"output {str(path)!r} already exists; pass --overwrite to replace it"
         )
     remove_stale_temporaries(path)
     # one EPSG lookup per CRS, not one per layer written (pyogrio asks for each)
@@ -212,12 +212,15 @@ def prepare_outputs(
 ) -> Path:
     """Check, before any work, that the outputs can be written and may be replaced.
 
+    Nothing is created here (a refused run leaves the file system as it was): the folders
+    are made when the outputs are committed (:func:`reserve.io.atomic.write_together`).
+
     Parameters
     ----------
     out : path-like
-        Folder of ``reserve.gpkg`` (created when missing).
+        Folder of ``reserve.gpkg`` (created when the outputs are written).
     map_path : Path, optional
-        The HTML map to be written too (its folder is created).
+        The HTML map to be written too.
     overwrite : bool
         Whether existing outputs may be replaced.
 
@@ -231,30 +234,20 @@ def prepare_outputs(
     OutputExistsError
         An output exists and ``overwrite`` is False.
     DataFileError
-        A folder that is a file, cannot be created or is not writable.
+        An output path that is a folder, a folder that is a file or is not writable.
     """
+    from reserve.io.atomic import check_target
+
     out_dir = Path(out)
-    gpkg = out_dir / GPKG_NAME
-    for target in (gpkg, map_path):
-        if target is not None and target.exists() and not overwrite:
-            raise OutputExistsError(
-                f"output {str(target)!r} already exists; pass --overwrite (overwrite=True) "
-                "to replace it"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DataFileError(f"--out {str(out_dir)!r} is a file; pass a folder path")
+    gpkg = check_target(out_dir / GPKG_NAME, overwrite=overwrite, option="--out")
+    if map_path is not None:
+        if Path(map_path).absolute() == gpkg.absolute():
+            raise InvalidInputError(
+                f"--map {str(map_path)!r} is the GeoPackage's own path; pass an .html path"
             )
-    for folder in {out_dir, *([map_path.parent] if map_path is not None else [])}:
-        if folder.exists() and not folder.is_dir():
-            raise DataFileError(f"output folder {str(folder)!r} is a file; pass a folder path")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DataFileError(
-                f"output folder {str(folder)!r} cannot be created ({exc.strerror}); "
-                "pass a writable folder"
-            ) from None
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise DataFileError(
-                f"output folder {str(folder)!r} is not writable; pass a writable folder"
-            )
+        check_target(map_path, overwrite=overwrite, option="--map")
     return gpkg
 
 

@@ -171,8 +171,13 @@ def parse_region(
                 "nor an existing polygon file; check the path"
             )
         geom = read_polygons(path, _WGS84, layer=layer, name="region")
-    else:
+    elif isinstance(region, Sequence | np.ndarray):
         geom = _bbox_polygon(list(region), region)
+    else:
+        raise InvalidInputError(
+            f"region={region!r} is neither a bbox (min_lon, min_lat, max_lon, max_lat), a "
+            "polygon file nor a shapely geometry"
+        )
     if geom.is_empty or shapely.get_dimensions(geom) != 2:
         raise InvalidInputError(f"region={region!r} holds no polygon; pass a bbox or polygons")
     x0, y0, x1, y1 = geom.bounds
@@ -194,16 +199,86 @@ def _bbox_polygon(values: list[float], shown: Any) -> shapely.Geometry:
 
 
 def _check_output(output: str | os.PathLike[str], overwrite: bool) -> Path:
+    """The output path, refused unless a GeoPackage that can be written (nothing created)."""
+    from reserve.io.atomic import check_target
+
+    if not isinstance(output, str | os.PathLike):
+        raise InvalidInputError(f"output must be a path to a .gpkg file; received {output!r}")
     path = Path(output)
+    if path.is_dir():
+        raise DataFileError(
+            f"--output {str(path)!r} is a folder; pass a .gpkg file path, e.g. "
+            f"{str(path / 'units.gpkg')!r}"
+        )
     if path.suffix.lower() != ".gpkg":
-        raise InvalidInputError(f"output={str(path)!r} must end in .gpkg (a GeoPackage)")
+        raise InvalidInputError(f"--output {str(path)!r} must end in .gpkg (a GeoPackage)")
     if not path.parent.is_dir():
-        raise DataFileError(f"output folder {str(path.parent)!r} does not exist; create it first")
+        raise DataFileError(f"--output folder {str(path.parent)!r} does not exist; create it first")
     if path.exists() and not overwrite:
         raise OutputExistsError(
-            f"output={str(path)!r} already exists; pass overwrite=True (--overwrite) to replace it"
+            f"--output {str(path)!r} already exists; pass --overwrite to replace it"
         )
-    return path
+    return check_target(path, overwrite=overwrite, option="--output")
+
+
+def _species_columns(species: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The species names, checked, and their column suffixes (none for one name as a str)."""
+    names = species_list(species)
+    return names, (() if isinstance(species, str) else tuple(species_slug(n) for n in names))
+
+
+def _check_kinds(filters: Any, progress: Any, **named: Any) -> None:
+    """Refuse arguments of the wrong kind (mappings of rasters, path lists, filters, flags)."""
+    if not isinstance(named["output"], str | os.PathLike):
+        raise InvalidInputError(
+            f"output must be a path to a .gpkg file; received {named['output']!r}"
+        )
+    for name in ("categorical", "continuous", "legend"):
+        value = named[name]
+        if value is not None and not isinstance(value, Mapping):
+            raise InvalidInputError(
+                f"{name} must map names to files, e.g. {{'landcover': 'lc.tif'}}; received "
+                f"{value!r}"
+            )
+    for name in ("public", "locked_out"):
+        value = named[name]
+        files = [value] if isinstance(value, str | os.PathLike) else value
+        if value is not None and (
+            not isinstance(files, list | tuple)
+            or not all(isinstance(f, str | os.PathLike) for f in files)
+        ):
+            raise InvalidInputError(
+                f"{name} must be a polygon file or a list of them; received {value!r}"
+            )
+    if filters is not None and not isinstance(filters, ChecklistFilter):
+        raise InvalidInputError(
+            f"filters must be a reserve.io.ChecklistFilter; received {filters!r}"
+        )
+    if not isinstance(progress, bool):
+        raise InvalidInputError(f"progress must be True or False; received {progress!r}")
+
+
+def _check_numbers(cell_size: Any, chunksize: Any, engine: Any, overwrite: Any) -> None:
+    """Refuse a cell size, chunk size, engine or overwrite flag of the wrong kind."""
+    size = (
+        cell_size
+        if isinstance(cell_size, int | float) and not isinstance(cell_size, bool)
+        else None
+    )
+    if size is None or not np.isfinite(size) or size <= 0:
+        raise InvalidInputError(
+            f"cell_size must be a positive number of metres; received {cell_size!r}. "
+            "Pass e.g. --cell-size 3000"
+        )
+    if isinstance(chunksize, bool) or not isinstance(chunksize, int | np.integer) or chunksize < 1:
+        raise InvalidInputError(
+            f"chunksize must be an integer >= 1 (rows read at a time); received {chunksize!r}. "
+            f"Pass e.g. --chunksize {INGEST_DEFAULTS.chunksize}"
+        )
+    if engine not in ("local", "dask"):
+        raise InvalidInputError(f"engine={engine!r} is not one of 'local', 'dask'")
+    if not isinstance(overwrite, bool):
+        raise InvalidInputError(f"overwrite must be True or False; received {overwrite!r}")
 
 
 def _layers(
@@ -305,14 +380,16 @@ def ingest(
     -------
     IngestResult
     """
-    path = _check_output(output, overwrite)
-    names = species_list(species)
-    slugs = () if isinstance(species, str) else tuple(species_slug(n) for n in names)
+    names, slugs = _species_columns(species)
+    _check_numbers(cell_size, chunksize, engine, overwrite)
+    _check_kinds(filters, progress, categorical=categorical, continuous=continuous,
+                 legend=legend, public=public, locked_out=locked_out, output=output)  # fmt: skip
     thresholds = _check_thresholds(public_threshold, locked_threshold, region_threshold)
     layers = _layers(categorical, continuous, legend)
-    _check_files(ebd, sed, layers, public, locked_out)
     region_ll = parse_region(region, region_layer)
     where = (region, region_ll, None if crs is None else require_equal_area(crs))
+    _check_files(ebd, sed, layers, public, locked_out)
+    path = _check_output(output, overwrite)  # every input first, then the output
     reading = dict(chunksize=chunksize, engine=engine, scheduler=scheduler, progress=progress)
     obs, grid, region_xy, agg, log = _observe(
         ebd, sed, species, _with_region(filters, region_ll), reading, where, cell_size, slugs
@@ -388,6 +465,11 @@ def _planning_units(
 
 def _check_thresholds(public: float, locked: float, region: float) -> tuple[float, float, float]:
     """The three thresholds of :func:`ingest`, checked."""
+    for name, value in (("public", public), ("locked", locked), ("region", region)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise InvalidInputError(
+                f"{name}_threshold must be a number in [0, 1]; received {value!r}"
+            )
     if not (0.0 <= locked <= 1.0):
         raise InvalidInputError(f"locked_threshold={locked!r} must lie in [0, 1]")
     if not (0.0 <= public <= 1.0):
@@ -400,8 +482,19 @@ def _check_thresholds(public: float, locked: float, region: float) -> tuple[floa
 def _check_files(
     ebd: Any, sed: Any, layers: Sequence[RasterLayer], public: Any, locked_out: Any
 ) -> None:
-    """Refuse a missing input file before anything is read."""
+    """Refuse a missing input file (or a folder, or a non-path) before anything is read."""
+    for name, f in (("ebd", ebd), ("sed", sed)):
+        if not isinstance(f, str | os.PathLike):
+            raise InvalidInputError(f"{name} must be a path to an eBird text file; received {f!r}")
+        if Path(f).is_dir():
+            raise DataFileError(
+                f"--{name} {str(f)!r} is a folder; pass the eBird .txt, .gz or .zip file in it"
+            )
     for layer in layers:
+        if not isinstance(layer.path, str | os.PathLike):
+            raise InvalidInputError(
+                f"raster {layer.name!r} must be a path; received {layer.path!r}"
+            )
         if not Path(layer.path).is_file():
             raise DataFileError(f"raster {str(layer.path)!r} ({layer.name}) does not exist")
     for name, files in (("public", public), ("locked_out", locked_out)):
@@ -704,7 +797,16 @@ def _summary(
 def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
     """Write both layers to a temporary file beside ``path``, then rename it into place."""
     import pyogrio
+    from pyogrio.errors import DataSourceError
 
-    with replacing(path, ".gpkg") as tmp:
-        pyogrio.write_dataframe(units, tmp, layer="planning_units", driver="GPKG")
-        pyogrio.write_dataframe(summary, tmp, layer="ingest_summary", driver="GPKG", append=True)
+    try:
+        with replacing(path, ".gpkg") as tmp:
+            pyogrio.write_dataframe(units, tmp, layer="planning_units", driver="GPKG")
+            pyogrio.write_dataframe(
+                summary, tmp, layer="ingest_summary", driver="GPKG", append=True
+            )
+    except (OSError, DataSourceError) as exc:
+        raise DataFileError(
+            f"--output {str(path)!r} cannot be written ({exc}); the previous file, if any, is "
+            "unchanged: pass a path in a writable folder with free space"
+        ) from None

@@ -82,12 +82,19 @@ def _round(values: np.ndarray, digits: int = 3) -> list[Any]:
     return [None if not np.isfinite(x) else float(x) for x in v]
 
 
+def _ids(cell_id: Any) -> list[Any]:
+    """Cell ids for the page: integers as integers, text ids (legal in a cells file) as text."""
+    if cell_id.dtype.kind in "iuf":
+        return cell_id.astype(np.int64).tolist()
+    return cell_id.astype(str).tolist()
+
+
 def _layer(frame: gpd.GeoDataFrame, features: Sequence[str]) -> dict[str, Any]:
     xy, n = _rings(frame.geometry.to_numpy())
     out = {
         "xy": xy,
         "n": n,
-        "id": frame["cell_id"].astype(np.int64).tolist(),
+        "id": _ids(frame["cell_id"]),
         "score": _round(frame["score"].to_numpy(), 3),
         "rank": frame["rank"].astype(np.int64).tolist(),
         "label": frame["label"].astype(np.int64).tolist(),

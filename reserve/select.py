@@ -2,14 +2,17 @@
 
 :func:`select_reserve` is the one place that runs the sequence:
 
-1. check the options (:class:`reserve.config.SelectOptions`) and the outputs;
-2. read the planning units into one :class:`reserve.design.Problem` (every refusal there);
+1. check the options (:class:`reserve.config.SelectOptions`);
+2. read the planning units into one :class:`reserve.design.Problem` (every refusal of the
+   input there), then check the output paths (nothing is created yet);
 3. choose ``C`` (given, or by the paper's cross-validation on the training cells);
 4. fit a :class:`sklearn.pipeline.Pipeline`: the features standardised on the fitted
    (``train`` and ``candidate``) cells, then :func:`reserve.solvers.make_estimator`'s;
 5. with ``bootstrap=N``, refit N :func:`sklearn.base.clone` s of the estimator on resampled
    training cells (the standardisation stays the whole problem's);
-6. build the tables (:mod:`reserve.result`); write them (:mod:`reserve.export`) and the map.
+6. build the tables (:mod:`reserve.result`); write them (:mod:`reserve.export`) and the map
+   to temporary files beside their targets and rename both at the end
+   (:func:`reserve.io.atomic.write_together`): a refused or killed run changes nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,7 +44,9 @@ from reserve.design import (
     locate_cells,
     read_planning_units,
 )
+from reserve.errors import DataFileError, InvalidInputError, ReserveError
 from reserve.export import identified_crs, prepare_outputs, write_result
+from reserve.io.atomic import write_together
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.solvers import TTK_METHODS, make_estimator
 
@@ -140,18 +146,74 @@ def _ingest_species(path: Any) -> str:
 
 def _write(result: SelectionResult, opts: SelectOptions, say: Callable[[str], None],
            t0: float, public: Any, outline: Any) -> None:  # fmt: skip
-    """Write the GeoPackage and the map asked for (``result.gpkg_path`` / ``map_path``)."""
-    if result.gpkg_path is not None:
-        result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
-        say(f"writing {result.gpkg_path}")
-        write_result(result, result.gpkg_path, overwrite=opts.overwrite)
-    if result.map_path is not None:
-        from reserve.maps import write_map
+    """Write the map and the GeoPackage asked for, together (both replaced, or neither).
 
-        say(f"drawing the map {result.map_path}")
-        write_map(result.planning_units, result.map_path, summary=result.summary,
-                  main_features=result.main_features(), public=public, outline=outline,
-                  overwrite=opts.overwrite)  # fmt: skip
+    Each goes to a temporary file beside its target; the map first (quick), so that the
+    renames happen only once the GeoPackage is complete (:func:`write_together`).
+    """
+    jobs: list[tuple[Any, str, Callable[[Path], object]]] = []
+    result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
+    if result.map_path is not None:
+        from reserve.maps import build_map
+
+        def draw(tmp: Path) -> None:
+            say(f"drawing the map {result.map_path}")
+            page = build_map(result.planning_units, summary=result.summary,
+                             main_features=result.main_features(), public=public,
+                             outline=outline)  # fmt: skip
+            tmp.write_text(page, encoding="utf-8")
+
+        jobs.append((result.map_path, ".html", draw))
+    if result.gpkg_path is not None:
+
+        def store(tmp: Path) -> None:
+            say(f"writing {result.gpkg_path}")
+            write_result(result, tmp, overwrite=True)
+
+        jobs.append((result.gpkg_path, ".gpkg", store))
+    try:
+        write_together(jobs)
+    except ReserveError:
+        raise
+    except OSError as exc:
+        raise DataFileError(
+            f"cannot write the outputs {[str(t) for t, _, _ in jobs]} ({exc.strerror or exc}); "
+            "nothing was changed: pass a writable --out folder (and --map path)"
+        ) from None
+
+
+def _outputs(opts: SelectOptions, cells_path: Path) -> tuple[Path | None, Path | None]:
+    """``(gpkg_path, map_path)`` of the run, checked (none when ``opts.out`` is None)."""
+    if opts.out is None:
+        return None, None
+    map_path = opts.map_path(cells_path)
+    gpkg_path = prepare_outputs(opts.out, map_path, overwrite=opts.overwrite)
+    if opts.cells is not None and gpkg_path.resolve() == cells_path.resolve():
+        raise InvalidInputError(
+            f"--out {str(opts.out)!r} would replace the --cells file {str(cells_path)!r} "
+            "itself; pass another --out folder"
+        )
+    return gpkg_path, map_path
+
+
+def _default_region_cached() -> bool:
+    """Whether the embedded region's planning units are already in the cache."""
+    try:
+        from reserve.default_region import cache_key, default_cache_dir
+    except ImportError:
+        return False
+    return (default_cache_dir() / f"default_region-{cache_key()[:16]}.gpkg").is_file()
+
+
+def _check_decoration(public: Any, outline: Any) -> None:
+    """Refuse a missing public-land or outline file before any work (they are drawn last)."""
+    for name, path in (("public", public), ("outline", outline)):
+        if path is None:
+            continue
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidInputError(f"{name} must be a path to a polygon file; received {path!r}")
+        if not Path(path).is_file():
+            raise DataFileError(f"{name}={str(path)!r} is not a file; pass a polygon file")
 
 
 def run_selection(
@@ -177,18 +239,21 @@ def run_selection(
     """
     t0 = time.perf_counter()
     say = progress or (lambda message: None)
-    if opts.cells is None:
-        say("preparing the default region (cached after the first run)")
+    # Nothing is said before every check has passed: a refused run prints its one error line.
+    if opts.cells is None:  # the embedded region is no bad input: check the outputs first
+        gpkg_path, map_path = _outputs(opts, Path("georgia"))
+        if not _default_region_cached():
+            say("preparing the default region (cached after the first run)")
     cells_path, public, outline = locate_cells(opts.cells, public, outline)
-    gpkg_path = map_path = None
-    if opts.out is not None:
-        map_path = opts.map_path(cells_path)
-        gpkg_path = prepare_outputs(opts.out, map_path, overwrite=opts.overwrite)
-    say(f"reading {cells_path}")
+    _check_decoration(public, outline)
     units = read_planning_units(cells_path)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))
+    if opts.cells is not None:  # every input is checked; now the outputs, before the work
+        gpkg_path, map_path = _outputs(opts, cells_path)
+    say(f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
+        f"{int(problem.candidate.sum())} candidates")  # fmt: skip
     n_out = int(problem.locked_out.sum())
     if problem.n_locked_in or n_out:
         choosing = (f"choosing {problem.k_free} more" if not opts.money
@@ -271,6 +336,12 @@ def select_reserve(
     --------
     >>> result = select_reserve(30, "units.gpkg", out="run1")  # doctest: +SKIP
     """
+    if progress is not None and not callable(progress):
+        raise InvalidInputError(
+            f"progress must be a function of one message; received {progress!r}"
+        )
+    if config is not None and not isinstance(config, Mapping):
+        raise InvalidInputError(f"config must be a mapping of option names; received {config!r}")
     opts = SelectOptions(
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,

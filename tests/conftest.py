@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
+
 import pytest
 
 from tests._oracle import OPTIMA_PATH, ORACLE_SEEDS, load_optima, oracle_optimum
@@ -20,3 +24,39 @@ def oracle_optima() -> dict[str, dict[str, float]]:
     return {
         fam: {str(s): oracle_optimum(fam, s) for s in seeds} for fam, seeds in ORACLE_SEEDS.items()
     }
+
+
+# ------------------------------------------------------------------------------------------
+# hostile input: a refused run leaves the working folder byte for byte as it was
+
+
+def snapshot(root: Path) -> tuple[frozenset[str], dict[str, str]]:
+    """Every folder (relative path) and every file (relative path -> SHA-256) under ``root``."""
+    dirs, files = set(), {}
+    for folder, _, names in os.walk(root):
+        dirs.add(os.path.relpath(folder, root))
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return frozenset(dirs), files
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """An empty working folder, made the current directory for the test."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def assert_one_line_error(stderr: str, code: int, expected: int, needle: str = "") -> str:
+    """Exit ``expected``; stderr is exactly one ``reserve: error: ...`` line (with ``needle``)."""
+    assert code == expected, (code, stderr)
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("reserve: error: "), stderr
+    assert needle in lines[0], (needle, lines[0])
+    return lines[0]

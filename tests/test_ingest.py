@@ -38,6 +38,11 @@ LATS = 34.97 + 0.02 * np.arange(4)
 
 @pytest.fixture
 def inputs(tmp_path):
+    return make_inputs(tmp_path)
+
+
+def make_inputs(tmp_path):
+    """The small study area's EBD, SED, rasters, legend and public land, in ``tmp_path``."""
     sed_rows, ebd_rows = [], []
     k = 0
     for lon in LONS:

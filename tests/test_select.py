@@ -213,7 +213,9 @@ def test_writes_outputs_only_when_out_is_given(cells, tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists() and not (tmp_path / "maps").exists()
     res = select_reserve(4, cells, out=tmp_path / "o")
     assert res.gpkg_path == tmp_path / "o" / "reserve.gpkg" and res.gpkg_path.is_file()
-    assert res.map_path == Path("maps") / "cells_ttk_k4.html" and res.map_path.is_file()
+    # the map goes with the GeoPackage into out (issue 17 item 3)
+    assert res.map_path == tmp_path / "o" / "cells_ttk_k4.html" and res.map_path.is_file()
+    assert not (tmp_path / "maps").exists()
     with pytest.raises(OutputExistsError, match="--overwrite"):
         select_reserve(4, cells, out=tmp_path / "o")
     select_reserve(4, cells, out=tmp_path / "o", overwrite=True)
@@ -308,7 +310,7 @@ def test_unwritable_output(cells, tmp_path):
     blocker.write_text("x")
     with pytest.raises(DataFileError, match="is a file"):
         select_reserve(3, cells, out=blocker)
-    with pytest.raises(DataFileError, match="cannot be created"):
+    with pytest.raises(DataFileError, match="cannot be written"):  # nothing is created
         select_reserve(3, cells, out=blocker / "sub")
 
 

@@ -55,7 +55,7 @@ def _progress_bar(enabled: bool, description: str) -> Any:
         TransferSpeedColumn(),
         TimeRemainingColumn(),
         console=Console(stderr=True),
-        transient=False,
+        transient=True,  # a refused run leaves only its error line on stderr
     )
 
 

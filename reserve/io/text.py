@@ -18,6 +18,7 @@ import io
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,9 +108,15 @@ def open_binary(path: Path) -> Iterator[tuple[BinaryIO, Callable[[], int], int]]
         total = path.stat().st_size
         if magic[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-                yield gz, raw.tell, total  # type: ignore[misc]
+                try:
+                    yield gz, raw.tell, total  # type: ignore[misc]
+                except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                    raise DataFileError(
+                        f"file {str(path)!r} is a truncated or damaged gzip file ({exc}); "
+                        "download it again (or pass the uncompressed .txt)"
+                    ) from None
         elif magic == b"PK\x03\x04":
-            with zipfile.ZipFile(raw) as zf:
+            with _zip_archive(raw, path) as zf:
                 members = [
                     m
                     for m in zf.infolist()
@@ -126,6 +133,20 @@ def open_binary(path: Path) -> Iterator[tuple[BinaryIO, Callable[[], int], int]]
                     yield stream, stream.tell, size  # type: ignore[misc]
         else:
             yield raw, raw.tell, total
+
+
+@contextmanager
+def _zip_archive(raw: BinaryIO, path: Path) -> Iterator[zipfile.ZipFile]:
+    """The zip archive of ``raw``; a damaged one refused with a message naming the file."""
+    try:
+        zf = zipfile.ZipFile(raw)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise DataFileError(
+            f"file {str(path)!r} starts like a zip archive but is not a readable one ({exc}); "
+            "download it again, or pass the unzipped .txt file"
+        ) from None
+    with zf:
+        yield zf
 
 
 def read_header(path: str | os.PathLike[str]) -> list[str]:
@@ -244,6 +265,8 @@ def iter_table(
         if body is not stream or progress is not None:
             report = (lambda: progress(consumed(), total)) if progress else (lambda: None)
             body = io.BufferedReader(_Counting(body, report), buffer_size=1 << 20)  # type: ignore[assignment]
+        tail = _Tail(body)
+        body = io.BufferedReader(tail, buffer_size=1 << 20)  # type: ignore[assignment]
         body, names = _align_fields(body, header)
         wanted = [c for c in columns if c in names]
         reader = pd.read_csv(
@@ -267,6 +290,8 @@ def iter_table(
                 if c not in chunk.columns:
                     chunk[c] = np.nan
             yield chunk[list(columns)]
+        if byte_range is None or byte_range[1] >= total:
+            tail.check_last_line(len(names), path, kind, numbered=byte_range is None)
 
 
 def _align_fields(body: BinaryIO, header: list[str]) -> tuple[BinaryIO, list[str]]:
@@ -290,11 +315,63 @@ def _parse_errors(reader: Iterable[pd.DataFrame], path: Path, kind: str) -> Iter
     """Re-raise the tokenizer's errors as DataFileError naming the file."""
     try:
         yield from reader
+    except (EOFError, zlib.error, zipfile.BadZipFile, gzip.BadGzipFile) as exc:
+        raise DataFileError(
+            f"{kind} file {str(path)!r} is a truncated or damaged compressed file ({exc}); "
+            "download it again (or pass the uncompressed .txt)"
+        ) from None
     except (pd.errors.ParserError, ValueError) as exc:
         raise DataFileError(
             f"{kind} file {str(path)!r} cannot be parsed as tab-separated eBird text ({exc}); "
             "check that it is an uncorrupted EBD/SED download"
         ) from None
+
+
+class _Tail(io.RawIOBase):
+    """Pass a stream through, counting its lines and keeping its last bytes.
+
+    After the whole file is read, :meth:`check_last_line` refuses a last line with fewer
+    fields than the header: the mark of a file cut short (an interrupted download or copy),
+    whose last row would otherwise be read, wrongly, as a row with empty fields.
+    """
+
+    _KEEP = 1 << 18
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self.newlines = 0
+        self.tail = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        self.newlines += data.count(b"\n")
+        self.tail = (self.tail + data)[-self._KEEP :]
+        return len(data)
+
+    def check_last_line(self, n_fields: int, path: Path, kind: str, numbered: bool) -> None:
+        """Refuse a last data line with fewer than ``n_fields`` tab-separated fields.
+
+        ``numbered``: the stream began right after the header, so the line number is known.
+        """
+        body = self.tail.rstrip(b"\r\n")
+        if not body:
+            return
+        last = body.rsplit(b"\n", 1)[-1]
+        found = last.count(b"\t") + 1
+        if found >= n_fields:
+            return
+        after = self.tail[len(body) :].count(b"\n")
+        line = 1 + (self.newlines - after) + 1  # the header, the body's newlines, this line
+        which = f"line {line}" if numbered else "its last line"
+        raise DataFileError(
+            f"{kind} file {str(path)!r} ends with a cut line: {which} has {found} of the "
+            f"header's {n_fields} fields, so the file looks truncated (an interrupted download "
+            "or copy); download it again"
+        )
 
 
 class _Prefixed(io.RawIOBase):

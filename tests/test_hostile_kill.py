@@ -1,0 +1,179 @@
+"""kill -9 in the middle of the writes of ``reserve select`` and ``reserve ingest``.
+
+A real ``reserve`` process is started and the test watches the output folders; as soon as
+the run's own temporary file appears (the map's, the GeoPackage's, the ingest's), it sends
+SIGKILL. No hook in the product: the kill point is the temporary file on disk. Then the
+previous outputs must be byte for byte intact (or still absent), and the next run must
+replace them and remove the killed run's temporaries, and only those.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyogrio
+import pytest
+from click.testing import CliRunner
+
+from reserve.cli import main
+from reserve.io.atomic import remove_stale_temporaries
+from tests.conftest import snapshot
+from tests.test_hostile_ingest import _base
+from tests.test_ingest import make_inputs
+from tests.test_select import write_units
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run_and_kill(args: list[str], cwd: Path, watched: Callable[[], bool]) -> bool:
+    """Start ``reserve args`` in ``cwd``; SIGKILL it once ``watched()`` is true.
+
+    Returns whether it was killed (False: it finished before the kill point was seen).
+    """
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "reserve.cli", *args], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 300
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if watched():
+                proc.send_signal(signal.SIGKILL)
+                return proc.wait(timeout=60) == -signal.SIGKILL
+            time.sleep(0.0005)
+        return False
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _temporaries(folder: Path, target: str) -> list[str]:
+    """Temporary files of ``target`` in ``folder`` (``.<target>.<pid>.tmp...``), being written.
+
+    The instant probe of the output check (``....tmp.<random>.probe``) is not a write.
+    """
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return [
+        n
+        for n in names
+        if n.lstrip(".").startswith(target + ".") and ".tmp" in n and not n.endswith(".probe")
+    ]
+
+
+def _kill_until_caught(args, cwd, watched, attempts: int = 3):
+    """Kill a run at its kill point; retry (rarely needed) when the run was too quick.
+
+    Returns the working folder's snapshot taken just before the killed run started.
+    """
+    for _ in range(attempts):
+        before = snapshot(cwd)
+        if _run_and_kill(args, cwd, watched):
+            return before
+    pytest.fail(f"the run finished {attempts} times before its kill point was seen")
+
+
+@pytest.fixture
+def cells(tmp_path):
+    return write_units(tmp_path / "cells.gpkg")
+
+
+def _select(cells: Path, *extra: str) -> list[str]:
+    return ["select", "--budget", "5", "--model", "linear", "--cells", str(cells), *extra]
+
+
+@pytest.mark.parametrize("point", ["map", "geopackage"])
+def test_select_killed_while_writing_keeps_previous_outputs(point, cells, workdir):
+    out = ["--out", "run", "--map", "run/m.html"]
+    res = CliRunner().invoke(main, _select(cells, *out), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    target = "m.html" if point == "map" else "reserve.gpkg"
+    before = _kill_until_caught(
+        [*_select(cells, *out), "--budget", "7", "--overwrite"], workdir,
+        lambda: bool(_temporaries(workdir / "run", target)),
+    )  # fmt: skip
+    now = snapshot(workdir)
+    visible = {k: v for k, v in now[1].items() if not Path(k).name.startswith(".")}
+    assert visible == before[1]  # the previous GeoPackage and map, byte for byte
+    assert _temporaries(workdir / "run", target)  # the killed run's temporary is left
+    res = CliRunner().invoke(main, [*_select(cells, *out), "--budget", "7", "--overwrite"],
+                             catch_exceptions=False)  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert sorted(os.listdir(workdir / "run")) == ["m.html", "reserve.gpkg"]  # cleaned
+    summary = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="run_summary")
+    assert summary["budget"].tolist() == [7]
+
+
+def test_select_killed_on_its_first_run_leaves_no_output(cells, workdir):
+    """Default paths, nothing there before: killed while writing, no reserve.gpkg appears."""
+    _kill_until_caught(
+        _select(cells), workdir, lambda: bool(_temporaries(workdir / "results", "reserve.gpkg"))
+    )
+    visible = [k for k in snapshot(workdir)[1] if not Path(k).name.startswith(".")]
+    assert visible == []
+    res = CliRunner().invoke(main, _select(cells), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert sorted(snapshot(workdir)[1]) == ["maps/cells_ttk_k5.html", "results/reserve.gpkg"]
+
+
+@pytest.fixture
+def ebird(tmp_path):
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    return make_inputs(folder)
+
+
+@pytest.mark.parametrize("previous", [True, False])
+def test_ingest_killed_while_writing(previous, ebird, workdir):
+    args = _base(ebird)
+    if previous:
+        assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    before = _kill_until_caught(
+        [*args, "--overwrite", "--cell-size", "1500"], workdir,
+        lambda: bool(_temporaries(workdir, "units.gpkg")),
+    )  # fmt: skip
+    now = snapshot(workdir)
+    visible = {k: v for k, v in now[1].items() if not k.startswith(".")}
+    assert visible == before[1]  # the previous units byte for byte, or still none
+    assert (workdir / "units.gpkg").exists() == previous
+    assert _temporaries(workdir, "units.gpkg")
+    res = CliRunner().invoke(main, [*args, "--overwrite"], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert os.listdir(workdir) == ["units.gpkg"]  # the temporaries (and journal) are gone
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_next_run_removes_only_dead_runs_temporaries(ebird, workdir):
+    dead = _dead_pid()
+    ours = [
+        f".units.gpkg.{dead}.tmp.gpkg",
+        f".units.gpkg.{dead}.tmp.gpkg-journal",
+        f"..units.gpkg.{dead}.tmp.gpkg.{dead}.tmp.gpkg",  # a temporary's own temporary
+        f".units.gpkg.{dead}.tmp.x1y2.probe",  # the output check's probe
+    ]
+    kept = [
+        ".units.gpkg.notes",  # a user's file: not our pattern
+        f"units.gpkg.{dead}.tmp.gpkg",  # not hidden: not ours
+        f".other.gpkg.{dead}.tmp.gpkg",  # another target's
+        ".units.gpkg.1.tmp.gpkg",  # a live process's (pid 1)
+        f".units.gpkg.{dead}.tmpfile",  # not our suffix form
+    ]
+    for name in ours + kept:
+        (workdir / name).write_bytes(b"x")
+    res = CliRunner().invoke(main, _base(ebird), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert sorted(os.listdir(workdir)) == sorted([*kept, "units.gpkg"])
+    assert remove_stale_temporaries(workdir / "units.gpkg") == []

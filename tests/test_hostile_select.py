@@ -1,0 +1,470 @@
+"""``reserve select`` under hostile input: one error line, the right exit code, nothing written.
+
+Every refused case runs in process (click's runner) in an empty working folder, and fails
+before any model is fitted; the folder must be byte for byte as before (no file, no folder,
+no temporary). The legal-but-odd inputs at the end are solved with ``--model linear``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pyogrio
+import pytest
+import shapely
+from click.testing import CliRunner
+
+from reserve.cli import main
+from tests.conftest import assert_one_line_error, snapshot
+from tests.test_select import make_units, write_units
+
+
+def _variants(units: gpd.GeoDataFrame) -> dict[str, gpd.GeoDataFrame]:
+    """Planning units that are wrong in one way each."""
+    cand = units["role"] == "candidate"
+    train = units["role"] == "train"
+    n = len(units)
+    every7 = np.arange(n) % 7 == 0
+    empty = units.geometry.copy()
+    empty[3] = shapely.Polygon()
+    return {
+        "nocol": units.drop(columns="label"),
+        "notrain": units.assign(role=units.role.where(~train, "other")),
+        "oneclass": units.assign(label=units.label.where(~train, 1)),
+        "nan": units.assign(lc_forest=units.lc_forest.where(~cand)),
+        "inf": units.assign(elev_mean=units.elev_mean.where(~cand, np.inf)),
+        "dup": units.assign(cell_id=units.cell_id.where(units.index != 3, 2)),
+        "noid": units.assign(cell_id=units.cell_id.astype(float).where(units.index != 4)),
+        "nullgeom": units.set_geometry(units.geometry.where(units.index != 5, None)),
+        "emptygeom": units.set_geometry(empty),
+        "badrole": units.assign(role=units.role.where(units.index != 6, "Train")),
+        "boolword": units.assign(locked_out=np.where(every7, "maybe", "false")),
+        "booltwo": units.assign(locked_out=np.where(every7, 2, 0)),
+        "boolfloat": units.assign(locked_out=np.where(every7, 0.5, 0.0)),
+        "labeltext": units.assign(label=units.label.astype(str).where(~train, "yes")),
+        "label2": units.assign(label=units.label.where(~train | (units.label == 0), 2)),
+        "nofeatures": units.drop(columns=["lc_forest", "lc_crop", "elev_mean"]),
+        "alllocked": units.assign(locked_out=cand),
+        "price_nan": units.assign(price=np.where(cand & every7, np.nan, 10.0)),
+        "price_zero": units.assign(price=np.where(cand & every7, 0.0, 10.0)),
+        "price_text": units.assign(price="cheap"),
+        "public_col": units.assign(owned=train),
+        "many_in": units.assign(owned=cand),
+        "text_col": units.assign(owned=np.where(cand, "x", "")),
+        "notable": units.drop(columns="geometry"),
+    }
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    """Every input file of the cases, written once, outside the working folder."""
+    d = tmp_path_factory.mktemp("hostile_select_inputs")
+    units = make_units()
+    out = {"cells": write_units(d / "cells.gpkg"), "folder": d / "afolder"}
+    out["folder"].mkdir()
+    for name, frame in _variants(units).items():
+        path = d / f"{name}.gpkg"
+        if name == "notable":
+            pyogrio.write_dataframe(pd.DataFrame(frame), path, layer="planning_units")
+        else:
+            write_units(path, frame)
+        out[name] = path
+    nocrs = units.set_crs(None, allow_override=True)
+    pyogrio.write_dataframe(nocrs, d / "nocrs.gpkg", layer="planning_units", driver="GPKG")
+    out["nocrs"] = d / "nocrs.gpkg"
+    pyogrio.write_dataframe(units, d / "nolayer.gpkg", layer="cells", driver="GPKG")
+    out["nolayer"] = d / "nolayer.gpkg"
+    for name, data in {"text": b"not a geopackage", "empty": b"", "half": None}.items():
+        path = d / f"{name}.gpkg"
+        path.write_bytes(data if data is not None else out["cells"].read_bytes()[:3000])
+        out[name] = path
+    far = gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 1000, 1000)], crs=5070)
+    far.to_file(d / "far.geojson")
+    out["far"] = d / "far.geojson"
+    nocrs_poly = d / "nocrs_poly.gpkg"
+    pyogrio.write_dataframe(far.set_crs(None, allow_override=True), nocrs_poly, driver="GPKG")
+    out["nocrs_poly"] = nocrs_poly
+    (d / "garbage.geojson").write_text("{ not json")
+    out["garbage_poly"] = d / "garbage.geojson"
+    toml = {
+        "badtoml": "budget = [\n",
+        "unknownkey": "budgets = 3\n",
+        "cfg_method": 'method = "bogus"\n',
+        "cfg_budget": 'budget = "abc"\n',
+        "cfg_budget0": "budget = 0\n",
+        "cfg_seed": "seed = -1\n",
+        "cfg_overwrite": 'overwrite = "yes"\n',
+        "cfg_C": "C = -1\n",
+        "cfg_model": 'model = "gam"\n',
+        "cfg_out": "out = 5\n",
+        "cfg_species": "species = 3\n",
+        "cfg_njobs": "n_jobs = 0\n",
+        "cfg_time": 'time_limit = "soon"\n',
+    }
+    for name, text in toml.items():
+        (d / f"{name}.toml").write_text(text)
+        out[name] = d / f"{name}.toml"
+    (d / "latin1.toml").write_bytes("method = 'caf\xe9'\n".encode("latin-1"))
+    out["latin1"] = d / "latin1.toml"
+    (d / "afile").write_text("x")
+    out["afile"] = d / "afile"
+    return out
+
+
+# (arguments, exit code, a fragment of the message); "@name" is a file of the fixture.
+# --cells @cells and --model linear are added unless the case gives --cells.
+CASES = {
+    # options (usage errors, exit 2)
+    "budget_zero": (["--budget", "0"], 2, "budget must be an integer >= 1"),
+    "budget_negative": (["--budget", "-2"], 2, "budget must be an integer >= 1"),
+    "budget_fraction": (["--budget", "2.5"], 2, "budget must be an integer"),
+    "budget_word": (["--budget", "ten"], 2, "budget must be an integer"),
+    "budget_empty": (["--budget", ""], 2, "budget must be an integer"),
+    "budget_exp": (["--budget", "1e3"], 2, "budget must be an integer"),
+    "budget_missing": ([], 2, "budget is required"),
+    "budget_too_big": (["--budget", "100000"], 2, "must be smaller than the"),
+    "method_unknown": (["--budget", "3", "--method", "ttk2"], 2, "method='ttk2' is unknown"),
+    "method_empty": (["--budget", "3", "--method", ""], 2, "is unknown"),
+    "model_unknown": (["--budget", "3", "--model", "gam"], 2, "model='gam' is unknown"),
+    "model_method": (["--budget", "3", "--method", "svm", "--model", "rbf"], 2, "needs method"),
+    "C_negative": (["--budget", "3", "--C", "-1"], 2, "C must be a positive number"),
+    "C_zero": (["--budget", "3", "--C", "0"], 2, "C must be a positive number"),
+    "C_word": (["--budget", "3", "--C", "abc"], 2, "C must be a positive number"),
+    "C_nan": (["--budget", "3", "--C", "nan"], 2, "C must be a positive number"),
+    "C_inf": (["--budget", "3", "--C", "inf"], 2, "C must be a positive number"),
+    "seed_negative": (["--budget", "3", "--seed", "-1"], 2, "seed must be an integer >= 0"),
+    "seed_word": (["--budget", "3", "--seed", "x"], 2, "seed must be an integer"),
+    "seed_fraction": (["--budget", "3", "--seed", "1.5"], 2, "seed must be an integer"),
+    "bootstrap_negative": (["--budget", "3", "--bootstrap", "-1"], 2, "bootstrap must be"),
+    "bootstrap_word": (["--budget", "3", "--bootstrap", "x"], 2, "bootstrap must be"),
+    "n_jobs_zero": (["--budget", "3", "--n-jobs", "0"], 2, "n_jobs must be an integer >= 1"),
+    "n_jobs_word": (["--budget", "3", "--n-jobs", "x"], 2, "n_jobs must be an integer"),
+    "time_word": (["--budget", "3", "--time-limit", "x"], 2, "time_limit must be a number"),
+    "time_negative": (["--budget", "3", "--time-limit", "-5"], 2, "time_limit must be"),
+    "time_nan": (["--budget", "3", "--time-limit", "nan"], 2, "time_limit must be"),
+    "unknown_flag": (["--budget", "3", "--bogus"], 2, "No such option"),
+    "flag_without_value": (
+        ["--cells", "@cells", "--model", "linear", "--budget"],
+        2,
+        "requires an argument",
+    ),
+    "money_negative": (["--budget", "-5", "--cost-column", "lc_crop"], 2, "positive total"),
+    "money_word": (["--budget", "lots", "--cost-column", "lc_crop"], 2, "positive total"),
+    "cost_no_column": (["--budget", "100", "--cost-column", "price"], 2, "not a column"),
+    "cost_text_column": (["--budget", "100", "--cost-column", "role"], 2, "is not numeric"),
+    "species_unknown": (["--budget", "3", "--species", "Dodo"], 2, "have no label__"),
+    "species_empty": (["--budget", "3", "--species", ""], 2, "species must be species names"),
+    "species_twice": (["--budget", "3", "--species", "A b", "--species", "a-B"], 2, "twice"),
+    "species_method": (
+        ["--budget", "3", "--species", "A", "--species", "B", "--method", "tsvm"],
+        2,
+        "selects for one species",
+    ),
+    "species_cv": (
+        ["--budget", "3", "--species", "A", "--species", "B", "--C", "cv"],
+        2,
+        "C='cv' chooses C for one species",
+    ),
+    "species_money": (
+        ["--budget", "3", "--species", "A", "--species", "B", "--cost-column", "x"],
+        2,
+        "not supported",
+    ),
+    "locked_in_unknown": (["--budget", "3", "--locked-in", "nosuch"], 2, "neither a column"),
+    "locked_out_unknown": (["--budget", "3", "--locked-out", "nosuch"], 2, "neither a column"),
+    "locked_in_text_role": (["--budget", "3", "--locked-in", "role"], 2, "is not boolean"),
+    "locked_in_float": (["--budget", "3", "--locked-in", "lc_forest"], 2, "is not boolean"),
+    "locked_in_folder": (["--budget", "3", "--locked-in", "@folder"], 1, "cannot be read by GDAL"),
+    "locked_in_far": (["--budget", "3", "--locked-in", "@far"], 1, "touches no cell"),
+    "locked_in_nocrs": (["--budget", "3", "--locked-in", "@nocrs_poly"], 1, "CRS"),
+    "locked_in_garbage": (
+        ["--budget", "3", "--locked-in", "@garbage_poly"],
+        1,
+        "cannot be read by GDAL",
+    ),
+    # config files (usage errors); a flag given for the same key does not excuse the file
+    "config_toml": (["--budget", "3", "--config", "@badtoml"], 2, "is not valid TOML"),
+    "config_unknown": (["--budget", "3", "--config", "@unknownkey"], 2, "unknown keys"),
+    "config_missing": (["--budget", "3", "--config", "nosuch.toml"], 2, "cannot be read"),
+    "config_folder": (["--budget", "3", "--config", "@folder"], 2, "cannot be read"),
+    "config_latin1": (["--budget", "3", "--config", "@latin1"], 2, "cannot be read"),
+    "config_method": (
+        ["--budget", "3", "--method", "ttk", "--config", "@cfg_method"],
+        2,
+        "key 'method' is invalid",
+    ),
+    "config_budget": (["--budget", "3", "--config", "@cfg_budget"], 2, "key 'budget'"),
+    "config_budget0": (["--budget", "3", "--config", "@cfg_budget0"], 2, "key 'budget'"),
+    "config_seed": (["--budget", "3", "--seed", "1", "--config", "@cfg_seed"], 2, "key 'seed'"),
+    "config_overwrite": (
+        ["--budget", "3", "--overwrite", "--config", "@cfg_overwrite"],
+        2,
+        "key 'overwrite'",
+    ),
+    "config_C": (["--budget", "3", "--C", "1", "--config", "@cfg_C"], 2, "key 'C'"),
+    "config_model": (["--budget", "3", "--config", "@cfg_model"], 2, "key 'model'"),
+    "config_out": (["--budget", "3", "--out", "o", "--config", "@cfg_out"], 2, "key 'out'"),
+    "config_species": (["--budget", "3", "--config", "@cfg_species"], 2, "key 'species'"),
+    "config_n_jobs": (
+        ["--budget", "3", "--n-jobs", "1", "--config", "@cfg_njobs"],
+        2,
+        "key 'n_jobs'",
+    ),
+    "config_time": (["--budget", "3", "--config", "@cfg_time"], 2, "key 'time_limit'"),
+    # the cells file (data errors, exit 1)
+    "cells_missing": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
+    "cells_folder": (["--budget", "3", "--cells", "@folder"], 1, "is a folder"),
+    "cells_text": (["--budget", "3", "--cells", "@text"], 1, "is not a GeoPackage"),
+    "cells_empty": (["--budget", "3", "--cells", "@empty"], 1, "is not a GeoPackage"),
+    "cells_half": (["--budget", "3", "--cells", "@half"], 1, "is not a GeoPackage"),
+    "cells_nolayer": (["--budget", "3", "--cells", "@nolayer"], 1, "no 'planning_units' layer"),
+    "cells_nocrs": (["--budget", "3", "--cells", "@nocrs"], 1, "has no CRS"),
+    "cells_nocol": (["--budget", "3", "--cells", "@nocol"], 1, "lacks the columns ['label']"),
+    "cells_notable": (["--budget", "3", "--cells", "@notable"], 1, "['geometry']"),
+    "cells_notrain": (["--budget", "3", "--cells", "@notrain"], 1, "has no training cells"),
+    "cells_oneclass": (["--budget", "3", "--cells", "@oneclass"], 1, "every training cell"),
+    "cells_nan": (["--budget", "3", "--cells", "@nan"], 1, "NaN or infinite features"),
+    "cells_inf": (["--budget", "3", "--cells", "@inf"], 1, "NaN or infinite features"),
+    "cells_dup": (["--budget", "3", "--cells", "@dup"], 1, "cell_id repeats ['2']"),
+    "cells_noid": (["--budget", "3", "--cells", "@noid"], 1, "have no cell_id"),
+    "cells_nullgeom": (["--budget", "3", "--cells", "@nullgeom"], 1, "have no geometry"),
+    "cells_emptygeom": (["--budget", "3", "--cells", "@emptygeom"], 1, "have no geometry"),
+    "cells_badrole": (["--budget", "3", "--cells", "@badrole"], 1, "column role holds ['Train']"),
+    "cells_boolword": (["--budget", "3", "--cells", "@boolword"], 1, "holds ['maybe']"),
+    "cells_booltwo": (["--budget", "3", "--cells", "@booltwo"], 1, "is not boolean"),
+    "cells_boolfloat": (["--budget", "3", "--cells", "@boolfloat"], 1, "is not boolean"),
+    "cells_labeltext": (["--budget", "3", "--cells", "@labeltext"], 1, "label other than 0"),
+    "cells_label2": (["--budget", "3", "--cells", "@label2"], 1, "label other than 0 or 1"),
+    "cells_nofeatures": (["--budget", "3", "--cells", "@nofeatures"], 1, "no numeric feature"),
+    "cells_alllocked": (["--budget", "3", "--cells", "@alllocked"], 1, "no candidate cells"),
+    "cost_nan": (
+        ["--budget", "100", "--cells", "@price_nan", "--cost-column", "price"],
+        2,
+        "missing/NaN",
+    ),
+    "cost_zero": (
+        ["--budget", "100", "--cells", "@price_zero", "--cost-column", "price"],
+        2,
+        "zero or negative",
+    ),
+    "cost_text": (
+        ["--budget", "100", "--cells", "@price_text", "--cost-column", "price"],
+        2,
+        "is not numeric",
+    ),
+    "cost_everything": (
+        ["--budget", "1e9", "--cells", "@price_zero", "--cost-column", "lc_crop"],
+        2,
+        "buys every candidate",
+    ),
+    "cost_nothing": (
+        ["--budget", "1e-9", "--cells", "@price_zero", "--cost-column", "elev_mean"],
+        2,
+        "buys no candidate",
+    ),
+    "locked_in_public": (
+        ["--budget", "3", "--cells", "@public_col", "--locked-in", "owned"],
+        2,
+        "not candidates",
+    ),
+    "locked_in_over_budget": (
+        ["--budget", "3", "--cells", "@many_in", "--locked-in", "owned"],
+        2,
+        "more than budget=3",
+    ),
+    "locked_in_text": (
+        ["--budget", "3", "--cells", "@text_col", "--locked-in", "owned"],
+        2,
+        "holds ['x']",
+    ),
+    "locked_both": (
+        [
+            "--budget",
+            "3",
+            "--cells",
+            "@public_col",
+            "--locked-in",
+            "owned",
+            "--locked-out",
+            "owned",
+        ],
+        2,
+        "share",
+    ),
+    # output paths (data errors, exit 1), all refused before the solve
+    "out_is_file": (["--budget", "3", "--out", "@afile"], 1, "is a file"),
+    "out_under_file": (["--budget", "3", "--out", "@afile/sub"], 1, "is a file, not a folder"),
+    "out_proc": (["--budget", "3", "--out", "/proc/reserve_out"], 1, "cannot be written"),
+    "map_is_folder": (["--budget", "3", "--map", "@folder"], 1, "is a folder"),
+    "map_in_proc": (["--budget", "3", "--map", "/proc/x.html"], 1, "cannot be written"),
+    "map_under_file": (["--budget", "3", "--map", "@afile/m.html"], 1, "is a file"),
+    "map_proc_overwrite": (
+        ["--budget", "3", "--map", "/proc/x.html", "--overwrite"],
+        1,
+        "cannot be written",
+    ),
+    "out_existing": (["--budget", "3", "--out", "prev"], 1, "already exists; pass --overwrite"),
+    "map_existing": (
+        ["--budget", "3", "--out", "new", "--map", "prev/m.html"],
+        1,
+        "already exists; pass --overwrite",
+    ),
+    "default_existing": (["--budget", "3"], 1, "results/reserve.gpkg"),
+    "map_is_gpkg": (
+        ["--budget", "3", "--out", "prev", "--overwrite", "--map", "prev/reserve.gpkg"],
+        2,
+        "the GeoPackage's own path",
+    ),
+    "out_replaces_cells": (
+        ["--budget", "3", "--cells", "prev/reserve.gpkg", "--out", "prev", "--overwrite"],
+        2,
+        "would replace the --cells file",
+    ),
+    "out_map_existing": (["--budget", "3", "--out", "onlymap"], 1, "cells_ttk_k3.html"),
+    # a missing input is named even when the default output exists (inputs before outputs)
+    "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
+}
+# where the working folder holds previous outputs
+PREVIOUS = {"out_replaces_cells", "out_map_existing", "out_existing", "map_existing",
+            "default_existing", "input_before_output", "map_proc_overwrite",
+            "map_is_gpkg"}  # fmt: skip
+
+
+def _args(case: list[str], files: dict[str, Path]) -> list[str]:
+    def expand(a: str) -> str:
+        if not a.startswith("@"):
+            return a
+        name, _, rest = a[1:].partition("/")
+        return str(files[name] / rest) if rest else str(files[name])
+
+    args = [expand(a) for a in case]
+    if "--cells" not in args:
+        args += ["--cells", str(files["cells"])]
+    if "--model" not in args:
+        args += ["--model", "linear"]
+    return args
+
+
+def _previous_outputs(folder: Path) -> None:
+    """Outputs of an earlier run: default paths and a folder of its own."""
+    for sub in ("results", "prev"):
+        (folder / sub).mkdir()
+        (folder / sub / "reserve.gpkg").write_bytes(b"previous " + sub.encode())
+    write_units(folder / "prev" / "reserve.gpkg")  # a cells file too (out_replaces_cells)
+    (folder / "prev" / "m.html").write_text("previous map")
+    (folder / "maps").mkdir()
+    (folder / "maps" / "cells_ttk_k3.html").write_text("previous default map")
+    (folder / "onlymap").mkdir()  # --out onlymap: the map of the same name is already there
+    (folder / "onlymap" / "cells_ttk_k3.html").write_text("previous map in --out")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_refused(name, files, workdir):
+    case, code, needle = CASES[name]
+    if name in PREVIOUS:
+        _previous_outputs(workdir)
+    before = snapshot(workdir)
+    inputs_before = snapshot(files["cells"].parent)
+    res = CliRunner().invoke(main, ["select", *_args(case, files)], catch_exceptions=False)
+    assert_one_line_error(res.stderr, res.exit_code, code, needle)
+    assert res.stdout == ""
+    assert snapshot(workdir) == before
+    assert snapshot(files["cells"].parent) == inputs_before
+
+
+# ------------------------------------------------------------------------------------------
+# legal but odd: handled, not refused or mangled
+
+
+def _odd(units: gpd.GeoDataFrame) -> dict[str, tuple[gpd.GeoDataFrame, np.ndarray]]:
+    """Odd planning units and the cells each must leave out of the selection."""
+    n = len(units)
+    cand = (units["role"] == "candidate").to_numpy()
+    lock = cand & (np.arange(n) % 3 == 0)
+    none = np.zeros(n, bool)
+    words = [("TRUE", "false"), ("Yes", "no"), ("t", "F"), ("1", "0")]
+    out = {
+        f"text_bool_{t}": (units.assign(locked_out=np.where(lock, t, f)), lock) for t, f in words
+    }
+    out["int_bool"] = (units.assign(locked_out=lock.astype(np.int64)), lock)
+    with_missing = pd.Series(np.where(lock, True, None), dtype=object)
+    out["bool_with_missing"] = (units.assign(locked_out=with_missing), lock)
+    out["text_ids"] = (units.assign(cell_id=[f"c{i:03d}" for i in range(n)]), none)
+    nan_labels = units["label"].astype(float).where(units["role"] == "train")
+    out["nan_labels"] = (units.assign(label=nan_labels), none)
+    return out
+
+
+@pytest.mark.parametrize("name", ["text_bool_TRUE", "text_bool_Yes", "text_bool_t",
+                                  "text_bool_1", "int_bool", "bool_with_missing", "text_ids",
+                                  "nan_labels"])  # fmt: skip
+def test_odd_but_legal(name, workdir):
+    units, never = _odd(make_units())[name]
+    cells = write_units(workdir / "cells.gpkg", units)
+    args = ["select", "--budget", "5", "--model", "linear", "--cells", str(cells),
+            "--out", "run"]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
+    assert len(selected) == 5
+    ids = units["cell_id"].astype(str).to_numpy()
+    assert not set(selected["cell_id"].astype(str)) & set(ids[never])
+    assert set(selected["cell_id"].astype(str)) <= set(ids[units["role"] == "candidate"])
+    if name == "text_ids":
+        assert selected["cell_id"].str.startswith("c").all()  # kept as text
+    assert sorted(os.listdir(workdir / "run")) == ["cells_ttk_k5.html", "reserve.gpkg"]
+
+
+def test_text_booleans_select_as_real_booleans(workdir):
+    """Locks written as text give the selection of the same locks written as booleans."""
+    units = make_units()
+    lock = ((units["role"] == "candidate") & (np.arange(len(units)) % 3 == 0)).to_numpy()
+    picked = []
+    for i, column in enumerate([lock, np.where(lock, "yes", "NO")]):
+        cells = write_units(workdir / f"c{i}.gpkg", units.assign(locked_out=column))
+        args = ["select", "--budget", "5", "--model", "linear", "--cells", str(cells),
+                "--out", f"r{i}"]  # fmt: skip
+        assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+        sel = pyogrio.read_dataframe(workdir / f"r{i}" / "reserve.gpkg", layer="selected")
+        picked.append(sel["cell_id"].tolist())
+    assert picked[0] == picked[1]
+
+
+# ------------------------------------------------------------------------------------------
+# where the outputs go (issue 17 item 3)
+
+
+def test_out_holds_the_map_and_default_keeps_todays_paths(files, workdir):
+    base = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"])]
+    res = CliRunner().invoke(main, [*base, "--out", "region2"], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert sorted(os.listdir(workdir)) == ["region2"]
+    assert sorted(os.listdir(workdir / "region2")) == ["cells_ttk_k4.html", "reserve.gpkg"]
+    res = CliRunner().invoke(main, base, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert sorted(os.listdir(workdir)) == ["maps", "region2", "results"]
+    assert os.listdir(workdir / "results") == ["reserve.gpkg"]
+    assert os.listdir(workdir / "maps") == ["cells_ttk_k4.html"]
+
+
+def test_refused_overwrite_keeps_both_outputs(files, workdir):
+    """A run refused at the map (after a good run) leaves the GeoPackage and map as they were."""
+    base = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    assert CliRunner().invoke(main, base, catch_exceptions=False).exit_code == 0
+    before = snapshot(workdir)
+    (workdir / "run" / "blocker.html").mkdir()  # a folder where the new map would go
+    before = snapshot(workdir)
+    res = CliRunner().invoke(
+        main,
+        [*base, "--budget", "6", "--overwrite", "--map", "run/blocker.html"],
+        catch_exceptions=False,
+    )
+    assert_one_line_error(res.stderr, res.exit_code, 1, "is a folder")
+    assert snapshot(workdir) == before
+    shutil.rmtree(workdir / "run" / "blocker.html")
