@@ -99,14 +99,14 @@ def test_too_few_positives_falls_back_with_a_note():
     y[0] = 1  # a single positive: no stratified fold can hold one out and keep one in
     est = AutoTTK(k=3, models=("spline", "linear"), Cs=(1.0,), random_state=0).fit(X, y)
     assert "too few" in est.cv_note_ and "fell back" in est.cv_note_
-    assert est.best_params_ == {"model": "spline", "C": 1.0}
+    assert est.best_params_ == {"model": "spline", "C": 1.0, "class_weight": "auto"}
     assert est.selected_.size == 3
 
 
 def test_one_grid_point_skips_the_cross_validation():
     X, y, _ = quadratic_problem(9, n=60, m=30)
     est = AutoTTK(k=3, models=("spline",), Cs=(2.0,), random_state=0).fit(X, y)
-    assert est.best_params_ == {"model": "spline", "C": 2.0}
+    assert est.best_params_ == {"model": "spline", "C": 2.0, "class_weight": "auto"}
     assert "no cross-validation" in est.cv_note_
     assert est.best_estimator_[-1].C == 2.0
 
@@ -133,3 +133,36 @@ def test_money_budget_is_respected():
 def test_fold_k_is_between_one_and_the_fold():
     assert fold_k(10, 0, 1, 1000) == 1
     assert fold_k(10, 9, 5000, 10) == 9
+
+
+def _rare_positives(seed: int):
+    """8 positives among 120 labelled rows and no signal: linear TTK collapses to w = 0."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(180, 4))
+    y = np.r_[np.zeros(120, dtype=int), -np.ones(60, dtype=int)]
+    y[rng.choice(120, 8, replace=False)] = 1
+    return X, y
+
+
+def test_the_guard_refits_a_trivial_scorer_balanced():
+    X, y = _rare_positives(0)
+    plain = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight=None).fit(X, y)
+    assert plain.trivial_ and plain.class_weight_ is None
+    guarded = AutoTTK(k=5, models=("linear",), Cs=(1.0,)).fit(X, y)
+    assert guarded.class_weight_ == "balanced" and not guarded.trivial_
+    assert guarded.best_estimator_[-1].class_weight == "balanced"
+    # A fit that does not collapse keeps the unweighted loss.
+    Xq = np.random.default_rng(2).normal(size=(150, 3))
+    yq = np.r_[(Xq[:90, 0] > 0).astype(int), -np.ones(60, dtype=int)]
+    normal = AutoTTK(k=5, models=("linear",), Cs=(1.0,)).fit(Xq, yq)
+    assert normal.class_weight_ is None and not normal.trivial_
+
+
+def test_class_weight_cv_puts_both_weightings_in_the_grid():
+    X, y = _rare_positives(1)
+    est = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight="cv", random_state=0)
+    est.fit(X, y)
+    assert est.cv_results_["class_weight"].tolist() == [None, "balanced"]
+    assert est.best_params_["class_weight"] in (None, "balanced")
+    with pytest.raises(InvalidInputError, match="class_weight must be one of"):
+        AutoTTK(k=5, class_weight="rare").fit(X, y)
