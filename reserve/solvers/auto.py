@@ -5,12 +5,12 @@ on the labelled rows, where each held-out fold plays the candidates (its rows ar
 in the fit, exactly ``k_fold`` of them are selected, and the score is the precision of that
 selection against their hidden labels), then fits TTK with the winner on all rows.
 
-The guard against the trivial scorer (``class_weight="auto"``, the default): a TTK fit that
-ends at ``w`` near 0 (:attr:`reserve.solvers.TTK.trivial_`: the candidates' scores differ by
-rounding noise) is refitted with ``class_weight="balanced"``, in every fold and in the final
-fit. A rare class is what drives the hinge optimum there, and the balanced loss is the
-standard remedy; a fit that does not collapse keeps the unweighted loss, which did better on
-data where it does not (see docs/algorithm.md, "Class weights and the trivial scorer").
+Class weights are chosen like the map and ``C`` (``class_weight="cv"``, the default): every
+grid point is tried unweighted and with ``class_weight="balanced"``. The guard against the
+trivial scorer is always on: an unweighted TTK fit that ends at ``w`` near 0
+(:attr:`reserve.solvers.TTK.trivial_`: the candidates' scores differ by rounding noise) is
+refitted balanced, in every fold and in the final fit, so that noise never wins the CV. See
+docs/algorithm.md, "Class weights and the trivial scorer", for the measurements behind this.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
 #: Values of ``C`` AutoTTK compares by default.
 AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
 
-#: Values of AutoTTK's ``class_weight``: the guard, never, always, or chosen by the CV.
-CLASS_WEIGHTS: tuple[str | None, ...] = ("auto", None, "balanced", "cv")
+#: Values of AutoTTK's ``class_weight``: chosen by the CV (guarded), the guard alone, never,
+#: always.
+CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 _MAX_CV_ROWS = 4000
@@ -179,17 +180,19 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         Values of ``C`` compared.
     cv : int, default=3
         Folds of the labelled rows.
-    n_repeats : int, default=2
-        Repeats of the stratified folds (grouped folds are not repeated).
+    n_repeats : int, default=1
+        Repeats of the stratified folds (grouped folds are not repeated). One: the class
+        weights double the grid, and one repeat keeps the fits at 54, as before they were
+        added (3 maps x 3 C x 2 weightings x 3 folds).
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
         Parallel folds (joblib).
-    class_weight : {"auto", None, "balanced", "cv"}, default="auto"
-        TTK's class weights. ``"auto"``: the guard against the trivial scorer (unweighted,
-        refitted with ``"balanced"`` when a fit ends at ``w`` near 0; in every fold and in
-        the final fit). ``None`` / ``"balanced"``: always that. ``"cv"``: both are grid
-        points of the cross-validation (twice the fits).
+    class_weight : {"cv", "auto", None, "balanced"}, default="cv"
+        TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
+        of the cross-validation. ``"auto"``: the guard against the trivial scorer
+        (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0; in every fold
+        and in the final fit). ``None`` / ``"balanced"``: always that.
 
     Attributes
     ----------
@@ -233,8 +236,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
 
     def __init__(self, k: int = 10, budget: float | None = None,
                  models: tuple[str, ...] = AUTO_MODELS, Cs: tuple[float, ...] = AUTO_CS,
-                 cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
-                 n_jobs: int | None = None, class_weight: str | None = "auto") -> None:  # fmt: skip
+                 cv: int = 3, n_repeats: int = 1, random_state: int | None = None,
+                 n_jobs: int | None = None, class_weight: str | None = "cv") -> None:  # fmt: skip
         self.k = k
         self.budget = budget
         self.models = models
@@ -270,7 +273,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
                 f"{self.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
             )
-        cws = (None, "balanced") if self.class_weight == "cv" else (self.class_weight,)
+        cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
         return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
 
     def _cv_sample(self, y_lab: np.ndarray) -> np.ndarray:
