@@ -203,3 +203,21 @@ def test_candidate_weights_are_not_read():
     sw[y == -1] = 1e6
     b = TTK(k=k, C=C).fit(X, y, sample_weight=sw)
     np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+def test_cutting_plane_minimises_the_weighted_hinge():
+    from reserve.solvers._qp import solve_fixed_set
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 3))
+    y_pm = np.where(X[:, 0] + 0.8 * rng.normal(size=300) > 1.0, 1.0, -1.0)
+    Z = rng.normal(size=(40, 3)) + 1.0
+    c = np.where(y_pm > 0, 3.0, 1.0) * rng.integers(1, 3, 300)
+    cp = solve_fixed_set(X, y_pm, 0.5 * c, Z, method="cutting_plane", tol=1e-9)
+    ip = solve_fixed_set(X, y_pm, 0.5 * c, Z, method="clarabel")
+    rows = np.repeat(np.arange(300), c.astype(int))
+    rep = solve_fixed_set(X[rows], y_pm[rows], 0.5, Z, method="clarabel")
+    assert cp.objective == pytest.approx(ip.objective, rel=1e-6)
+    assert cp.objective == pytest.approx(rep.objective, rel=1e-6)
+    assert cp.objective == pytest.approx(_objective(cp.w, cp.b, X, y_pm, 0.5, c), rel=1e-9)
+    assert float((Z @ cp.w + cp.b).max()) <= 0.0

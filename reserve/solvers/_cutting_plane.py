@@ -266,8 +266,8 @@ def solve_cutting_plane(
     max_iter : int
         Iterations at most; :class:`~reserve.errors.SolverError` if the gap is still larger.
     state : CuttingPlaneState or None
-        Cuts from earlier solves on the same ``(X, y_pm)`` (any ``Z``, any ``C``); updated in
-        place. ``None`` starts afresh.
+        Cuts of earlier solves on the same ``(X, y_pm)`` and row weights (any ``Z``), updated
+        in place; ``None`` starts afresh. A scalar ``C`` may change between solves.
     mix : float
         The next cut is taken at ``(1 - mix) * best + mix * master``. OCAS uses 0.1; on the
         benchmark's data (n = 20,000, d = 38, tol = 1e-6) the unconstrained SVM took 123
@@ -301,12 +301,9 @@ def solve_cutting_plane(
     X, y_pm = np.asarray(X, dtype=np.float64), np.asarray(y_pm, dtype=np.float64)
     n, d = X.shape
     Zm = np.zeros((0, d)) if Z is None else np.asarray(Z, dtype=np.float64).reshape(-1, d)
-    # Row weights enter the cuts (weighted labels yc, offsets summing c); the master's C is 1.
-    wt = _Weights(y_pm, C)
-    state = _init_state(state, X, wt)
-    pt = _best_point(state, X, y_pm, Zm, C, wt)
-    run = _Master(state, Zm, wt.C_master, n, d, _b_max(state, X, Zm, C), keep_age)
-    run.wt = wt
+    wt = _Weights(y_pm, C)  # row weights enter the cuts; the master's C is then 1
+    pt = _best_point(state := _init_state(state, X, wt), X, y_pm, Zm, C, wt)
+    run = _Master(state, Zm, wt.C_master, n, d, _b_max(state, X, Zm, C), keep_age, wt)
     run.start_work(pt.zs)
     args = (tol, max_iter, mix, max_age, cutoff)
     it, lower, converged, cut_off = _iterate(state, pt, run, X, y_pm, Zm, C, *args)
@@ -460,8 +457,9 @@ def _b_max(state, X, Zm, C) -> float:
 class _Master:
     """The master QP over working sets of cuts ``cw`` and candidate rows ``work``."""
 
-    def __init__(self, state, Zm, C, n, d, b_max, keep_age):
+    def __init__(self, state, Zm, C, n, d, b_max, keep_age, wt):
         self.state, self.Zm, self.C, self.n, self.d, self.b_max = state, Zm, C, n, d, b_max
+        self.wt = wt
         self.keep_age = keep_age
         p = Zm.shape[0]
         # Candidate rows in the master: those closest to the boundary relative to their norm.
