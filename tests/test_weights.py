@@ -221,3 +221,13 @@ def test_cutting_plane_minimises_the_weighted_hinge():
     assert cp.objective == pytest.approx(rep.objective, rel=1e-6)
     assert cp.objective == pytest.approx(_objective(cp.w, cp.b, X, y_pm, 0.5, c), rel=1e-9)
     assert float((Z @ cp.w + cp.b).max()) <= 0.0
+
+
+def test_multi_species_flags_the_trivial_species():
+    X, y = _rare_class(0)
+    common = np.r_[(X[:120, 1] > 0).astype(int), -np.ones(60, dtype=int)]
+    Y = np.c_[y, common]
+    plain = MultiTTK(k=5).fit(X, Y)
+    assert plain.trivial_.tolist() == [True, False]
+    balanced = MultiTTK(k=5, class_weight="balanced").fit(X, Y)
+    assert balanced.trivial_.tolist() == [False, False]

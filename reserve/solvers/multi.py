@@ -49,6 +49,7 @@ from reserve.solvers._validation import (
     check_positive_real,
     check_solver_params,
 )
+from reserve.solvers.ttk import TRIVIAL_SPREAD
 
 __all__ = [
     "MultiData",
@@ -227,6 +228,9 @@ class _MultiTopKMixin(BaseEstimator):
             self.coef_, b, X[data.labelled[lab]], data.Y_pm[lab], C
         )
         self.objective_ = float(self.species_objective_.sum())
+        # Per species, as TTK.trivial_: a scorer whose candidate scores span < 1 % of the margin.
+        self.score_spread_ = np.ptp(margins, axis=0)
+        self.trivial_ = self.score_spread_ < TRIVIAL_SPREAD
         self.n_features_in_ = X.shape[1]
         self.n_species_ = W.shape[0]
 
@@ -302,6 +306,10 @@ class MultiTTK(_MultiTopKMixin):
         Objective of the start and after the feasible-direction method.
     objective_history_ : list of float
         After every FD iteration, then after every accepted polish swap (non-increasing).
+    score_spread_, trivial_ : ndarray of shape (n_species,)
+        Per species, as :attr:`reserve.solvers.TTK.trivial_`: ``True`` where the species'
+        scorer ended at ``w`` near 0 (its ranking is noise; the shared cells are in effect
+        chosen by the other species). ``class_weight="balanced"`` usually helps.
     n_iter_, n_swaps_ : int
         FD iterations; polish swaps accepted.
     stop_reason_ : str
