@@ -18,23 +18,33 @@ import numpy as np
 from scipy.optimize import minimize
 
 
-def _objective(w: np.ndarray, b: float, X: np.ndarray, y_pm: np.ndarray, C: float) -> float:
-    return float(0.5 * w @ w + C * np.maximum(0.0, 1.0 - y_pm * (X @ w + b)).sum())
+def _objective(w, b, X, y_pm, C, c=None) -> float:
+    """``0.5 ||w||^2 + C sum_i c_i [1 - y_i (w.x_i + b)]_+`` (``c`` None: every ``c_i = 1``)."""
+    hinge = np.maximum(0.0, 1.0 - y_pm * (X @ w + b))
+    if c is None:
+        return float(0.5 * w @ w + C * hinge.sum())
+    return float(0.5 * w @ w + C * sum(ci * hi for ci, hi in zip(c, hinge, strict=True)))
 
 
-def solve_subset_qp(X, y_pm, C, Z):
-    """Primal QP in (w, b, xi) with constraints Z w + b <= 0, by SLSQP from a feasible start."""
+def solve_subset_qp(X, y_pm, C, Z, c=None):
+    """Primal QP in (w, b, xi) with constraints Z w + b <= 0, by SLSQP from a feasible start.
+
+    ``c``: row weights of the hinge terms (``None``: all 1).
+    """
     n, d = X.shape
     nv = d + 1 + n
+    cw = np.ones(n) if c is None else np.asarray(c, dtype=float)
 
     def f(v):
         w, xi = v[:d], v[d + 1 :]
-        return 0.5 * w @ w + C * xi.sum()
+        if c is None:
+            return 0.5 * w @ w + C * xi.sum()
+        return 0.5 * w @ w + C * (cw @ xi)
 
     def g(v):
         out = np.zeros(nv)
         out[:d] = v[:d]
-        out[d + 1 :] = C
+        out[d + 1 :] = C * cw if c is not None else C
         return out
 
     A_h = np.hstack([y_pm[:, None] * X, y_pm[:, None], np.eye(n)])  # A_h v - 1 >= 0
@@ -55,13 +65,14 @@ def solve_subset_qp(X, y_pm, C, Z):
     # Clip tiny violations so the reported point is feasible, then score it exactly.
     if Z.shape[0]:
         b = min(b, float(-(Z @ w).max()))
-    return w, b, _objective(w, b, X, y_pm, C)
+    return w, b, _objective(w, b, X, y_pm, C, c)
 
 
-def brute_force_ttk(X, y, k, C):
+def brute_force_ttk(X, y, k, C, c=None):
     """Exact TTK optimum by enumeration: returns (objective, w, b, best_subset).
 
-    ``y`` uses the package convention: 1/0 labelled, -1 candidates.
+    ``y`` uses the package convention: 1/0 labelled, -1 candidates. ``c``: one hinge weight
+    per labelled row, in row order (``None``: all 1).
     """
     y = np.asarray(y)
     lab, cand = np.flatnonzero(y != -1), np.flatnonzero(y == -1)
@@ -71,7 +82,7 @@ def brute_force_ttk(X, y, k, C):
     for S in combinations(range(len(cand)), k):
         mask = np.ones(len(cand), dtype=bool)
         mask[list(S)] = False
-        w, b, obj = solve_subset_qp(Xl, y_pm, C, Xc[mask])
+        w, b, obj = solve_subset_qp(Xl, y_pm, C, Xc[mask], c)
         if obj < best[0]:
             best = (obj, w, b, S)
     return best
@@ -196,8 +207,11 @@ def make_multi_instance(seed: int, n_species: int = 2, max_m: int = 8):
     return X, Y, k, C
 
 
-def brute_force_multi(X, Y, k, C):
-    """Exact optimum: every k-subset, each species' fixed-set QP by SLSQP, summed; the min."""
+def brute_force_multi(X, Y, k, C, c=None):
+    """Exact optimum: every k-subset, each species' fixed-set QP by SLSQP, summed; the min.
+
+    ``c``: hinge weights of shape (n_labelled, n_species) (``None``: all 1).
+    """
     lab = Y[:, 0] != -1
     Xl, Xc = X[lab], X[~lab]
     Y_pm = np.where(Y[lab] == 1, 1.0, -1.0)
@@ -206,15 +220,64 @@ def brute_force_multi(X, Y, k, C):
     for subset in combinations(range(m), k):
         out = np.ones(m, dtype=bool)
         out[list(subset)] = False
-        total = sum(solve_subset_qp(Xl, Y_pm[:, s], C, Xc[out])[2] for s in range(Y.shape[1]))
+        total = sum(
+            solve_subset_qp(Xl, Y_pm[:, s], C, Xc[out], None if c is None else c[:, s])[2]
+            for s in range(Y.shape[1])
+        )
         best = min(best, total)
     return best
+
+
+def make_weighted_instance(seed: int):
+    """A tiny problem with hinge weights: 10-16 labelled rows, 5-8 candidates, k in 1..3.
+
+    Returns X, y, k, C and ``c``, one weight per labelled row in 0.2 .. 3 (the positives
+    weighted up, as ``class_weight="balanced"`` does, times a random factor).
+    """
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(10, 17)), int(rng.integers(5, 9))
+    d, k = int(rng.integers(2, 4)), int(rng.integers(1, 4))
+    X = rng.normal(size=(n + m, d))
+    X[n:] += 0.5
+    p = 1.0 / (1.0 + np.exp(-2.0 * (X[:n] @ rng.normal(size=d) - 0.5)))
+    y_lab = (rng.random(n) < p).astype(int)
+    y_lab[0], y_lab[1] = 0, 1
+    c = np.where(y_lab == 1, 2.0, 0.5) * rng.uniform(0.4, 1.5, n)
+    C = float(rng.choice([0.1, 1.0, 10.0]))
+    return X, np.r_[y_lab, -np.ones(m, dtype=int)], k, C, c
+
+
+def make_weighted_multi_instance(seed: int):
+    """:func:`make_multi_instance` (at most 7 candidates) with sample weights and balanced classes.
+
+    Returns X, Y, k, C, ``sw`` (one weight per labelled row, 0.3 .. 2) and ``c`` (n_lab, S):
+    ``sw_i`` times the balanced class weight of row i for species s, ``n / (2 n_class)``,
+    written out here independently of the package.
+    """
+    X, Y, k, C = make_multi_instance(seed, max_m=7)
+    rng = np.random.default_rng(1000 + seed)
+    lab = Y[:, 0] != -1
+    n = int(lab.sum())
+    sw = rng.uniform(0.3, 2.0, n)
+    c = np.empty((n, Y.shape[1]))
+    for s in range(Y.shape[1]):
+        ys = Y[lab, s]
+        n_pos = int((ys == 1).sum())
+        c[:, s] = sw * np.where(ys == 1, n / (2.0 * n_pos), n / (2.0 * (n - n_pos)))
+    return X, Y, k, C, sw, c
 
 
 #: Seeds of the cost oracle: their brute force runs in well under a second each.
 COST_ORACLE_SEEDS = (2, 3, 8, 11, 14, 20, 21, 27, 29, 4, 23)
 #: The instances whose brute-force optima are cached, per family.
-ORACLE_SEEDS = {"ttk": tuple(range(40)), "ttk_cost": COST_ORACLE_SEEDS, "multi": tuple(range(20))}
+ORACLE_SEEDS = {
+    "ttk": tuple(range(40)),
+    "ttk_cost": COST_ORACLE_SEEDS,
+    "multi": tuple(range(20)),
+    # Weighted families: the seeds whose brute force takes at most a few seconds.
+    "ttk_weighted": (0, 2, 3, 4, 6, 7, 8, 9, 10, 11),
+    "multi_weighted": (1, 6, 8, 9),
+}
 #: Where the cached optima live (written by ``python -m tests._oracle``).
 OPTIMA_PATH = Path(__file__).parent / "data" / "oracle_optima.json"
 
@@ -227,6 +290,12 @@ def oracle_optimum(family: str, seed: int) -> float:
     if family == "ttk_cost":
         X, y, cost, budget, C = make_cost_instance(seed)
         return float(brute_force_ttk_cost(X, y, cost, budget, C)[0])
+    if family == "ttk_weighted":
+        X, y, k, C, c = make_weighted_instance(seed)
+        return float(brute_force_ttk(X, y, k, C, c)[0])
+    if family == "multi_weighted":
+        X, Y, k, C, _, c = make_weighted_multi_instance(seed)
+        return float(brute_force_multi(X, Y, k, C, c))
     X, Y, k, C = make_multi_instance(seed)
     return float(brute_force_multi(X, Y, k, C))
 

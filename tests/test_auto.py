@@ -77,14 +77,15 @@ def test_cv_prefers_the_spline_on_a_hump_and_beats_linear():
     lin = AutoTTK(k=20, models=("linear",), Cs=(1.0,), random_state=0).fit(X, y)
     assert auto.best_params_["model"] == "spline"
     res = auto.cv_results_
-    assert res["mean_test_score"][1] > res["mean_test_score"][0]
+    score = res["mean_test_score"]
+    assert score[res["model"] == "spline"].max() > score[res["model"] == "linear"].max()
     assert occupied[auto.selected_].mean() > occupied[lin.selected_].mean() + 0.2
 
 
 def test_cv_results_describe_every_grid_point():
     X, y, _ = quadratic_problem(5, n=90, m=60)
     est = AutoTTK(k=5, models=("linear", "stack"), Cs=(0.1, 1.0), cv=3, n_repeats=2,
-                  random_state=0).fit(X, y)  # fmt: skip
+                  random_state=0, class_weight="auto").fit(X, y)  # fmt: skip
     res = est.cv_results_
     assert [p["model"] for p in res["params"]] == ["linear", "linear", "stack", "stack"]
     assert sorted(res["rank_test_score"].tolist()) == [1, 2, 3, 4]
@@ -99,14 +100,15 @@ def test_too_few_positives_falls_back_with_a_note():
     y[0] = 1  # a single positive: no stratified fold can hold one out and keep one in
     est = AutoTTK(k=3, models=("spline", "linear"), Cs=(1.0,), random_state=0).fit(X, y)
     assert "too few" in est.cv_note_ and "fell back" in est.cv_note_
-    assert est.best_params_ == {"model": "spline", "C": 1.0}
+    assert est.best_params_ == {"model": "spline", "C": 1.0, "class_weight": "auto"}
     assert est.selected_.size == 3
 
 
 def test_one_grid_point_skips_the_cross_validation():
     X, y, _ = quadratic_problem(9, n=60, m=30)
-    est = AutoTTK(k=3, models=("spline",), Cs=(2.0,), random_state=0).fit(X, y)
-    assert est.best_params_ == {"model": "spline", "C": 2.0}
+    est = AutoTTK(k=3, models=("spline",), Cs=(2.0,), random_state=0, class_weight="auto")
+    est.fit(X, y)
+    assert est.best_params_ == {"model": "spline", "C": 2.0, "class_weight": "auto"}
     assert "no cross-validation" in est.cv_note_
     assert est.best_estimator_[-1].C == 2.0
 
@@ -133,3 +135,37 @@ def test_money_budget_is_respected():
 def test_fold_k_is_between_one_and_the_fold():
     assert fold_k(10, 0, 1, 1000) == 1
     assert fold_k(10, 9, 5000, 10) == 9
+
+
+def _rare_positives(seed: int):
+    """8 positives among 120 labelled rows and no signal: linear TTK collapses to w = 0."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(180, 4))
+    y = np.r_[np.zeros(120, dtype=int), -np.ones(60, dtype=int)]
+    y[rng.choice(120, 8, replace=False)] = 1
+    return X, y
+
+
+def test_the_guard_refits_a_trivial_scorer_balanced():
+    X, y = _rare_positives(0)
+    plain = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight=None).fit(X, y)
+    assert plain.trivial_ and plain.class_weight_ is None
+    guarded = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight="auto").fit(X, y)
+    assert guarded.class_weight_ == "balanced" and not guarded.trivial_
+    assert guarded.best_estimator_[-1].class_weight == "balanced"
+    # A fit that does not collapse keeps the unweighted loss.
+    Xq = np.random.default_rng(2).normal(size=(150, 3))
+    yq = np.r_[(Xq[:90, 0] > 0).astype(int), -np.ones(60, dtype=int)]
+    normal = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight="auto").fit(Xq, yq)
+    assert normal.class_weight_ is None and not normal.trivial_
+
+
+def test_class_weight_cv_puts_both_weightings_in_the_grid():
+    X, y = _rare_positives(1)
+    est = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight="cv", random_state=0)
+    est.fit(X, y)
+    assert est.cv_results_["class_weight"].tolist() == ["auto", "balanced"]
+    assert est.best_params_["class_weight"] in ("auto", "balanced")
+    assert AutoTTK().class_weight == "cv"  # the default
+    with pytest.raises(InvalidInputError, match="class_weight must be one of"):
+        AutoTTK(k=5, class_weight="rare").fit(X, y)

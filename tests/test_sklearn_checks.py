@@ -78,6 +78,32 @@ _COMMON = {
 }
 # Estimators with an iterative solver report n_iter_ only after a fit, which needs candidates.
 _ITERATIVE = _COMMON | {"check_non_transformer_estimators_n_iter": _CANDIDATES}
+# The sample-weight checks run on estimators whose fit takes sample_weight (TTK, MultiTTK).
+# What they test (weights as lists or Series, zero weights as removal, weights not
+# overwritten, bad shapes refused) is tested with candidate rows in tests/test_weights.py.
+_WEIGHTS_LABELS = dict.fromkeys(
+    (
+        "check_sample_weights_pandas_series",
+        "check_sample_weights_not_an_array",
+        "check_sample_weights_shape",
+        "check_sample_weights_not_overwritten",
+    ),
+    _LABEL_CODES,
+)
+_WEIGHTED = (
+    _ITERATIVE
+    | _WEIGHTS_LABELS
+    | dict.fromkeys(
+        (
+            "check_sample_weights_list",
+            "check_all_zero_sample_weights_error",
+            "check_sample_weight_equivalence_on_dense_data",
+            "check_class_weight_classifiers",
+        ),
+        _CANDIDATES,
+    )
+    | {"check_classifiers_one_label_sample_weights": _ONE_CLASS}
+)
 
 # MultiTTK / MultiSVM are not classifiers (their y is one column per species), so sklearn
 # skips its classifier checks; a 1-D y is read as one species.
@@ -115,17 +141,30 @@ _MULTI = {
     "check_fit2d_1sample": _ONE_ROW,
     "check_fit2d_1feature": _ONE_ROW,
 }
+_MULTI_WEIGHTED = (
+    _MULTI
+    | dict.fromkeys(_WEIGHTS_LABELS, _MULTI_LABELS)
+    | {
+        "check_sample_weights_list": _MULTI_LABELS,
+        "check_all_zero_sample_weights_error": _CANDIDATES,
+        "check_sample_weight_equivalence_on_dense_data": (
+            "the check calls fit(X, y=...); MultiTTK.fit names its label table Y (one column "
+            "per species), so the keyword is refused"
+        ),
+    }
+)
 
 EXPECTED_FAILED = {
-    TTK: _ITERATIVE,
+    TTK: _WEIGHTED,
     SVM: _COMMON,
     TSVM: _ITERATIVE,
     SVMPerf: _ITERATIVE,
     TopPush: _ITERATIVE,
     AATP: _COMMON,
-    MultiTTK: _MULTI,
+    MultiTTK: _MULTI_WEIGHTED,
     MultiSVM: _MULTI,
-    AutoTTK: _COMMON,  # no n_iter_: it passes that check
+    # No n_iter_: it passes that check. Its class_weight parameter brings sklearn's check.
+    AutoTTK: _COMMON | {"check_class_weight_classifiers": _CANDIDATES},
     ForestScore: {},  # a plain transformer: every check passes
 }
 

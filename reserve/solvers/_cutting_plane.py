@@ -29,6 +29,9 @@ Decisions:
 * **Cuts do not depend on Z or C.** A :class:`CuttingPlaneState` keeps them (and the last
   solution) for a warm start of the next solve on the same ``(X, y)`` with other candidate
   rows, which is what the polish does after every swap.
+* **Row weights.** With per-row hinge weights ``C_i`` (``C`` an array: class and sample
+  weights) the hinge sum is ``H(v) = sum_i C_i [...]_+``, the master's weight is 1 and each
+  cut sums the weighted rows; the state then belongs to ``(X, y, C)``.
 * **Feasibility is exact.** The best point only moves along segments that keep every ``Z`` row
   at or under zero; at the end ``b`` is lowered by any rounding excess.
 * **Working sets.** The master carries the cuts and candidate rows that had a multiplier in
@@ -50,7 +53,7 @@ import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._fd import line_search
-from reserve.solvers._hinge import QPResult, hinge_objective
+from reserve.solvers._hinge import QPResult, hinge_objective, weighted_hinge
 
 __all__ = ["CuttingPlaneState", "solve_cutting_plane"]
 
@@ -114,18 +117,34 @@ class CuttingPlaneState:
         return 0 if self.offsets is None else int(self.offsets.size)
 
 
-def _cut(X: np.ndarray, y_pm: np.ndarray, active: np.ndarray) -> tuple[float, np.ndarray]:
-    """Offset and slope (both divided by n) of the cut of labelling ``active``."""
+def _cut(
+    X: np.ndarray, y_pm: np.ndarray, active: np.ndarray, c: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
+    """Offset and slope (both divided by n) of the cut of labelling ``active``.
+
+    With row weights ``c``, ``y_pm`` is the weighted labels ``c_i y_i`` and the offset sums
+    the active rows' weights.
+    """
     n = X.shape[0]
     r = np.where(active, y_pm, 0.0)
     slope = np.empty(X.shape[1] + 1)
     slope[:-1] = -(r @ X) / n
     slope[-1] = -float(r.sum()) / n
-    return float(np.count_nonzero(active)) / n, slope
+    return _offset(active, c) / n, slope
+
+
+def _offset(active: np.ndarray, c: np.ndarray | None) -> float:
+    if c is None:
+        return float(np.count_nonzero(active))
+    return float(c[active].sum())
 
 
 def _cut_update(
-    state: CuttingPlaneState, X: np.ndarray, y_pm: np.ndarray, active: np.ndarray
+    state: CuttingPlaneState,
+    X: np.ndarray,
+    y_pm: np.ndarray,
+    active: np.ndarray,
+    c: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray]:
     """The cut of labelling ``active``, updated from the state's last labelling.
 
@@ -152,7 +171,7 @@ def _cut_update(
         sums[d] = float(r.sum())
         state.n_incremental = 0
     state.ref_active, state.ref_sum = active.copy(), sums
-    return float(np.count_nonzero(active)) / n, -sums / n
+    return _offset(active, c) / n, -sums / n
 
 
 def _master(
@@ -237,8 +256,8 @@ def solve_cutting_plane(
         Labelled rows.
     y_pm : ndarray of shape (n,)
         Labels in {-1, +1}.
-    C : float
-        Hinge weight.
+    C : float or ndarray of shape (n,)
+        Hinge weight, or per-row weights ``C c_i``.
     Z : ndarray of shape (p, d) or None
         Candidate rows that must not score positive.
     tol : float
@@ -247,8 +266,8 @@ def solve_cutting_plane(
     max_iter : int
         Iterations at most; :class:`~reserve.errors.SolverError` if the gap is still larger.
     state : CuttingPlaneState or None
-        Cuts from earlier solves on the same ``(X, y_pm)`` (any ``Z``, any ``C``); updated in
-        place. ``None`` starts afresh.
+        Cuts of earlier solves on the same ``(X, y_pm)`` and row weights (any ``Z``), updated
+        in place; ``None`` starts afresh. A scalar ``C`` may change between solves.
     mix : float
         The next cut is taken at ``(1 - mix) * best + mix * master``. OCAS uses 0.1; on the
         benchmark's data (n = 20,000, d = 38, tol = 1e-6) the unconstrained SVM took 123
@@ -282,9 +301,9 @@ def solve_cutting_plane(
     X, y_pm = np.asarray(X, dtype=np.float64), np.asarray(y_pm, dtype=np.float64)
     n, d = X.shape
     Zm = np.zeros((0, d)) if Z is None else np.asarray(Z, dtype=np.float64).reshape(-1, d)
-    state = _init_state(state, X, y_pm)
-    pt = _best_point(state, X, y_pm, Zm, C)
-    run = _Master(state, Zm, C, n, d, _b_max(state, X, Zm, C), keep_age)
+    wt = _Weights(y_pm, C)  # row weights enter the cuts; the master's C is then 1
+    pt = _best_point(state := _init_state(state, X, wt), X, y_pm, Zm, C, wt)
+    run = _Master(state, Zm, wt.C_master, n, d, _b_max(state, X, Zm, C), keep_age, wt)
     run.start_work(pt.zs)
     args = (tol, max_iter, mix, max_age, cutoff)
     it, lower, converged, cut_off = _iterate(state, pt, run, X, y_pm, Zm, C, *args)
@@ -308,7 +327,7 @@ def _iterate(state, pt, run, X, y_pm, Zm, C, tol, max_iter, mix, max_age, cutoff
         it += 1
         v_m, t_m, accurate = run.solve()
         # The relaxed master's optimum: a lower bound even if generation stopped early.
-        lower_m = 0.5 * float(v_m[:d] @ v_m[:d]) + C * n * max(t_m, 0.0)
+        lower_m = 0.5 * float(v_m[:d] @ v_m[:d]) + run.C * n * max(t_m, 0.0)
         if accurate:
             lower = max(lower, lower_m)  # every master optimum is a lower bound: keep the best
         history.append((pt.upper, lower))
@@ -321,7 +340,7 @@ def _iterate(state, pt, run, X, y_pm, Zm, C, tol, max_iter, mix, max_age, cutoff
         u_m = pt.step_towards(v_m, X, y_pm, Zm, C)
         # Next cut between the best point and the master's point.
         u_c = (1.0 - mix) * pt.u + mix * u_m
-        c_new, g_new = _cut_update(state, X, y_pm, u_c > 0)
+        c_new, g_new = _cut_update(state, X, run.wt.yc, u_c > 0, run.wt.c)
         _add_cut(state, c_new, g_new)
         run.cw = _prune(state, max_age, run.cw)
     state.n_iter = it
@@ -330,7 +349,19 @@ def _iterate(state, pt, run, X, y_pm, Zm, C, tol, max_iter, mix, max_age, cutoff
     return it, lower, converged, cut_off
 
 
-def _init_state(state, X, y_pm) -> CuttingPlaneState:
+class _Weights:
+    """Row weights of the cuts: ``yc = c y`` and ``c`` (``None`` without weights)."""
+
+    def __init__(self, y_pm: np.ndarray, C) -> None:
+        self.y_pm = y_pm
+        if np.ndim(C) == 0:
+            self.yc, self.c, self.C_master = y_pm, None, C
+        else:
+            self.c = np.asarray(C, dtype=np.float64)
+            self.yc, self.C_master = self.c * y_pm, 1.0
+
+
+def _init_state(state, X, wt: _Weights) -> CuttingPlaneState:
     """``state``, or a new one, with the two class cuts when it has no cuts yet."""
     d = X.shape[1]
     if state is None:
@@ -341,8 +372,9 @@ def _init_state(state, X, y_pm) -> CuttingPlaneState:
             f"has {d}; pass state=None or the state built for these labelled rows."
         )
     if state.slopes is None:
-        c1, g1 = _cut(X, y_pm, y_pm > 0)
-        c2, g2 = _cut(X, y_pm, y_pm < 0)
+        y_pm = wt.y_pm
+        c1, g1 = _cut(X, wt.yc, y_pm > 0, wt.c)
+        c2, g2 = _cut(X, wt.yc, y_pm < 0, wt.c)
         state.offsets = np.array([c1, c2])
         state.slopes = np.vstack([g1, g2])
         state.age = np.zeros(2, dtype=np.int64)
@@ -381,11 +413,11 @@ class _BestPoint:
             self.u = u + a * (u_m - u)
             if p:
                 self.zs = self.zs + a * rate_z
-            self.upper = 0.5 * float(self.w @ self.w) + C * float(np.maximum(self.u, 0.0).sum())
+            self.upper = 0.5 * float(self.w @ self.w) + float(weighted_hinge(C, self.u))
         return u_m
 
 
-def _best_point(state, X, y_pm, Zm, C) -> _BestPoint:
+def _best_point(state, X, y_pm, Zm, C, wt: _Weights) -> _BestPoint:
     """The last solution with ``b`` lowered onto the new constraints; adds its cut."""
     d = X.shape[1]
     if state.w is not None and state.w.shape == (d,):
@@ -399,8 +431,8 @@ def _best_point(state, X, y_pm, Zm, C) -> _BestPoint:
     zs = Zw_b + b  # candidate scores at the best point, all <= 0
     Xw = X @ w
     u = 1.0 - y_pm * (Xw + b)  # hinge arguments at the best point
-    upper = 0.5 * float(w @ w) + C * float(np.maximum(u, 0.0).sum())
-    c0, g0 = _cut_update(state, X, y_pm, u > 0)
+    upper = 0.5 * float(w @ w) + float(weighted_hinge(C, u))
+    c0, g0 = _cut_update(state, X, wt.yc, u > 0, wt.c)
     _add_cut(state, c0, g0)
     return _BestPoint(w, b, u, zs, upper)
 
@@ -418,14 +450,16 @@ def _b_max(state, X, Zm, C) -> float:
     r_max = state.x_norm_max
     if Zm.shape[0]:
         r_max = max(r_max, float(np.sqrt(np.einsum("ij,ij->i", Zm, Zm).max())))
-    return 2.0 * (1.0 + r_max * np.sqrt(2.0 * C * n))
+    C_total = C * n if np.ndim(C) == 0 else float(np.sum(C))
+    return 2.0 * (1.0 + r_max * np.sqrt(2.0 * C_total))
 
 
 class _Master:
     """The master QP over working sets of cuts ``cw`` and candidate rows ``work``."""
 
-    def __init__(self, state, Zm, C, n, d, b_max, keep_age):
+    def __init__(self, state, Zm, C, n, d, b_max, keep_age, wt):
         self.state, self.Zm, self.C, self.n, self.d, self.b_max = state, Zm, C, n, d, b_max
+        self.wt = wt
         self.keep_age = keep_age
         p = Zm.shape[0]
         # Candidate rows in the master: those closest to the boundary relative to their norm.
@@ -533,7 +567,11 @@ def _bracket(
     """
     a = min(1.0, a_max)
     for _ in range(60):
-        slope = w_dot_d + a * d_sq + C * float(du[(u + a * du) > 0.0].sum())
+        on = (u + a * du) > 0.0
+        if np.ndim(C) == 0:
+            slope = w_dot_d + a * d_sq + C * float(du[on].sum())
+        else:
+            slope = w_dot_d + a * d_sq + float((C * du)[on].sum())
         if slope >= 0.0 or a >= a_max:
             return a
         a = min(2.0 * a, a_max)

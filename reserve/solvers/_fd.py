@@ -53,7 +53,7 @@ import numpy as np
 
 from reserve.errors import InvalidInputError
 from reserve.solvers._base import feasible_intercepts
-from reserve.solvers._hinge import species_objectives
+from reserve.solvers._hinge import hinge_weights, species_objectives, weighted_hinge
 from reserve.solvers.budget import Budget
 
 __all__ = [
@@ -103,8 +103,8 @@ def line_search(
         ``||d_w||^2`` (curvature of the quadratic part).
     u, v : ndarray
         Hinge arguments and their rates.
-    C : float
-        Hinge weight.
+    C : float or ndarray
+        Hinge weight, or per-row weights aligned with ``u``.
     a_max : float
         Upper end of the interval (may be ``inf``).
     kink_tol : float
@@ -124,13 +124,17 @@ def line_search(
     """
     on_kink = np.abs(u) <= kink_tol
     active0 = (u > kink_tol) | (on_kink & (v > 0))
-    D0 = w_dot_d + C * float(v[active0].sum())
+    if np.ndim(C) == 0:
+        D0 = w_dot_d + C * float(v[active0].sum())
+    else:  # per-row weights
+        C = hinge_weights(C, u)
+        D0 = w_dot_d + float((C * v)[active0].sum())
     if D0 >= 0.0:
         return 0.0
     # Breakpoints strictly inside (0, a_max): leaving (u>0, v<0) or entering (u<0, v>0).
     cross = (~on_kink) & (((u > 0) & (v < 0)) | ((u < 0) & (v > 0)))
     a_br = -u[cross] / v[cross]
-    jump = C * np.abs(v[cross])
+    jump = (C if np.ndim(C) == 0 else C[cross]) * np.abs(v[cross])
     inside = a_br < a_max
     a_br, jump = a_br[inside], jump[inside]
     if a_br.size:
@@ -257,8 +261,8 @@ def _constrain(d: np.ndarray, A: np.ndarray, ip: np.ndarray, n_free: int, tol: f
     return B
 
 
-def _hinge_obj(w: np.ndarray, margins: np.ndarray, C: float) -> float:
-    return float(0.5 * (w @ w) + C * np.maximum(margins, 0.0).sum())
+def _hinge_obj(w: np.ndarray, margins: np.ndarray, C) -> float:
+    return float(0.5 * (w @ w) + weighted_hinge(C, margins))
 
 
 def augmented_norms(X_cand: np.ndarray) -> np.ndarray:
@@ -395,7 +399,11 @@ class _OneScorer:
         act = self.margins > (-1e-12 if kink_active else 1e-12)
         ya = np.where(act, self.y_pm, 0.0)  # a masked product: X_lab[act] would copy rows
         C = self.C
-        g_aug = -np.r_[self.w - C * (ya @ self.X_lab), -C * float(ya.sum())]
+        if np.ndim(C) == 0:
+            g_aug = -np.r_[self.w - C * (ya @ self.X_lab), -C * float(ya.sum())]
+        else:  # per-row weights
+            ya = C * ya
+            g_aug = -np.r_[self.w - ya @ self.X_lab, -float(ya.sum())]
         cost_E = self.cand.c[self.E_pos]
         d_aug, _ = project_direction(g_aug, self.A_E, cost=cost_E, slack=self.slack)
         return g_aug, d_aug
@@ -443,9 +451,9 @@ class _OneScorer:
         return w, b, f
 
 
-def _objective_stacked(W: np.ndarray, U: np.ndarray, C: float) -> float:
+def _objective_stacked(W: np.ndarray, U: np.ndarray, C) -> float:
     """Total objective of the scorers ``W`` (S, d) from the hinge arguments ``U`` (n, S)."""
-    return float(0.5 * np.einsum("sd,sd->", W, W) + C * np.maximum(U, 0.0).sum())
+    return float(0.5 * np.einsum("sd,sd->", W, W) + weighted_hinge(C, U))
 
 
 def _boundary_rows(X_cand: np.ndarray, Ej: np.ndarray, Es: np.ndarray, S: int) -> np.ndarray:
@@ -507,7 +515,11 @@ class _StackedScorers:
         act = self.U > (-1e-12 if kink_active else 1e-12)
         YA = np.where(act, self.Y_pm, 0.0)
         C = self.C
-        G = np.hstack([self.W - C * (YA.T @ self.X_lab), -C * YA.sum(axis=0)[:, None]])
+        if np.ndim(C) == 0:
+            G = np.hstack([self.W - C * (YA.T @ self.X_lab), -C * YA.sum(axis=0)[:, None]])
+        else:  # per-row (or per-row and species) weights
+            YA = hinge_weights(C, YA) * YA
+            G = np.hstack([self.W - YA.T @ self.X_lab, -YA.sum(axis=0)[:, None]])
         g = -G.ravel()  # block s = (-grad w_s, -grad b_s)
         dv, _ = project_direction(g, self.A_E, self.n_free)
         return g, dv
@@ -643,7 +655,8 @@ def feasible_direction(
     k : int
         The cell budget; with ``cost`` only a size hint for the working set (pass about the
         number of candidates the budget buys).
-    C : float
+    C : float or ndarray
+        Hinge weight; or per-row weights ``C c_i``, shape ``(n,)`` (or ``(n, S)``).
     w0, b0 : start, ``(d,)`` and a float, or scorers ``(S, d)`` and ``(S,)``; the positive
         candidates (cells with a positive score for some scorer) must fit the budget.
     max_iter : int

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["QPResult", "hinge_objective", "species_objectives"]
+__all__ = ["QPResult", "hinge_objective", "hinge_weights", "species_objectives", "weighted_hinge"]
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,46 @@ class QPResult:
     status: str
 
 
-def hinge_objective(w: np.ndarray, b: float, X: np.ndarray, y_pm: np.ndarray, C: float) -> float:
+def hinge_weights(C, u: np.ndarray):
+    """``C`` shaped to multiply the hinge arguments ``u`` element by element.
+
+    ``C`` is the hinge weight of every labelled row: a float (every row ``C``), or per-row
+    weights ``C c_i`` of shape ``(n,)`` (class and sample weights), or ``(n, S)`` (one column
+    per species). A float stays a float, so the unweighted problem runs its old arithmetic.
+    """
+    if np.ndim(C) == 0:
+        return C
+    C = np.asarray(C, dtype=np.float64)
+    if C.ndim == 1 and u.ndim == 2:
+        return C[:, None]
+    if C.ndim == 2 and u.ndim == 1 and C.size == u.size:
+        return C.ravel()  # stacked arguments (n, S) raveled row by row
+    if C.ndim == 1 and u.ndim == 1 and C.size != u.size and u.size % C.size == 0:
+        return np.repeat(C, u.size // C.size)  # the same, per-row weights
+    return C
+
+
+def weighted_hinge(C, u: np.ndarray, axis=None):
+    """``sum_i C_i [u_i]_+`` (over ``axis``) for a float or per-row ``C`` (:func:`hinge_weights`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(weighted_hinge(2.0, np.array([1.0, -1.0, 0.5])))
+    3.0
+    >>> float(weighted_hinge(np.array([1.0, 5.0, 2.0]), np.array([1.0, -1.0, 0.5])))
+    2.0
+    """
+    h = np.maximum(u, 0.0)
+    if np.ndim(C) == 0:
+        return C * h.sum(axis=axis)
+    return (hinge_weights(C, u) * h).sum(axis=axis)
+
+
+def hinge_objective(w: np.ndarray, b: float, X: np.ndarray, y_pm: np.ndarray, C) -> float:
     """Regularised hinge objective ``0.5 ||w||^2 + C sum_i [1 - y_i (w.x_i + b)]_+``.
+
+    ``C`` may be per-row weights (``sum_i C_i [...]_+``; see :func:`hinge_weights`).
 
     Examples
     --------
@@ -46,7 +84,7 @@ def hinge_objective(w: np.ndarray, b: float, X: np.ndarray, y_pm: np.ndarray, C:
     2.0
     """
     margins = 1.0 - y_pm * (X @ w + b)
-    return float(0.5 * (w @ w) + C * np.maximum(margins, 0.0).sum())
+    return float(0.5 * (w @ w) + weighted_hinge(C, margins))
 
 
 def species_objectives(
@@ -62,4 +100,4 @@ def species_objectives(
     [2.0]
     """
     margins = 1.0 - Y_pm * (X_lab @ W.T + b)
-    return 0.5 * np.einsum("sd,sd->s", W, W) + C * np.maximum(margins, 0.0).sum(axis=0)
+    return 0.5 * np.einsum("sd,sd->s", W, W) + weighted_hinge(C, margins, axis=0)

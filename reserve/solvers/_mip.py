@@ -346,11 +346,17 @@ def _simple_upper(Xl, y_pm, Xc, C, ub):
     """``sqrt(2 UB) ||z_j|| + b_max``, with ``b_max`` from the closest negative row.
 
     For a negative row i, ``xi_i >= 1 + w.x_i + b`` and ``xi_i <= UB / C`` give
-    ``b <= UB / C - 1 + ||w|| ||x_i||``.
+    ``b <= UB / C - 1 + ||w|| ||x_i||`` (``UB / C_i`` with per-row weights; a row of weight
+    0 bounds nothing).
     """
     r = math.sqrt(2.0 * ub)
-    neg = Xl[y_pm < 0]
-    b_max = ub / C - 1.0 + r * float(np.linalg.norm(neg, axis=1).min())
+    neg = y_pm < 0
+    if np.ndim(C) == 0:
+        b_max = ub / C - 1.0 + r * float(np.linalg.norm(Xl[neg], axis=1).min())
+    else:
+        neg &= np.asarray(C) > 0
+        Cn = np.asarray(C)[neg]
+        b_max = float(np.min(ub / Cn + r * np.linalg.norm(Xl[neg], axis=1))) - 1.0
     return r * np.linalg.norm(Xc, axis=1) + b_max
 
 
@@ -410,6 +416,13 @@ def _scip_warm_start(mdl, variables, Xl, y_pm, start, sel) -> bool:
     return bool(mdl.addSol(sol, free=True))
 
 
+def _hinge_term(pyscipopt, C, xi):
+    """``C sum xi``, or ``sum C_i xi_i`` with per-row weights."""
+    if np.ndim(C) == 0:
+        return C * xi.sum()
+    return pyscipopt.quicksum(float(c) * xi[i] for i, c in enumerate(C))
+
+
 def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
     """Build and solve the MIQP in SCIP; return the raw outcome."""
     pyscipopt = import_scip()
@@ -452,7 +465,7 @@ def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation
         # Per-coordinate epigraph: SCIP needs a linear objective, and separate t_l >= w_l^2
         # rows give it one outer-approximation cut per coordinate instead of one for ||w||^2.
         mdl.addCons(t[j] >= w[j] * w[j])
-    mdl.setObjective(0.5 * t.sum() + C * xi.sum(), "minimize")
+    mdl.setObjective(0.5 * t.sum() + _hinge_term(pyscipopt, C, xi), "minimize")
 
     accepted = False
     if start is not None:
@@ -518,7 +531,7 @@ def _solve_gurobi(gp, Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formu
             mdl.addConstr(eta.sum() == k_rem)
         else:
             mdl.addConstr(eta.sum() <= k_rem)
-    mdl.setObjective(0.5 * (w @ w) + C * xi.sum(), gp.GRB.MINIMIZE)
+    mdl.setObjective(0.5 * (w @ w) + (C * xi.sum() if np.ndim(C) == 0 else C @ xi), gp.GRB.MINIMIZE)
     if start is not None:
         w0, b0 = start
         w.Start = w0
@@ -607,6 +620,19 @@ def certify_gap(
 # --------------------------------------------------------------------------------------------
 
 
+def _check_C(C, n: int):
+    """``C`` a positive float, or per-row weights: ``(n,)``, finite, ``>= 0``, some ``> 0``."""
+    if np.ndim(C) == 0:
+        return check_positive_real(C, "C")
+    Cv = np.asarray(C, dtype=np.float64)
+    if Cv.shape != (n,) or not np.isfinite(Cv).all() or (Cv < 0).any() or not (Cv > 0).any():
+        raise InvalidInputError(
+            f"C must be a positive number or one finite weight >= 0 per labelled row ({n}), "
+            f"not all 0; received an array of shape {Cv.shape}. Pass e.g. C=1.0."
+        )
+    return Cv
+
+
 def _check_inputs(
     X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation, cost, budget
 ):
@@ -656,7 +682,7 @@ def _check_inputs(
                 "the selected candidates may cost in total)."
             )
         bud = Budget(*check_cost_budget(cost, budget, np.arange(m), m))
-    C = check_positive_real(C, "C")
+    C = _check_C(C, Xl.shape[0])
     time_limit = check_positive_real(time_limit, "time_limit")
     mip_gap = check_positive_real(mip_gap, "mip_gap", allow_zero=True)
     if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:

@@ -47,7 +47,9 @@ def _big_m(Xl, Y_pm, Xc, C, ub_species):
                         <= ub_s / C - 1 + sqrt(2 ub_s) min_i ||z_j - x_i||.
 
     Also returns box bounds on ``b_s`` from the same argument (``||x_i||`` in place of the
-    distance; positive rows bound it from below).
+    distance; positive rows bound it from below). With per-row weights ``C_is`` each row's
+    bound uses its own ``ub_s / C_is`` (the nearest row's for ``M``: still valid); rows of
+    weight 0 bound nothing.
     """
     from scipy.spatial import cKDTree
 
@@ -57,12 +59,41 @@ def _big_m(Xl, Y_pm, Xc, C, ub_species):
     norms = np.linalg.norm(Xl, axis=1)
     for s in range(S):
         r = math.sqrt(2.0 * ub_species[s])
-        neg, pos = Y_pm[:, s] < 0, Y_pm[:, s] > 0
-        dist = cKDTree(Xl[neg]).query(Xc, k=1)[0]
-        M[:, s] = ub_species[s] / C - 1.0 + r * dist
-        b_hi[s] = ub_species[s] / C - 1.0 + r * float(norms[neg].min())
-        b_lo[s] = 1.0 - ub_species[s] / C - r * float(norms[pos].min())
+        Cs = _species_C(C, s, Xl.shape[0])
+        if np.ndim(Cs) == 0:
+            neg, pos = Y_pm[:, s] < 0, Y_pm[:, s] > 0
+            dist = cKDTree(Xl[neg]).query(Xc, k=1)[0]
+            M[:, s] = ub_species[s] / C - 1.0 + r * dist
+            b_hi[s] = ub_species[s] / C - 1.0 + r * float(norms[neg].min())
+            b_lo[s] = 1.0 - ub_species[s] / C - r * float(norms[pos].min())
+            continue
+        neg, pos = (Y_pm[:, s] < 0) & (Cs > 0), (Y_pm[:, s] > 0) & (Cs > 0)
+        dist, near = cKDTree(Xl[neg]).query(Xc, k=1)
+        M[:, s] = ub_species[s] / Cs[neg][near] - 1.0 + r * dist
+        b_hi[s] = float(np.min(ub_species[s] / Cs[neg] + r * norms[neg])) - 1.0
+        b_lo[s] = 1.0 - float(np.min(ub_species[s] / Cs[pos] + r * norms[pos]))
     return M, b_lo, b_hi
+
+
+def _species_C(C, s: int, n: int):
+    """Species ``s``'s hinge weight: ``C`` itself, or its per-row weights, shape ``(n,)``."""
+    if np.ndim(C) == 0:
+        return C
+    C = np.asarray(C, dtype=np.float64)
+    return C[:, s] if C.ndim == 2 else C
+
+
+def _hinge_sum(pyscipopt, C, xi_vars):
+    """``sum_s sum_i C_is xi_is``."""
+    if np.ndim(C) == 0:
+        return C * sum(xi.sum() for xi in xi_vars)
+    n = xi_vars[0].shape[0]
+    return pyscipopt.quicksum(
+        float(c) * xi[i]
+        for s, xi in enumerate(xi_vars)
+        for i, c in enumerate(_species_C(C, s, n))
+        if c != 0.0
+    )
 
 
 def _model(pyscipopt, Xl, Y_pm, Xc, k, C, ub_species, deadline, mip_gap):
@@ -98,7 +129,7 @@ def _model(pyscipopt, Xl, Y_pm, Xc, k, C, ub_species, deadline, mip_gap):
         xi_vars.append(xi)
         t_vars.append(t)
     mdl.setObjective(
-        0.5 * sum(t.sum() for t in t_vars) + C * sum(xi.sum() for xi in xi_vars), "minimize"
+        0.5 * sum(t.sum() for t in t_vars) + _hinge_sum(pyscipopt, C, xi_vars), "minimize"
     )
     return mdl, (eta, w_vars, b_vars, xi_vars, t_vars)
 

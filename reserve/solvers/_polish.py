@@ -432,8 +432,9 @@ class _StackedSets:
         total, n_qp = 0.0, 0
         for s in range(self.Y_pm.shape[1]):
             cut = None if cutoff is None else cutoff - total
+            C_s = self.C[:, s] if np.ndim(self.C) == 2 else self.C  # per-species weights
             res, beta_s, used = solve_subset(
-                self.X_lab, self.Y_pm[:, s], self.X_cand, in_S, self.C, hint[:, s],
+                self.X_lab, self.Y_pm[:, s], self.X_cand, in_S, C_s, hint[:, s],
                 self.warms[s], cutoff=cut,
             )  # fmt: skip
             n_qp += used

@@ -19,6 +19,7 @@ __all__ = [
     "as_float_matrix",
     "check_budget",
     "check_cost_budget",
+    "check_hinge_weights",
     "check_positive_real",
     "check_solver_params",
     "check_transductive",
@@ -407,3 +408,85 @@ def check_transductive(X: object, y: object, k: object | None) -> TransductiveDa
     kk = None if k is None else check_budget(k, candidates.size)
     y_pm = np.where(yi[labelled] == 1, 1.0, -1.0)
     return TransductiveData(X=Xa, y=yi, labelled=labelled, candidates=candidates, y_pm=y_pm, k=kk)
+
+
+def _class_weights(class_weight: object, y01: np.ndarray) -> np.ndarray:
+    """Per-row class weights of labels ``y01`` in {0, 1} (as sklearn's ``class_weight``)."""
+    if class_weight == "balanced":
+        # sklearn's rule: n / (n_classes * count); both classes are present.
+        counts = np.bincount(y01, minlength=2).astype(np.float64)
+        return (y01.size / (2.0 * counts))[y01]
+    if isinstance(class_weight, dict) and set(class_weight) <= {0, 1}:
+        cw = np.array([class_weight.get(0, 1.0), class_weight.get(1, 1.0)], dtype=np.float64)
+        if np.isfinite(cw).all() and (cw > 0).all():
+            return cw[y01]
+    raise InvalidInputError(
+        f"class_weight must be None, 'balanced' or a dict {{0: w0, 1: w1}} of positive "
+        f"numbers; received {class_weight!r}. Pass class_weight='balanced' to weight each "
+        "class's hinge loss by n / (2 n_class)."
+    )
+
+
+def check_hinge_weights(
+    class_weight: object, sample_weight: object, y01: np.ndarray, labelled: np.ndarray, n: int
+) -> np.ndarray | None:
+    """Per-labelled-row hinge weights ``c_i`` (class weight times sample weight), or ``None``.
+
+    Candidates carry no loss: their ``sample_weight`` entries are not read (NaN allowed).
+    ``None`` means every weight is 1, so the solvers run the unweighted arithmetic exactly.
+
+    Parameters
+    ----------
+    class_weight : None, "balanced" or dict
+        ``"balanced"``: ``n_lab / (2 n_class)`` for each class (counts of labelled rows,
+        sample weights not included, as in scikit-learn).
+    sample_weight : array-like of shape (n,) or None
+        Finite and ``>= 0`` on labelled rows.
+    y01 : ndarray of int, shape (n_lab,)
+        Labels of the labelled rows, 0 / 1.
+    labelled : ndarray of int
+        Row indices of the labelled rows.
+    n : int
+        Number of rows of ``X``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_hinge_weights("balanced", None, np.array([1, 0, 0, 0]), np.arange(4), 5).tolist()
+    [2.0, 0.6666666666666666, 0.6666666666666666, 0.6666666666666666]
+    >>> check_hinge_weights(None, np.ones(5), np.array([1, 0]), np.arange(2), 5) is None
+    True
+    """
+    c = np.ones(y01.size)
+    if class_weight is not None:
+        c = c * _class_weights(class_weight, y01)
+    if sample_weight is not None:
+        sw = np.asarray(sample_weight, dtype=np.float64) if _is_numeric(sample_weight) else None
+        if sw is None or sw.shape not in ((n,), (n, 1)):
+            raise InvalidInputError(
+                f"sample_weight must be one number per row of X ({n}); received "
+                f"{np.shape(sample_weight)}. Pass a 1-D array (candidate entries are ignored)."
+            )
+        sw = sw.ravel()[labelled]
+        if not np.isfinite(sw).all() or (sw < 0).any():
+            raise InvalidInputError(
+                "sample_weight must be finite and >= 0 on labelled rows; received "
+                f"min {np.nanmin(sw) if sw.size else 0!r}, NaN or inf present: "
+                f"{not np.isfinite(sw).all()}. Pass non-negative weights."
+            )
+        c = c * sw
+    for cls in (0, 1):
+        if not (c[y01 == cls] > 0).any():
+            raise InvalidInputError(
+                f"every labelled row of class {cls} has sample_weight 0: the hinge loss has "
+                "nothing to fit for that class. Give some of its rows a positive weight."
+            )
+    return None if np.all(c == 1.0) else c
+
+
+def _is_numeric(a: object) -> bool:
+    try:
+        np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True

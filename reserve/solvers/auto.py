@@ -4,6 +4,13 @@ The default estimator of ``reserve select``. It tries every (feature map, C) of 
 on the labelled rows, where each held-out fold plays the candidates (its rows are unlabelled
 in the fit, exactly ``k_fold`` of them are selected, and the score is the precision of that
 selection against their hidden labels), then fits TTK with the winner on all rows.
+
+Class weights are chosen like the map and ``C`` (``class_weight="cv"``, the default): every
+grid point is tried unweighted and with ``class_weight="balanced"``. The guard against the
+trivial scorer is always on: an unweighted TTK fit that ends at ``w`` near 0
+(:attr:`reserve.solvers.TTK.trivial_`: the candidates' scores differ by rounding noise) is
+refitted balanced, in every fold and in the final fit, so that noise never wins the CV. See
+docs/algorithm.md, "Class weights and the trivial scorer", for the measurements behind this.
 """
 
 from __future__ import annotations
@@ -26,13 +33,17 @@ from reserve.solvers._validation import check_positive_real, check_transductive
 from reserve.solvers.features import FEATURE_MAPS, feature_map
 from reserve.solvers.ttk import TTK
 
-__all__ = ["AUTO_CS", "AUTO_MODELS", "AutoTTK", "fold_k"]
+__all__ = ["AUTO_CS", "AUTO_MODELS", "CLASS_WEIGHTS", "AutoTTK", "fold_k"]
 
 #: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
 AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
 
 #: Values of ``C`` AutoTTK compares by default.
 AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
+
+#: Values of AutoTTK's ``class_weight``: chosen by the CV (guarded), the guard alone, never,
+#: always.
+CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 _MAX_CV_ROWS = 4000
@@ -99,7 +110,31 @@ def _fit_map(model: str, X: np.ndarray, y: np.ndarray, seed: int | None) -> tupl
     return steps, Z
 
 
-def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[tuple[str, float]],
+def fit_guarded(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: object = None,
+                **params) -> tuple[TTK, str | None]:  # fmt: skip
+    """``TTK(**params)`` on ``(Z, y)``; with ``class_weight="auto"``, refitted balanced when
+    the fit is trivial (:attr:`TTK.trivial_`).
+
+    Returns the fitted TTK and the class weight it used (``None`` or ``"balanced"``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(180, 4)); y = np.r_[np.zeros(120, int), -np.ones(60, int)]
+    >>> y[rng.choice(120, 8, replace=False)] = 1  # 8 positives in 120, no signal
+    >>> ttk, used = fit_guarded(X, y, "auto", k=5, C=1.0)
+    >>> used, ttk.trivial_
+    ('balanced', False)
+    """
+    cw = None if class_weight == "auto" else class_weight
+    ttk = TTK(class_weight=cw, **params).fit(Z, y, cost=cost)
+    if class_weight == "auto" and ttk.trivial_:
+        return TTK(class_weight="balanced", **params).fit(Z, y, cost=cost), "balanced"
+    return ttk, cw
+
+
+def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[tuple],
                  k: int, m: int, seed: int | None) -> np.ndarray:  # fmt: skip
     """Held-out precision of every grid point on one fold (NaN where it cannot be scored).
 
@@ -114,11 +149,12 @@ def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[t
     yf = np.concatenate([y_lab[fold.train], np.full(fold.held.size, -1)])
     kf = fold_k(fold.held.size, int(y_held.sum()), k, m)
     mapped: dict[str, np.ndarray] = {}
-    for i, (model, C) in enumerate(grid):
+    for i, (model, C, cw) in enumerate(grid):
         try:
             if model not in mapped:
                 mapped[model] = _fit_map(model, Xf, yf, seed)[1]
-            ttk = TTK(k=kf, C=C, polish=False, random_state=seed).fit(mapped[model], yf)
+            ttk, _ = fit_guarded(mapped[model], yf, cw, k=kf, C=C, polish=False,
+                                 random_state=seed)  # fmt: skip
         except (SolverError, InvalidInputError):
             continue
         out[i] = float(y_held[ttk.selected_ - fold.train.size].mean())
@@ -145,19 +181,34 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     cv : int, default=3
         Folds of the labelled rows.
     n_repeats : int, default=2
-        Repeats of the stratified folds (grouped folds are not repeated).
+        Repeats of the stratified folds (grouped folds are not repeated). With the class
+        weights in the grid the CV makes 108 fits (3 maps x 3 C x 2 weightings x 6 folds);
+        one repeat would keep the earlier 54 but made the choice too noisy to find the
+        balanced loss on BCR 27 (docs/algorithm.md).
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
         Parallel folds (joblib).
+    class_weight : {"cv", "auto", None, "balanced"}, default="cv"
+        TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
+        of the cross-validation. ``"auto"``: the guard against the trivial scorer
+        (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0; in every fold
+        and in the final fit). ``None`` / ``"balanced"``: always that.
 
     Attributes
     ----------
     best_params_ : dict
-        ``{"model": ..., "C": ...}`` of the winner.
+        ``{"model": ..., "C": ..., "class_weight": ...}`` of the winner (its grid point:
+        ``class_weight`` is ``"auto"`` for the guard; ``class_weight_`` says what it did).
     cv_results_ : dict of ndarray
-        ``params``, ``model``, ``C``, ``mean_test_score``, ``std_test_score``,
-        ``rank_test_score`` and ``split<i>_test_score`` per grid point.
+        ``params``, ``model``, ``C``, ``class_weight``, ``mean_test_score``,
+        ``std_test_score``, ``rank_test_score`` and ``split<i>_test_score`` per grid point.
+    class_weight_ : None or "balanced"
+        The class weight of the final fit (``"balanced"`` when the guard fired).
+    trivial_ : bool
+        The final fit is still the trivial scorer (``w`` near 0 even after the guard): its
+        ranking of the candidates is noise. ``reserve select`` warns. ``score_spread_`` is
+        the spread of its candidate scores (:attr:`reserve.solvers.TTK.trivial_`).
     cv_note_ : str
         Why the cross-validation was reduced or skipped ('' when it ran as asked).
     best_estimator_ : Pipeline
@@ -187,7 +238,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     def __init__(self, k: int = 10, budget: float | None = None,
                  models: tuple[str, ...] = AUTO_MODELS, Cs: tuple[float, ...] = AUTO_CS,
                  cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
-                 n_jobs: int | None = None) -> None:  # fmt: skip
+                 n_jobs: int | None = None, class_weight: str | None = "cv") -> None:  # fmt: skip
         self.k = k
         self.budget = budget
         self.models = models
@@ -196,13 +247,14 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.n_repeats = n_repeats
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.class_weight = class_weight
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
 
-    def _grid(self) -> list[tuple[str, float]]:
+    def _grid(self) -> list[tuple[str, float, str | None]]:
         models = tuple(self.models) if not isinstance(self.models, str) else (self.models,)
         bad = [m for m in models if m not in FEATURE_MAPS]
         if bad or not models:
@@ -217,7 +269,13 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
                 raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
-        return [(m, float(c)) for m in models for c in Cs]
+        if self.class_weight not in CLASS_WEIGHTS:
+            raise InvalidInputError(
+                f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
+                f"{self.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
+            )
+        cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
+        return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
 
     def _cv_sample(self, y_lab: np.ndarray) -> np.ndarray:
         """Positions of the labelled rows the CV uses (a stratified sample when many)."""
@@ -233,7 +291,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         return np.sort(np.concatenate(keep))
 
     def _cross_validate(self, X: np.ndarray, data: object, groups: np.ndarray | None,
-                        grid: list[tuple[str, float]]) -> np.ndarray:  # fmt: skip
+                        grid: list[tuple]) -> np.ndarray:  # fmt: skip
         if len(grid) == 1:
             self.cv_note_ = "one grid point: nothing to choose, no cross-validation"
             return np.empty((1, 0))
@@ -252,7 +310,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         )
         return np.column_stack(runs)
 
-    def _record(self, grid: list[tuple[str, float]], scores: np.ndarray) -> int:
+    def _record(self, grid: list[tuple], scores: np.ndarray) -> int:
         """Fill ``cv_results_`` and return the winner's grid position (first of the ties)."""
         with np.errstate(all="ignore"):
             valid = np.isfinite(scores).any(axis=1)
@@ -260,9 +318,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                                               axis=1), np.nan)  # fmt: skip
             std = np.where(valid, np.nanstd(scores, axis=1), np.nan)
         res: dict[str, object] = {
-            "params": [{"model": m, "C": c} for m, c in grid],
-            "model": np.array([m for m, _ in grid]),
-            "C": np.array([c for _, c in grid]),
+            "params": [{"model": m, "C": c, "class_weight": cw} for m, c, cw in grid],
+            "model": np.array([m for m, _, _ in grid]),
+            "C": np.array([c for _, c, _ in grid]),
+            "class_weight": np.array([cw for _, _, cw in grid], dtype=object),
             "mean_test_score": mean,
             "std_test_score": std,
         }
@@ -313,17 +372,19 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             )
         scores = self._cross_validate(data.X, data, g, grid)
         best = self._record(grid, scores)
-        model, C = grid[best]
-        self.best_params_ = {"model": model, "C": C}
-        self._fit_final(data, model, C, cost)
+        model, C, cw = grid[best]
+        self._fit_final(data, model, C, cw, cost)
+        self.best_params_ = {"model": model, "C": C, "class_weight": cw}
         self.runtime_ = time.perf_counter() - t0
         return self
 
-    def _fit_final(self, data: object, model: str, C: float, cost: object) -> None:
+    def _fit_final(self, data: object, model: str, C: float, cw: str | None, cost: object) -> None:
         steps, Z = _fit_map(model, data.X, data.y, self.random_state)
         money = {} if self.budget is None else {"budget": self.budget}
-        ttk = TTK(k=int(self.k), C=C, random_state=self.random_state, **money)
-        ttk.fit(Z, data.y, cost=cost)
+        ttk, self.class_weight_ = fit_guarded(Z, data.y, cw, cost, k=int(self.k), C=C,
+                                              random_state=self.random_state, **money)  # fmt: skip
+        self.trivial_ = ttk.trivial_
+        self.score_spread_ = ttk.score_spread_
         self.best_estimator_ = Pipeline([*steps, ("ttk", ttk)])
         self.objective_, self.status_ = ttk.objective_, ttk.status_
         self.candidates_ = data.candidates

@@ -45,9 +45,11 @@ from reserve.solvers._qp import solve_fixed_set
 from reserve.solvers._validation import (
     as_float_matrix,
     check_budget,
+    check_hinge_weights,
     check_positive_real,
     check_solver_params,
 )
+from reserve.solvers.ttk import TRIVIAL_SPREAD
 
 __all__ = [
     "MultiData",
@@ -201,8 +203,13 @@ class _MultiTopKMixin(BaseEstimator):
         """1 where a species' score is positive, else 0; shape (n_samples, n_species)."""
         return (self.decision_function(X) > 0).astype(np.int64)
 
-    def _finish(self, data: MultiData, W: np.ndarray, b: np.ndarray, C: float, by: str) -> None:
-        """Set the fitted attributes from ``(W, b)``; ``by`` is ``"max"`` or ``"sum"``."""
+    def _finish(
+        self, data: MultiData, W: np.ndarray, b: np.ndarray, C, by: str, lab_pos=None
+    ) -> None:
+        """Set the fitted attributes from ``(W, b)``; ``by`` is ``"max"`` or ``"sum"``.
+
+        ``lab_pos``: positions (among the labelled rows) aligned with per-row weights ``C``.
+        """
         X, cand = data.X, data.candidates
         # (X @ W.T)[rows], not X[rows] @ W.T: no copy of the candidate block. The intercepts
         # are made feasible on exactly these products, so the stored scores honour the budget.
@@ -216,14 +223,35 @@ class _MultiTopKMixin(BaseEstimator):
         self.candidate_scores_ = scores
         key = scores.sum(axis=1) if by == "sum" else scores.max(axis=1)
         self.selected_ = cand[top_k(key, data.k)]
-        self.species_objective_ = species_objectives(self.coef_, b, X[data.labelled], data.Y_pm, C)
+        lab = np.arange(data.labelled.size) if lab_pos is None or np.ndim(C) == 0 else lab_pos
+        self.species_objective_ = species_objectives(
+            self.coef_, b, X[data.labelled[lab]], data.Y_pm[lab], C
+        )
         self.objective_ = float(self.species_objective_.sum())
+        # Per species, as TTK.trivial_: a scorer whose candidate scores span < 1 % of the margin.
+        self.score_spread_ = np.ptp(margins, axis=0)
+        self.trivial_ = self.score_spread_ < TRIVIAL_SPREAD
         self.n_features_in_ = X.shape[1]
         self.n_species_ = W.shape[0]
 
 
+def _species_weights(class_weight, sample_weight, data: MultiData) -> np.ndarray | None:
+    """Per-(labelled row, species) hinge weights ``c_is``, or ``None`` when all are 1."""
+    if class_weight is None and sample_weight is None:
+        return None
+    n = data.X.shape[0]
+    cols = []
+    for s in range(data.Y_pm.shape[1]):
+        y01 = (data.Y_pm[:, s] > 0).astype(np.int64)
+        c = check_hinge_weights(class_weight, sample_weight, y01, data.labelled, n)
+        cols.append(np.ones(y01.size) if c is None else c)
+    Cw = np.column_stack(cols)
+    return None if np.all(Cw == 1.0) else Cw
+
+
 def _svm_per_species(X_lab, Y_pm, C):
-    fits = [solve_fixed_set(X_lab, Y_pm[:, s], C) for s in range(Y_pm.shape[1])]
+    Cs = [C if np.ndim(C) == 0 else C[:, s] for s in range(Y_pm.shape[1])]
+    fits = [solve_fixed_set(X_lab, Y_pm[:, s], Cs[s]) for s in range(Y_pm.shape[1])]
     W = np.vstack([r.w for r in fits])
     b = np.array([r.b for r in fits], dtype=np.float64)
     return W, b, np.array([r.objective for r in fits])
@@ -232,10 +260,12 @@ def _svm_per_species(X_lab, Y_pm, C):
 class MultiTTK(_MultiTopKMixin):
     """Multi-species Transductive Top K: one hinge scorer per species, ``k`` shared cells.
 
-    Minimises ``sum_s [0.5 ||w_s||^2 + C sum_i [1 - y_is (w_s . x_i + b_s)]_+]`` subject to at
-    most ``k`` candidate cells having a positive max-score ``max_s (w_s . z_j + b_s)``, then
-    selects exactly ``k`` cells: the top ``k`` by max-score, ties to the lower row. With one
-    species it is :class:`reserve.solvers.TTK`.
+    Minimises ``sum_s [0.5 ||w_s||^2 + C sum_i c_is [1 - y_is (w_s . x_i + b_s)]_+]`` subject
+    to at most ``k`` candidate cells having a positive max-score ``max_s (w_s . z_j + b_s)``,
+    then selects exactly ``k`` cells: the top ``k`` by max-score, ties to the lower row. With
+    one species it is :class:`reserve.solvers.TTK`. The weights ``c_is`` are 1 unless
+    ``class_weight`` (per species: ``"balanced"`` balances each species' own classes) or
+    ``sample_weight`` in :meth:`fit` (per row, every species) say otherwise.
 
     Parameters
     ----------
@@ -259,6 +289,8 @@ class MultiTTK(_MultiTopKMixin):
         is sequential.
     random_state : int or None
         The fit is deterministic; accepted for the common interface.
+    class_weight : None, "balanced" or dict
+        As for :class:`reserve.solvers.TTK`, species by species.
 
     Attributes
     ----------
@@ -274,6 +306,10 @@ class MultiTTK(_MultiTopKMixin):
         Objective of the start and after the feasible-direction method.
     objective_history_ : list of float
         After every FD iteration, then after every accepted polish swap (non-increasing).
+    score_spread_, trivial_ : ndarray of shape (n_species,)
+        Per species, as :attr:`reserve.solvers.TTK.trivial_`: ``True`` where the species'
+        scorer ended at ``w`` near 0 (its ranking is noise; the shared cells are in effect
+        chosen by the other species). ``class_weight="balanced"`` usually helps.
     n_iter_, n_swaps_ : int
         FD iterations; polish swaps accepted.
     stop_reason_ : str
@@ -311,6 +347,7 @@ class MultiTTK(_MultiTopKMixin):
         mip_gap: float = 1e-6,
         threads: int = 1,
         random_state: int | None = None,
+        class_weight: str | dict | None = None,
     ) -> None:
         self.k = k
         self.C = C
@@ -321,11 +358,14 @@ class MultiTTK(_MultiTopKMixin):
         self.mip_gap = mip_gap
         self.threads = threads
         self.random_state = random_state
+        self.class_weight = class_weight
 
     def _check_params(self) -> float:
         return check_solver_params(self, {"max_iter": 500, "threads": 1})
 
-    def fit(self, X: np.ndarray, Y: np.ndarray) -> MultiTTK:
+    def fit(
+        self, X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None
+    ) -> MultiTTK:
         """Fit one scorer per species and select exactly ``k`` shared cells.
 
         Parameters
@@ -334,6 +374,8 @@ class MultiTTK(_MultiTopKMixin):
             Labelled and candidate rows (standardised features).
         Y : array-like of shape (n_samples, n_species)
             1 / 0 in every column of a labelled row, -1 in every column of a candidate row.
+        sample_weight : array-like of shape (n_samples,) or None
+            Hinge weight of each labelled row for every species (see :class:`TTK`).
 
         Returns
         -------
@@ -345,6 +387,11 @@ class MultiTTK(_MultiTopKMixin):
         k = data.k
         # Solve in a canonical row order: the answer does not depend on the input order.
         lab_pos = canonical_order(data.X[data.labelled])
+        Cw = _species_weights(self.class_weight, sample_weight, data)
+        if Cw is not None:
+            Cw = Cw[lab_pos]
+            keep = (Cw > 0).any(axis=1)  # a row of weight 0 for every species adds nothing
+            lab_pos, C = lab_pos[keep], C * Cw[keep]
         X_lab = data.X[data.labelled[lab_pos]]
         Y_pm = data.Y_pm[lab_pos]
         X_cand = data.X[canonical_order(data.X, data.candidates)]
@@ -388,7 +435,7 @@ class MultiTTK(_MultiTopKMixin):
             self.n_nodes_ = res.n_nodes
             self.mip_solver_ = res.solver
         self.objective_history_ = history
-        self._finish(data, W, b, C, "max")
+        self._finish(data, W, b, C, "max", lab_pos)
         if self.solver == "mip":
             # The bound was proved for the solver's point; the stored one may differ by the
             # rounding of the final feasibility shift only.

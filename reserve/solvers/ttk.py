@@ -14,6 +14,7 @@ from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import (
     check_cost_budget,
+    check_hinge_weights,
     check_positive_real,
     check_solver_params,
     check_transductive,
@@ -21,7 +22,11 @@ from reserve.solvers._validation import (
 from reserve.solvers.budget import Budget
 from reserve.solvers.svm import shifted_intercept_budget
 
-__all__ = ["TTK", "shifted_svm_start"]
+__all__ = ["TRIVIAL_SPREAD", "TTK", "shifted_svm_start"]
+
+#: A fit whose candidate scores ``w . z`` span less than this (the hinge margin is 1) ended at
+#: the trivial scorer: ``TTK.trivial_``.
+TRIVIAL_SPREAD = 0.01
 
 
 def shifted_svm_start(
@@ -60,9 +65,12 @@ def shifted_svm_start(
 class TTK(TopKClassifierMixin):
     """Transductive Top K: the hinge-loss linear scorer whose top k candidates are its positives.
 
-    Minimises ``0.5 ||w||^2 + C sum_i [1 - y_i (w . x_i + b)]_+`` over the labelled rows subject to
-    at most ``k`` candidate rows scoring positive, then selects exactly ``k`` candidates: the
-    top ``k`` by score, ties to the lower row index.
+    Minimises ``0.5 ||w||^2 + C sum_i c_i [1 - y_i (w . x_i + b)]_+`` over the labelled rows
+    subject to at most ``k`` candidate rows scoring positive, then selects exactly ``k``
+    candidates: the top ``k`` by score, ties to the lower row index. The row weights ``c_i``
+    are 1 unless ``class_weight`` or ``sample_weight`` (in :meth:`fit`) say otherwise; every
+    solver (the start, FD, the polish, the MIP, the branch and bound) minimises the weighted
+    objective itself (no row is repeated). Candidates carry no loss.
 
     With a money budget (``budget=B`` here and ``cost=c`` in :meth:`fit`) the constraint is
     that the candidates scoring positive cost at most ``B`` in total, and the selection is
@@ -114,6 +122,10 @@ class TTK(TopKClassifierMixin):
         Money budget: the selected candidates' costs (``cost`` in :meth:`fit`) add up to at
         most ``budget`` (a relative 1e-12 of rounding allowed). Required with ``cost``, refused
         without it.
+    class_weight : None, "balanced" or dict
+        Hinge weight of each class: ``None`` (1 each), ``"balanced"`` (``n_lab / (2 n_c)``
+        for class ``c``, scikit-learn's rule: the rare class weighs as much as the common
+        one), or ``{0: w0, 1: w1}``. Multiplies ``sample_weight``.
 
     Attributes
     ----------
@@ -147,6 +159,14 @@ class TTK(TopKClassifierMixin):
     status_ : str
         ``"local"`` for FD (+ polish): a feasible point with no proof of optimality; the MIP
         reports its own status (``"optimal"``, ``"time_limit"``, ...).
+    score_spread_ : float
+        ``max - min`` of ``coef_ . z`` over the candidates: how far apart the scorer puts
+        them, in units of the hinge margin (1).
+    trivial_ : bool
+        ``score_spread_ < TRIVIAL_SPREAD`` (0.01): the fit ended at the trivial scorer
+        (``w`` near 0, every row classified by ``b`` alone), so the top ``k`` differ from the
+        rest by rounding noise, not by habitat. Typical of a rare class (few positives among
+        many labelled rows); ``class_weight="balanced"`` usually moves the fit away from it.
     runtime_ : float
         Seconds spent in ``fit``.
 
@@ -183,6 +203,7 @@ class TTK(TopKClassifierMixin):
         random_state: int | None = None,
         budget: float | None = None,
         mip_solver: str = "auto",
+        class_weight: str | dict | None = None,
     ) -> None:
         self.k = k
         self.C = C
@@ -200,6 +221,7 @@ class TTK(TopKClassifierMixin):
         self.random_state = random_state
         self.budget = budget
         self.mip_solver = mip_solver
+        self.class_weight = class_weight
 
     def _check_params(self) -> float:
         counts = ("max_iter", "polish_max_rounds", "polish_pairs", "threads")
@@ -223,7 +245,13 @@ class TTK(TopKClassifierMixin):
                 )
         return C
 
-    def fit(self, X: np.ndarray, y: np.ndarray, cost: np.ndarray | None = None) -> TTK:
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        cost: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
+    ) -> TTK:
         """Fit the scorer and select exactly ``k`` candidates, or what fits a money budget.
 
         Parameters
@@ -237,6 +265,10 @@ class TTK(TopKClassifierMixin):
             Cost of each row for a money budget (``budget`` must be set; ``k`` is then not
             used). Only the candidate rows' entries are read: finite and ``> 0``; labelled
             rows' entries are ignored and may be NaN. ``None``: the cell budget ``k``.
+        sample_weight : array-like of shape (n_samples,) or None
+            Hinge weight of each labelled row (finite, ``>= 0``; times ``class_weight``).
+            Candidates' entries are not read. A row of weight 0 is as if it were absent;
+            integer weights give the fit of the data with each row repeated that often.
 
         Returns
         -------
@@ -245,8 +277,15 @@ class TTK(TopKClassifierMixin):
         t0 = time.perf_counter()
         C = self._check_params()
         data, bud = self._check_data(X, y, cost)
+        c = check_hinge_weights(
+            self.class_weight, sample_weight, data.y[data.labelled], data.labelled, data.X.shape[0]
+        )
         # Solve in a canonical row order so that the answer does not depend on the input order.
         lab = canonical_order(data.X, data.labelled)
+        if c is not None:
+            c = c[np.searchsorted(data.labelled, lab)]
+            lab, c = lab[c > 0], c[c > 0]  # a row of weight 0 adds nothing: drop it
+            C = C * c  # per-row hinge weights C c_i, through every solver
         cand_rows = canonical_order(data.X, data.candidates)
         X_lab, X_cand = data.X[lab], data.X[cand_rows]
         b_solve = bud.take(np.searchsorted(data.candidates, cand_rows))
@@ -264,6 +303,9 @@ class TTK(TopKClassifierMixin):
         self.intercept_ = float(b)
         self.objective_ = hinge_objective(self.coef_, self.intercept_, X_lab, y_pm, C)
         self.objective_history_ = history
+        spread = X_cand @ self.coef_
+        self.score_spread_ = float(spread.max() - spread.min())
+        self.trivial_ = bool(self.score_spread_ < TRIVIAL_SPREAD)
         self._select(data.X, data.candidates, k, bud.cost, bud.budget)
         sel_pos = np.searchsorted(data.candidates, self.selected_)
         self.selected_cost_ = float(bud.cost[sel_pos].sum())
