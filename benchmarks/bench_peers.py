@@ -404,6 +404,12 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--csv", type=Path, default=None, help="also write every record here")
+    parser.add_argument(
+        "--from-csv",
+        type=Path,
+        default=None,
+        help="rebuild the report from the records of an earlier --csv (a partial run too)",
+    )
     args = parser.parse_args(argv)
     suites = args.suites.split(",")
     chosen = args.methods.split(",")
@@ -420,23 +426,53 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     if args.reference not in chosen:
         chosen.insert(0, args.reference)
     run = {m: methods[m] for m in chosen}
+    if args.from_csv is not None:
+        records = read_records(args.from_csv)
+        chosen = [m for m in chosen if any(r["method"] == m for r in records)]
+    else:
+        records = _run_all(args, run, notes)
+    command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
+    text = report(records, chosen, args.reference, command.strip(), notes)
+    print(text)
+    _write(args.out, text)
+    return 0
+
+
+def _run_all(args: argparse.Namespace, run: dict[str, FitAndRank], notes: list[str]) -> list[dict]:
+    """Every problem of the suites asked for; records appended to ``--csv`` as they come."""
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for problem in _problems(args, work, notes):
-            records += run_problem(problem, run)
-    command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
-    text = report(records, chosen, args.reference, command.strip(), notes)
-    print(text)
-    _write(args.out, text)
-    if args.csv is not None and records:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        with args.csv.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+            new = run_problem(problem, run)
+            if args.csv is not None:
+                append_records(args.csv, new, fresh=not records)
+            records += new
+    return records
+
+
+_NUMERIC = {"k": int, "precision": float, "seconds": float, "n_labelled": int,
+            "n_positive": int, "n_candidates": int}  # fmt: skip
+
+
+def append_records(path: Path, records: list[dict], *, fresh: bool) -> None:
+    """Append ``records`` to the CSV at ``path`` (a new file with a header when ``fresh``)."""
+    if not records:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w" if fresh else "a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+        if fresh:
             writer.writeheader()
-            writer.writerows(records)
-    return 0
+        writer.writerows(records)
+
+
+def read_records(path: Path) -> list[dict]:
+    """The records of a ``--csv`` file, numbers parsed back."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return [{k: _NUMERIC.get(k, str)(v) for k, v in row.items()} for row in rows]
 
 
 if __name__ == "__main__":
