@@ -58,8 +58,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from reserve.config import SELECT_DEFAULTS
 from reserve.solvers import SVM, TTK, top_k
 
 OUT = Path(__file__).resolve().parent / "results" / "peers.md"
@@ -185,12 +187,32 @@ def standardise(X: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- suites
 
 
-def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...]) -> Iterator[Problem]:
+def effort_suffix(effort: bool) -> str:
+    """What a suite's name gets when its rows carry the effort covariates."""
+    return " + effort" if effort else ""
+
+
+def with_effort(raw: np.ndarray, effort: pd.DataFrame, labelled: np.ndarray) -> np.ndarray:
+    """``raw`` features with the effort covariates of ``reserve select --effort`` appended.
+
+    ``effort`` holds the effort columns of the same rows (any of
+    :data:`reserve.config.EFFORT_COLUMNS`); the labelled rows keep their ``log1p`` effort and
+    every other row is set to the labelled rows' median before anything is fitted
+    (:func:`reserve.design.effort_covariates`), for every method alike.
+    """
+    from reserve.design import effort_covariates
+
+    cov, _ = effort_covariates(effort, np.asarray(labelled, dtype=bool))
+    return np.hstack([raw, cov.to_numpy(dtype=np.float64)])
+
+
+def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...],
+                    effort: bool = False) -> Iterator[Problem]:  # fmt: skip
     """The default region, redrawn per seed: both species, features and rows as select's."""
     import pyogrio
 
     from benchmarks.bench_default_region import simulated_region
-    from reserve.config import DEFAULT_REGION, SPECIES_LABEL_PREFIX, species_slug
+    from reserve.config import DEFAULT_REGION, EFFORT_COLUMNS, SPECIES_LABEL_PREFIX, species_slug
     from reserve.default_region import FILES
     from reserve.evaluate import read_truth
 
@@ -203,16 +225,20 @@ def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...]) -> I
         role = units["role"].astype(str).to_numpy()
         locked = units["locked_out"].fillna(False).astype(bool).to_numpy()
         rows = np.flatnonzero(np.isin(role, ("train", "candidate")) & ~locked)
-        X = standardise(units[features].to_numpy(dtype=np.float64)[rows])
         is_cand = role[rows] == "candidate"
+        raw = units[features].to_numpy(dtype=np.float64)[rows]
+        if effort:
+            raw = with_effort(raw, units[list(EFFORT_COLUMNS)].iloc[rows].reset_index(drop=True),
+                              ~is_cand)  # fmt: skip
+        X = standardise(raw)
         ids = units["cell_id"].to_numpy()[rows]
         for i, species in enumerate(DEFAULT_REGION.species_all):
             label = units[SPECIES_LABEL_PREFIX + species_slug(species)].to_numpy()[rows]
             y = np.where(is_cand, -1, label).astype(np.int64)
             key = "truth" if i == 0 else f"truth_{species_slug(species)}"
             truth = read_truth(folder / FILES[key]).loc[ids, "occupied"].to_numpy(dtype=np.int64)
-            yield Problem("region", species, f"seed {seed}", X, y, truth, budgets,
-                          {"cell_id": ids})  # fmt: skip
+            yield Problem("region" + effort_suffix(effort), species, f"seed {seed}", X, y,
+                          truth, budgets, {"cell_id": ids})  # fmt: skip
 
 
 def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.ndarray]:
@@ -222,8 +248,13 @@ def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.n
     return [np.sort(f) for f in np.array_split(order, n_folds)]
 
 
-def bcr27_problems(n_folds: int, min_checklists: int = 5) -> Iterator[Problem]:
-    """BCR 27 surrogates: random folds (all / well-surveyed candidates) and blocked folds."""
+def bcr27_problems(n_folds: int, min_checklists: int = 5,
+                   effort: bool = False) -> Iterator[Problem]:  # fmt: skip
+    """BCR 27 surrogates: random folds (all / well-surveyed candidates) and blocked folds.
+
+    With ``effort`` the covariate is the checklists per cell (the surrogates keep no hours or
+    kilometres); candidates are scored at the labelled cells' median.
+    """
     from reserve.paper.surrogates import BCR27_SPECIES, bcr27_instance
 
     for code, common in BCR27_SPECIES.items():
@@ -241,8 +272,13 @@ def bcr27_problems(n_folds: int, min_checklists: int = 5) -> Iterator[Problem]:
                 truth = np.concatenate([inst.y[lab], inst.y_candidates[fold]])
                 k = max(1, round(0.05 * fold.size))
                 context = {"cell_id": inst.cell_ids[rows], "n_checklists": inst.n_checklists[rows]}
-                X = standardise(raw[rows])
-                yield Problem(f"bcr27 ({variant})", common, f"fold {j}", X, y, truth, (k,), context)
+                Xr = raw[rows]
+                if effort:
+                    frame = pd.DataFrame({"n_checklists": inst.n_checklists[rows]})
+                    Xr = with_effort(Xr, frame, y != -1)
+                X = standardise(Xr)
+                yield Problem(f"bcr27 ({variant}){effort_suffix(effort)}", common, f"fold {j}", X,
+                              y, truth, (k,), context)  # fmt: skip
 
 
 def uci_problems(n_splits: int) -> Iterator[Problem]:
@@ -358,11 +394,19 @@ def report(records: list[dict], methods: list[str], reference: str, command: str
     return "\n".join(lines)
 
 
+def effort_variants(choice: str) -> tuple[bool, ...]:
+    """``--effort`` as the variants run: ``on``, ``off`` or ``both`` (off first)."""
+    return {"on": (True,), "off": (False,), "both": (False, True)}[choice]
+
+
 def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterator[Problem]:
     suites = args.suites.split(",")
+    efforts = effort_variants(args.effort)
     if "region" in suites:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(range(5))
-        yield from region_problems(seeds[:2] if args.quick else seeds, work, (10, 30, 100))
+        for effort in efforts:
+            yield from region_problems(seeds[:2] if args.quick else seeds, work, (10, 30, 100),
+                                       effort)  # fmt: skip
     if "bcr27" in suites:
         from reserve.paper.surrogates import default_bcr27_dir
 
@@ -373,7 +417,8 @@ def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterato
                 "(set RESERVE_BCR27_DIR)"
             )
         else:
-            yield from bcr27_problems(3 if args.quick else args.folds)
+            for effort in efforts:
+                yield from bcr27_problems(3 if args.quick else args.folds, effort=effort)
     if "uci" in suites:
         yield from uci_problems(3 if args.quick else args.splits)
 
@@ -401,6 +446,13 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
         type=Path,
         default=None,
         help="folder for the redrawn regions (kept; default a temporary one)",
+    )
+    parser.add_argument(
+        "--effort",
+        choices=("on", "off", "both"),
+        default="on" if SELECT_DEFAULTS.effort else "off",
+        help="survey effort covariates on the region and BCR 27 rows (default: as reserve "
+        "select's default); both: every suite twice",
     )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--csv", type=Path, default=None, help="also write every record here")
