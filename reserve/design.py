@@ -593,9 +593,10 @@ def effort_covariates(
     ``effort__log_<column>`` = ``log1p(value)`` (effort counts and sums are skewed); the
     training cells keep their own value and every other cell (candidates, whose effort says
     nothing about their habitat, and the rest) gets the *standard effort*: the median of the
-    training cells' values. Candidates then differ in habitat only; for a model additive in
-    its features the choice of the standard shifts every candidate's score equally and does
-    not change the ranking.
+    training cells' values. A column with the same value on every training cell is left out
+    (nothing can be learned from it). Candidates then differ in habitat only; for a model
+    additive in its features the choice of the standard shifts every candidate's score
+    equally and does not change the ranking.
 
     Parameters
     ----------
@@ -609,7 +610,8 @@ def effort_covariates(
     Returns
     -------
     covariates : pandas.DataFrame
-        One column per effort column present (none when none is), indexed like ``units``.
+        One column per effort column present and not constant on ``train``, indexed like
+        ``units``.
     standard : dict of str to float
         The standard value of each covariate.
 
@@ -639,8 +641,10 @@ def effort_covariates(
                 f"(cell_id {ids}); re-create the file with 'reserve ingest', or pass --no-effort"
             )
         value = np.log1p(np.where(train, raw, 0.0))
+        if not train.any() or np.ptp(value[train]) == 0:
+            continue  # the same effort on every training cell: nothing to learn from it
         name = f"{EFFORT_PREFIX}log_{col}"
-        standard[name] = float(np.median(value[train])) if train.any() else 0.0
+        standard[name] = float(np.median(value[train]))
         out[name] = np.where(train, value, standard[name])
     return pd.DataFrame(out, index=units.index), standard
 
