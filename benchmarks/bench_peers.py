@@ -423,7 +423,8 @@ def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterato
         yield from uci_problems(3 if args.quick else args.splits)
 
 
-def _write(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -486,7 +487,7 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
     text = report(records, chosen, args.reference, command.strip(), notes)
     print(text)
-    _write(args.out, text)
+    write_atomic(args.out, text)
     return 0
 
 
