@@ -285,9 +285,9 @@ def uci_problems(n_splits: int) -> Iterator[Problem]:
     """The paper's seven UCI sets: random 50/50 splits, k = 5 % of the test half."""
     from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
 
-    for name in BENCHMARKS:
-        X, y0 = load_benchmark(name)
-        for s in range(n_splits):
+    data = {name: load_benchmark(name) for name in BENCHMARKS}
+    for s in range(n_splits):  # splits outermost: a partial run covers every set
+        for name, (X, y0) in data.items():
             Xa, yf, yh, k = transductive_split(X, y0, random_state=s)
             truth = np.concatenate([yf[yf != -1], yh])
             yield Problem("uci", name, f"split {s}", Xa, yf, truth, (k,))
