@@ -12,8 +12,8 @@ Models (``--models``):
 
 - ``auto``: ``reserve select``'s default, :class:`reserve.solvers.AutoTTK`, fitted at every
   ``k``. Its cross-validation depends on ``k`` only through the folds' budgets
-  (:func:`reserve.solvers.fold_k`), so the full cross-validated fit runs once per run of
-  consecutive budgets with the same fold budgets (:func:`fold_budget_groups`, computed for
+  (:func:`reserve.solvers.fold_k`), so the full cross-validated fit runs once per group of
+  budgets with the same fold budgets (:func:`fold_budget_groups`, computed for
   every fold size the stratified folds can have); every other ``k`` of the run fits
   ``AutoTTK(k, models=(winner,), Cs=(C,))``, the same final fit without repeating the
   cross-validation, and at the group's first ``k`` both are fitted and must agree (checked);
@@ -38,6 +38,7 @@ import platform
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -75,7 +76,7 @@ def largest_drop(ks: list[int], precision: list[float]) -> tuple[float, int]:
 
 def fold_budget_groups(ks: list[int], n_labelled: int, n_positive: int, n_candidates: int,
                        cv: int = 3) -> list[list[int]]:  # fmt: skip
-    """Runs of consecutive ``ks`` whose cross-validation folds get the same budgets.
+    """The ``ks`` grouped by the budgets their cross-validation folds get (first seen first).
 
     AutoTTK's folds hold ``n_labelled / cv`` rows (one more or less) with ``n_positive / cv``
     positives (one more or less); the budget of each is :func:`reserve.solvers.fold_k`. Two
@@ -93,16 +94,10 @@ def fold_budget_groups(ks: list[int], n_labelled: int, n_positive: int, n_candid
     def signature(k: int) -> tuple[int, ...]:
         return tuple(fold_k(n, p, k, n_candidates) for n in sizes for p in pos if p <= n)
 
-    groups: list[list[int]] = []
-    last = None
+    groups: dict[tuple[int, ...], list[int]] = {}
     for k in ks:
-        sig = signature(k)
-        if groups and sig == last and k == groups[-1][-1] + 1:
-            groups[-1].append(k)
-        else:
-            groups.append([k])
-        last = sig
-    return groups
+        groups.setdefault(signature(k), []).append(k)
+    return list(groups.values())
 
 
 def auto_curve(X: np.ndarray, y: np.ndarray, ks: list[int], seed: int) -> dict[int, np.ndarray]:
@@ -116,7 +111,9 @@ def auto_curve(X: np.ndarray, y: np.ndarray, ks: list[int], seed: int) -> dict[i
         out[group[0]] = np.asarray(full.selected_)
         for k in group:
             est = AutoTTK(k=k, models=(best["model"],), Cs=(best["C"],), random_state=seed)
-            sel = np.asarray(est.fit(X, y).selected_)
+            with warnings.catch_warnings():  # one grid point: no CV scores to average
+                warnings.simplefilter("ignore", RuntimeWarning)
+                sel = np.asarray(est.fit(X, y).selected_)
             if k == group[0] and not np.array_equal(sel, out[k]):
                 raise RuntimeError(f"the final fit alone differs from the full fit at k={k}")
             out[k] = sel
