@@ -378,6 +378,41 @@ def suite_report(records: list[dict], methods: list[str], reference: str) -> lis
     return [*lines, ""]
 
 
+def effort_report(records: list[dict], methods: list[str]) -> list[str]:
+    """Markdown: each method with and without the effort covariates, paired per problem.
+
+    Pairs a suite ``S`` with ``S + effort`` (the same problems and ``k``); empty when no
+    suite ran both ways.
+    """
+    suffix = effort_suffix(True)
+    suites = list(dict.fromkeys(r["suite"] for r in records))
+    pairs = [(s, s + suffix) for s in suites if s + suffix in suites]
+    lines: list[str] = []
+    for off, on in pairs:
+        lines += [f"## Effort covariates: {on} against {off}", "",
+                  "Per method: mean precision without and with the covariates, and the paired "
+                  "wins / ties / losses and Wilcoxon p of *with* against *without* (same "
+                  "problems and k).", "",
+                  "| method | without | with | with - without | wins/ties/losses | Wilcoxon p |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for m in methods:
+            a = {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
+                 if r["suite"] == off and r["method"] == m}  # fmt: skip
+            b = {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
+                 if r["suite"] == on and r["method"] == m}  # fmt: skip
+            common = [key for key in a if key in b]
+            if not common:
+                continue
+            d = np.array([b[key] - a[key] for key in common])
+            d = np.where(abs(d) <= 1e-12, 0.0, d)
+            wtl = f"{int((d > 0).sum())}/{int((d == 0).sum())}/{int((d < 0).sum())}"
+            ma, mb = np.mean([a[key] for key in common]), np.mean([b[key] for key in common])
+            lines.append(f"| {m} | {ma:.3f} | {mb:.3f} | {mb - ma:+.3f} | {wtl} | "
+                         f"{wilcoxon_p(d):.3g} |")  # fmt: skip
+        lines.append("")
+    return lines
+
+
 def report(records: list[dict], methods: list[str], reference: str, command: str,
            notes: list[str]) -> str:  # fmt: skip
     """The whole markdown report: one section per suite."""
@@ -391,6 +426,7 @@ def report(records: list[dict], methods: list[str], reference: str, command: str
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
     for suite in dict.fromkeys(r["suite"] for r in records):
         lines += suite_report([r for r in records if r["suite"] == suite], methods, reference)
+    lines += effort_report(records, methods)
     return "\n".join(lines)
 
 

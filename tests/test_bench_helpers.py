@@ -77,3 +77,15 @@ def test_records_round_trip_and_paired_counts(tmp_path):
     assert "| rf | 0.300 | 1/1/1 |" in text  # one win, one tie, one loss
     assert "| **all** | 0.300 | 0.300 |" not in text  # both means are the best: both bold
     assert "**0.300**" in text
+
+
+def test_effort_report_pairs_each_suite_with_its_effort_variant():
+    recs = [_rec("auto", "p1", 0.5), _rec("auto", "p2", 0.5)]
+    recs += [{**_rec("auto", "p1", 0.7), "suite": "s + effort"},
+             {**_rec("auto", "p2", 0.4), "suite": "s + effort"}]  # fmt: skip
+    from benchmarks.bench_peers import effort_report
+
+    text = "\n".join(effort_report(recs, ["auto", "rf"]))
+    assert "| auto | 0.500 | 0.550 | +0.050 | 1/0/1 |" in text
+    assert "| rf |" not in text  # not run: no line
+    assert effort_report(recs[:2], ["auto"]) == []  # one way only: nothing to pair
