@@ -165,7 +165,8 @@ def report(rows: list[dict], command: str, notes: list[str]) -> str:
         at = " / ".join(f"{p[k]:.2f}" if k in p else "-" for k in (10, 30, 100))
         ok = "yes" if r["drop"] <= TARGET_DROP else "**no**"
         lines.append(
-            f"| {r['model']} | {r['species']} | {r['seed']} | {min(p)}-{max(p)} | {at} | "
+            f"| {r['model']} | {r['species']} | {r['seed']} | {len(p)} in {min(p)}-{max(p)} | "
+            f"{at} | "
             f"{np.mean(list(p.values())):.3f} | {r['drop']:.3f} | {r['at']} → {r['at'] + 1} | "
             f"{ok} | {r['seconds'] / len(p):.1f} |"
         )
