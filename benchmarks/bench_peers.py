@@ -37,9 +37,17 @@ For each suite: mean precision per method (and per group), the paired wins / tie
 the two-sided Wilcoxon signed-rank p of the reference method (``--reference``, by default the
 method ``reserve select`` runs by default) against every other, and mean seconds per fit.
 
+Effort (``--effort on|off|both``, default as ``reserve select``'s): the region and BCR 27 rows
+get the survey-effort covariates of ``reserve select --effort`` (:func:`with_effort`: ``log1p``
+checklists, hours and km; BCR 27 has checklists only), the same for every method, candidates at
+the labelled rows' median; ``both`` runs each suite twice (``region`` and ``region + effort``)
+and adds a section pairing every method with and without them. UCI rows have no effort.
+
 Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
 (writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
-``--folds``, ``--splits`` set them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set).
+``--folds``, ``--splits`` set them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set). ``--csv``
+appends every record as each problem ends; ``--from-csv`` writes the report from such a file
+(a stopped run's too) without fitting anything.
 """
 
 from __future__ import annotations
