@@ -37,9 +37,17 @@ For each suite: mean precision per method (and per group), the paired wins / tie
 the two-sided Wilcoxon signed-rank p of the reference method (``--reference``, by default the
 method ``reserve select`` runs by default) against every other, and mean seconds per fit.
 
+Effort (``--effort on|off|both``, default as ``reserve select``'s): the region and BCR 27 rows
+get the survey-effort covariates of ``reserve select --effort`` (:func:`with_effort`: ``log1p``
+checklists, hours and km; BCR 27 has checklists only), the same for every method, candidates at
+the labelled rows' median; ``both`` runs each suite twice (``region`` and ``region + effort``)
+and adds a section pairing every method with and without them. UCI rows have no effort.
+
 Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
 (writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
-``--folds``, ``--splits`` set them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set).
+``--folds``, ``--splits`` set them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set). ``--csv``
+appends every record as each problem ends; ``--from-csv`` writes the report from such a file
+(a stopped run's too) without fitting anything.
 """
 
 from __future__ import annotations
@@ -58,8 +66,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from reserve.config import SELECT_DEFAULTS
 from reserve.solvers import SVM, TTK, top_k
 
 OUT = Path(__file__).resolve().parent / "results" / "peers.md"
@@ -185,12 +195,32 @@ def standardise(X: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- suites
 
 
-def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...]) -> Iterator[Problem]:
+def effort_suffix(effort: bool) -> str:
+    """What a suite's name gets when its rows carry the effort covariates."""
+    return " + effort" if effort else ""
+
+
+def with_effort(raw: np.ndarray, effort: pd.DataFrame, labelled: np.ndarray) -> np.ndarray:
+    """``raw`` features with the effort covariates of ``reserve select --effort`` appended.
+
+    ``effort`` holds the effort columns of the same rows (any of
+    :data:`reserve.config.EFFORT_COLUMNS`); the labelled rows keep their ``log1p`` effort and
+    every other row is set to the labelled rows' median before anything is fitted
+    (:func:`reserve.design.effort_covariates`), for every method alike.
+    """
+    from reserve.design import effort_covariates
+
+    cov, _ = effort_covariates(effort, np.asarray(labelled, dtype=bool))
+    return np.hstack([raw, cov.to_numpy(dtype=np.float64)])
+
+
+def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...],
+                    effort: bool = False) -> Iterator[Problem]:  # fmt: skip
     """The default region, redrawn per seed: both species, features and rows as select's."""
     import pyogrio
 
     from benchmarks.bench_default_region import simulated_region
-    from reserve.config import DEFAULT_REGION, SPECIES_LABEL_PREFIX, species_slug
+    from reserve.config import DEFAULT_REGION, EFFORT_COLUMNS, SPECIES_LABEL_PREFIX, species_slug
     from reserve.default_region import FILES
     from reserve.evaluate import read_truth
 
@@ -203,16 +233,20 @@ def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...]) -> I
         role = units["role"].astype(str).to_numpy()
         locked = units["locked_out"].fillna(False).astype(bool).to_numpy()
         rows = np.flatnonzero(np.isin(role, ("train", "candidate")) & ~locked)
-        X = standardise(units[features].to_numpy(dtype=np.float64)[rows])
         is_cand = role[rows] == "candidate"
+        raw = units[features].to_numpy(dtype=np.float64)[rows]
+        if effort:
+            raw = with_effort(raw, units[list(EFFORT_COLUMNS)].iloc[rows].reset_index(drop=True),
+                              ~is_cand)  # fmt: skip
+        X = standardise(raw)
         ids = units["cell_id"].to_numpy()[rows]
         for i, species in enumerate(DEFAULT_REGION.species_all):
             label = units[SPECIES_LABEL_PREFIX + species_slug(species)].to_numpy()[rows]
             y = np.where(is_cand, -1, label).astype(np.int64)
             key = "truth" if i == 0 else f"truth_{species_slug(species)}"
             truth = read_truth(folder / FILES[key]).loc[ids, "occupied"].to_numpy(dtype=np.int64)
-            yield Problem("region", species, f"seed {seed}", X, y, truth, budgets,
-                          {"cell_id": ids})  # fmt: skip
+            yield Problem("region" + effort_suffix(effort), species, f"seed {seed}", X, y,
+                          truth, budgets, {"cell_id": ids})  # fmt: skip
 
 
 def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.ndarray]:
@@ -222,8 +256,13 @@ def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.n
     return [np.sort(f) for f in np.array_split(order, n_folds)]
 
 
-def bcr27_problems(n_folds: int, min_checklists: int = 5) -> Iterator[Problem]:
-    """BCR 27 surrogates: random folds (all / well-surveyed candidates) and blocked folds."""
+def bcr27_problems(n_folds: int, min_checklists: int = 5,
+                   effort: bool = False) -> Iterator[Problem]:  # fmt: skip
+    """BCR 27 surrogates: random folds (all / well-surveyed candidates) and blocked folds.
+
+    With ``effort`` the covariate is the checklists per cell (the surrogates keep no hours or
+    kilometres); candidates are scored at the labelled cells' median.
+    """
     from reserve.paper.surrogates import BCR27_SPECIES, bcr27_instance
 
     for code, common in BCR27_SPECIES.items():
@@ -241,17 +280,22 @@ def bcr27_problems(n_folds: int, min_checklists: int = 5) -> Iterator[Problem]:
                 truth = np.concatenate([inst.y[lab], inst.y_candidates[fold]])
                 k = max(1, round(0.05 * fold.size))
                 context = {"cell_id": inst.cell_ids[rows], "n_checklists": inst.n_checklists[rows]}
-                X = standardise(raw[rows])
-                yield Problem(f"bcr27 ({variant})", common, f"fold {j}", X, y, truth, (k,), context)
+                Xr = raw[rows]
+                if effort:
+                    frame = pd.DataFrame({"n_checklists": inst.n_checklists[rows]})
+                    Xr = with_effort(Xr, frame, y != -1)
+                X = standardise(Xr)
+                yield Problem(f"bcr27 ({variant}){effort_suffix(effort)}", common, f"fold {j}", X,
+                              y, truth, (k,), context)  # fmt: skip
 
 
 def uci_problems(n_splits: int) -> Iterator[Problem]:
     """The paper's seven UCI sets: random 50/50 splits, k = 5 % of the test half."""
     from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
 
-    for name in BENCHMARKS:
-        X, y0 = load_benchmark(name)
-        for s in range(n_splits):
+    data = {name: load_benchmark(name) for name in BENCHMARKS}
+    for s in range(n_splits):  # splits outermost: a partial run covers every set
+        for name, (X, y0) in data.items():
             Xa, yf, yh, k = transductive_split(X, y0, random_state=s)
             truth = np.concatenate([yf[yf != -1], yh])
             yield Problem("uci", name, f"split {s}", Xa, yf, truth, (k,))
@@ -342,6 +386,41 @@ def suite_report(records: list[dict], methods: list[str], reference: str) -> lis
     return [*lines, ""]
 
 
+def effort_report(records: list[dict], methods: list[str]) -> list[str]:
+    """Markdown: each method with and without the effort covariates, paired per problem.
+
+    Pairs a suite ``S`` with ``S + effort`` (the same problems and ``k``); empty when no
+    suite ran both ways.
+    """
+    suffix = effort_suffix(True)
+    suites = list(dict.fromkeys(r["suite"] for r in records))
+    pairs = [(s, s + suffix) for s in suites if s + suffix in suites]
+    lines: list[str] = []
+    for off, on in pairs:
+        lines += [f"## Effort covariates: {on} against {off}", "",
+                  "Per method: mean precision without and with the covariates, and the paired "
+                  "wins / ties / losses and Wilcoxon p of *with* against *without* (same "
+                  "problems and k).", "",
+                  "| method | without | with | with - without | wins/ties/losses | Wilcoxon p |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for m in methods:
+            a = {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
+                 if r["suite"] == off and r["method"] == m}  # fmt: skip
+            b = {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
+                 if r["suite"] == on and r["method"] == m}  # fmt: skip
+            common = [key for key in a if key in b]
+            if not common:
+                continue
+            d = np.array([b[key] - a[key] for key in common])
+            d = np.where(abs(d) <= 1e-12, 0.0, d)
+            wtl = f"{int((d > 0).sum())}/{int((d == 0).sum())}/{int((d < 0).sum())}"
+            ma, mb = np.mean([a[key] for key in common]), np.mean([b[key] for key in common])
+            lines.append(f"| {m} | {ma:.3f} | {mb:.3f} | {mb - ma:+.3f} | {wtl} | "
+                         f"{wilcoxon_p(d):.3g} |")  # fmt: skip
+        lines.append("")
+    return lines
+
+
 def report(records: list[dict], methods: list[str], reference: str, command: str,
            notes: list[str]) -> str:  # fmt: skip
     """The whole markdown report: one section per suite."""
@@ -355,14 +434,23 @@ def report(records: list[dict], methods: list[str], reference: str, command: str
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
     for suite in dict.fromkeys(r["suite"] for r in records):
         lines += suite_report([r for r in records if r["suite"] == suite], methods, reference)
+    lines += effort_report(records, methods)
     return "\n".join(lines)
+
+
+def effort_variants(choice: str) -> tuple[bool, ...]:
+    """``--effort`` as the variants run: ``on``, ``off`` or ``both`` (off first)."""
+    return {"on": (True,), "off": (False,), "both": (False, True)}[choice]
 
 
 def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterator[Problem]:
     suites = args.suites.split(",")
+    efforts = effort_variants(args.effort)
     if "region" in suites:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(range(5))
-        yield from region_problems(seeds[:2] if args.quick else seeds, work, (10, 30, 100))
+        for seed in seeds[:2] if args.quick else seeds:  # a partial run compares like with like
+            for effort in efforts:
+                yield from region_problems([seed], work, (10, 30, 100), effort)
     if "bcr27" in suites:
         from reserve.paper.surrogates import default_bcr27_dir
 
@@ -373,12 +461,14 @@ def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterato
                 "(set RESERVE_BCR27_DIR)"
             )
         else:
-            yield from bcr27_problems(3 if args.quick else args.folds)
+            for effort in efforts:
+                yield from bcr27_problems(3 if args.quick else args.folds, effort=effort)
     if "uci" in suites:
         yield from uci_problems(3 if args.quick else args.splits)
 
 
-def _write(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -402,8 +492,21 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
         default=None,
         help="folder for the redrawn regions (kept; default a temporary one)",
     )
+    parser.add_argument(
+        "--effort",
+        choices=("on", "off", "both"),
+        default="on" if SELECT_DEFAULTS.effort else "off",
+        help="survey effort covariates on the region and BCR 27 rows (default: as reserve "
+        "select's default); both: every suite twice",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--csv", type=Path, default=None, help="also write every record here")
+    parser.add_argument(
+        "--from-csv",
+        type=Path,
+        default=None,
+        help="rebuild the report from the records of an earlier --csv (a partial run too)",
+    )
     args = parser.parse_args(argv)
     suites = args.suites.split(",")
     chosen = args.methods.split(",")
@@ -420,23 +523,53 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     if args.reference not in chosen:
         chosen.insert(0, args.reference)
     run = {m: methods[m] for m in chosen}
+    if args.from_csv is not None:
+        records = read_records(args.from_csv)
+        chosen = [m for m in chosen if any(r["method"] == m for r in records)]
+    else:
+        records = _run_all(args, run, notes)
+    command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
+    text = report(records, chosen, args.reference, command.strip(), notes)
+    print(text)
+    write_atomic(args.out, text)
+    return 0
+
+
+def _run_all(args: argparse.Namespace, run: dict[str, FitAndRank], notes: list[str]) -> list[dict]:
+    """Every problem of the suites asked for; records appended to ``--csv`` as they come."""
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for problem in _problems(args, work, notes):
-            records += run_problem(problem, run)
-    command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
-    text = report(records, chosen, args.reference, command.strip(), notes)
-    print(text)
-    _write(args.out, text)
-    if args.csv is not None and records:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        with args.csv.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+            new = run_problem(problem, run)
+            if args.csv is not None:
+                append_records(args.csv, new, fresh=not records)
+            records += new
+    return records
+
+
+_NUMERIC = {"k": int, "precision": float, "seconds": float, "n_labelled": int,
+            "n_positive": int, "n_candidates": int}  # fmt: skip
+
+
+def append_records(path: Path, records: list[dict], *, fresh: bool) -> None:
+    """Append ``records`` to the CSV at ``path`` (a new file with a header when ``fresh``)."""
+    if not records:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w" if fresh else "a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+        if fresh:
             writer.writeheader()
-            writer.writerows(records)
-    return 0
+        writer.writerows(records)
+
+
+def read_records(path: Path) -> list[dict]:
+    """The records of a ``--csv`` file, numbers parsed back."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return [{k: _NUMERIC.get(k, str)(v) for k, v in row.items()} for row in rows]
 
 
 if __name__ == "__main__":

@@ -372,6 +372,12 @@ def ingest_command(**kw: object) -> None:
     type=_INT,
     help="Worker processes for the bootstrap refits and AutoTTK's folds (default 1).",
 )
+@click.option(
+    "--effort/--no-effort",
+    default=None,
+    help="Survey effort (checklists, hours, km) as covariates, candidates scored at the "
+    f"training median effort (default {'--effort' if SELECT_DEFAULTS.effort else '--no-effort'}).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 @click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
 def select_command(config: str | None, **kw: object) -> None:

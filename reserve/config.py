@@ -15,6 +15,8 @@ from reserve.errors import InvalidInputError
 __all__ = [
     "CONFIG_KEYS",
     "DEFAULT_REGION",
+    "EFFORT_COLUMNS",
+    "EFFORT_PREFIX",
     "INGEST_DEFAULTS",
     "MULTI_SPECIES_METHODS",
     "PLANNING_UNIT_COLUMNS",
@@ -49,6 +51,15 @@ PLANNING_UNIT_COLUMNS = (
     "locked_out",
     "region_fraction",
 )
+
+
+#: Per-cell survey effort columns of ``planning_units`` that ``effort=True`` turns into
+#: covariates (those present): checklists, hours and kilometres, each ``log1p``-transformed.
+EFFORT_COLUMNS = ("n_checklists", "effort_hours", "effort_km")
+
+#: Prefix of the effort covariate columns ``reserve select`` adds (``effort__log_n_checklists``);
+#: never read back as habitat features.
+EFFORT_PREFIX = "effort__"
 
 
 @dataclass(frozen=True)
@@ -220,6 +231,12 @@ class SelectDefaults:
         What TTK learns from the features: ``auto`` (the feature map and C chosen by
         cross-validation on the training cells, :class:`reserve.solvers.AutoTTK`), ``linear``
         (the paper's TTK on the standardised features) or one map of :data:`SELECT_MODELS`.
+    effort : bool
+        Add each cell's survey effort (:data:`EFFORT_COLUMNS`, ``log1p``) as covariates:
+        training cells keep their own, every other cell is scored at the standard effort
+        (the training cells' median), so the ranking is of habitat, not of birder density
+        (eBird's analytical guidelines). See ``docs/benchmarks.md`` for the measurement
+        behind the default.
     """
 
     method: str = "ttk"
@@ -236,6 +253,7 @@ class SelectDefaults:
     bootstrap: int = 0
     n_jobs: int = 1
     model: str = "auto"
+    effort: bool = True
 
 
 SELECT_DEFAULTS = SelectDefaults()
@@ -423,6 +441,8 @@ class SelectOptions:
     model : str
         One of :data:`SELECT_MODELS`; ``auto`` means ``linear`` for the baselines, the exact
         methods and several species (see :attr:`effective_model`).
+    effort : bool
+        Survey effort as covariates, candidates scored at the standard effort.
 
     Examples
     --------
@@ -448,6 +468,7 @@ class SelectOptions:
     cost_column: str | None = None
     species: tuple[str, ...] | None = None
     model: str = SELECT_DEFAULTS.model
+    effort: bool = SELECT_DEFAULTS.effort
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -466,8 +487,11 @@ class SelectOptions:
         else:
             put(self, "budget", _as_cells(self.budget))
         put(self, "species", _as_species(self.species))
-        if not isinstance(self.overwrite, bool):
-            raise InvalidInputError(f"overwrite must be true or false; received {self.overwrite!r}")
+        for key in ("overwrite", "effort"):
+            if not isinstance(getattr(self, key), bool):
+                raise InvalidInputError(
+                    f"{key} must be true or false; received {getattr(self, key)!r}"
+                )
         for key in _PATH_KEYS:
             value = getattr(self, key)
             if value is not None and not isinstance(value, str | os.PathLike):

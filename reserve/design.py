@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import validate_data
 
 from reserve.config import (
+    EFFORT_COLUMNS,
+    EFFORT_PREFIX,
     INGEST_DEFAULTS,
     PLANNING_UNIT_COLUMNS,
     SPECIES_DETECTIONS_PREFIX,
@@ -71,6 +73,7 @@ __all__ = [
     "boolean_values",
     "build_problem",
     "default_cells",
+    "effort_covariates",
     "feature_columns",
     "file_sha256",
     "locate_cells",
@@ -92,7 +95,7 @@ NON_FEATURES = (
     "cumulative_cost",
 )
 #: Prefixes of per-species columns that are never features (labels, counts, scores).
-NON_FEATURE_PREFIXES = (SPECIES_LABEL_PREFIX, SPECIES_DETECTIONS_PREFIX, "score__")
+NON_FEATURE_PREFIXES = (SPECIES_LABEL_PREFIX, SPECIES_DETECTIONS_PREFIX, "score__", EFFORT_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,9 @@ class Problem:
         buys at the median candidate cost).
     free_budget : float or None
         Money left after the locked-in cells (money budgets).
+    effort : dict of str to float
+        With ``effort=True``: each effort covariate (the last columns of ``features``) and the
+        standard value every cell but the training cells is scored at; empty otherwise.
     """
 
     units: gpd.GeoDataFrame
@@ -156,6 +162,7 @@ class Problem:
     k_free: int
     k_fit: int
     free_budget: float | None
+    effort: dict[str, float] = field(default_factory=dict)
 
     @property
     def multi(self) -> bool:
@@ -691,6 +698,73 @@ def _allocate(
     return k_free, k_fit
 
 
+def effort_covariates(
+    units: pd.DataFrame, train: np.ndarray, columns: tuple[str, ...] = EFFORT_COLUMNS
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Each cell's survey effort as covariates, every cell but ``train`` at the standard effort.
+
+    eBird's analytical guidelines model detection with the effort of the checklists and
+    predict at one standard effort, so that a map shows where the species lives rather than
+    where birders look. Here each effort column of ``columns`` that ``units`` has becomes
+    ``effort__log_<column>`` = ``log1p(value)`` (effort counts and sums are skewed); the
+    training cells keep their own value and every other cell (candidates, whose effort says
+    nothing about their habitat, and the rest) gets the *standard effort*: the median of the
+    training cells' values. A column with the same value on every training cell is left out
+    (nothing can be learned from it). Candidates then differ in habitat only; for a model
+    additive in its features the choice of the standard shifts every candidate's score
+    equally and does not change the ranking.
+
+    Parameters
+    ----------
+    units : pandas.DataFrame
+        The planning units.
+    train : numpy.ndarray of bool
+        The cells whose labels are fitted.
+    columns : tuple of str
+        Effort columns to use when present.
+
+    Returns
+    -------
+    covariates : pandas.DataFrame
+        One column per effort column present and not constant on ``train``, indexed like
+        ``units``.
+    standard : dict of str to float
+        The standard value of each covariate.
+
+    Raises
+    ------
+    DataFileError
+        An effort value of a training cell that is missing, negative or not finite.
+
+    Examples
+    --------
+    >>> import pandas as pd, numpy as np
+    >>> units = pd.DataFrame({"n_checklists": [1, 3, 7, 0]})
+    >>> cov, std = effort_covariates(units, np.array([True, True, True, False]))
+    >>> np.round(np.expm1(cov["effort__log_n_checklists"].to_numpy()), 6).tolist()
+    [1.0, 3.0, 7.0, 3.0]
+    """
+    present = [c for c in columns if c in units.columns]
+    out: dict[str, np.ndarray] = {}
+    standard: dict[str, float] = {}
+    for col in present:
+        raw = pd.to_numeric(units[col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = train & ~(np.isfinite(raw) & (raw >= 0))
+        if bad.any():
+            ids = units["cell_id"].to_numpy()[bad][:5].tolist() if "cell_id" in units else []
+            raise DataFileError(
+                f"{int(bad.sum())} training cells have a missing, negative or infinite {col!r} "
+                f"(cell_id {ids}); re-create the file with 'reserve ingest', or pass --no-effort"
+            )
+        value = np.log1p(np.where(train, raw, 0.0))
+        if not train.any() or np.ptp(value[train]) == 0:
+            continue  # the same effort on every training cell: nothing to learn from it
+        name = f"{EFFORT_PREFIX}log_{col}"
+        standard[name] = float(np.median(value[train]))
+        out[name] = np.where(train, value, standard[name])
+    return pd.DataFrame(out, index=units.index), standard
+
+
 def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> Problem:
     """Check ``units`` against ``opts`` and build the :class:`Problem`.
 
@@ -728,6 +802,11 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     exclude = () if opts.cost_column is None else (opts.cost_column,)
     features = _feature_names(units, exclude, source)
     train, cand = _fit_rows(units, label, lock_out | lock_in, source)
+    effort: dict[str, float] = {}
+    if opts.effort:
+        covariates, effort = effort_covariates(units, train)
+        units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
+        features = [*features, *effort]
     raw = _feature_values(units, features, train | cand, source)
     rows = np.flatnonzero(train | cand)
     y = np.where(cand[rows], -1, label[rows]).astype(np.int64)
@@ -741,5 +820,5 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
         train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
         labels=labels, species=tuple(opts.species or ()), slugs=tuple(slugs),
-        k_free=k_free, k_fit=k_fit, free_budget=free_budget,
+        k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort,
     )  # fmt: skip

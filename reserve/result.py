@@ -409,6 +409,9 @@ def build_result(
         contributions = fit.Z[sel_rows].mean(axis=0) * coef.sum(axis=0)
     else:  # not linear: how far the selected cells sit from an average cell, in sd
         contributions = np.nan_to_num(fit.Z[sel_rows].mean(axis=0)) if sel_rows.size else None
+    if contributions is not None and problem.effort:  # effort is no reason a cell was chosen
+        contributions = np.where(np.isin(problem.features, list(problem.effort)), 0.0,
+                                 contributions)  # fmt: skip
     result = SelectionResult(
         planning_units=result_units,
         selected=sel,

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -259,6 +260,9 @@ def run_selection(
         choosing = (f"choosing {problem.k_free} more" if not opts.money
                     else f"choosing more for {problem.free_budget:g} of the budget")  # fmt: skip
         say(f"{problem.n_locked_in} cells locked in, {n_out} locked out; {choosing}")
+    if problem.effort:
+        say(f"effort covariates {', '.join(problem.effort)}; candidates scored at the training "
+            "median")  # fmt: skip
     fit = _fit(opts, problem, say)
     inputs = {"cells_path": str(cells_path), "cells_sha256": file_sha256(cells_path),
               "public_path": "" if public is None else str(public),
@@ -268,6 +272,7 @@ def run_selection(
     if not result.summary.get("species"):  # one species: named by the ingest, for the map
         result.summary["species"] = _ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
+    result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
     _write(result, opts, say, t0, public, outline)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     return result
@@ -291,6 +296,7 @@ def select_reserve(
     cost_column: str | None = None,
     species: list[str] | tuple[str, ...] | str | None = None,
     model: str = SELECT_DEFAULTS.model,
+    effort: bool = SELECT_DEFAULTS.effort,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -308,7 +314,7 @@ def select_reserve(
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
-    n_jobs, cost_column, species, model
+    n_jobs, cost_column, species, model, effort
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
         nothing is written without ``out``; an existing output is an error, raised before any
         work, unless ``overwrite``; ``map=False`` draws no map.
@@ -346,6 +352,6 @@ def select_reserve(
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
         locked_out=locked_out, bootstrap=bootstrap, n_jobs=n_jobs, cost_column=cost_column,
-        species=species, model=model,
+        species=species, model=model, effort=effort,
     )  # fmt: skip
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)

@@ -1,0 +1,91 @@
+"""Tests for the logic of the peers and stability benchmarks (no fits of the real suites)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.bench_peers import (
+    append_records,
+    effort_variants,
+    read_records,
+    suite_report,
+    with_effort,
+)
+from benchmarks.bench_stability import fold_budget_groups, largest_drop, parse_ks
+from reserve.solvers import fold_k
+
+
+def test_largest_drop_compares_adjacent_budgets_only():
+    assert largest_drop([10, 11, 12], [0.5, 0.6, 0.7]) == (0.0, 10)
+    assert largest_drop([28, 29, 30, 31], [0.89, 0.86, 0.63, 0.19]) == (0.44, 30)
+    # 20 -> 30 is not adjacent: its fall is no drop between adjacent budgets
+    assert largest_drop([10, 11, 20, 30], [0.9, 0.85, 0.9, 0.1]) == (pytest.approx(0.05), 10)
+
+
+def test_parse_ks():
+    assert parse_ks("10-12") == [10, 11, 12]
+    assert parse_ks("28-29,10,28") == [10, 28, 29]
+
+
+def test_fold_budget_groups_split_where_a_fold_budget_changes():
+    n_lab, n_pos, m = 30, 4, 100
+    ks = list(range(1, 60))
+    groups = fold_budget_groups(ks, n_lab, n_pos, m)
+    assert sorted(k for g in groups for k in g) == ks
+
+    # brute force: every fold size 9..11 and positives 0..3 the stratified folds may hold
+    def sig(k):
+        return [fold_k(n, p, k, m) for n in range(9, 12) for p in range(0, 4)]
+
+    for g in groups:
+        assert all(sig(k) == sig(g[0]) for k in g)
+    for a, b in itertools.combinations(groups, 2):
+        assert sig(a[0]) != sig(b[0])
+    assert len(groups) > 1  # fold budgets do grow with k here
+
+
+def test_with_effort_sets_unlabelled_rows_to_the_labelled_median():
+    raw = np.arange(8.0).reshape(4, 2)
+    effort = pd.DataFrame({"n_checklists": [1, 3, 9, 40], "effort_km": [0.0, 2.0, 5.0, 0.0]})
+    X = with_effort(raw, effort, np.array([True, True, True, False]))
+    assert X.shape == (4, 4)
+    np.testing.assert_array_equal(X[:, :2], raw)
+    np.testing.assert_allclose(X[:, 2], np.log1p([1, 3, 9, 3]))
+    np.testing.assert_allclose(X[:, 3], np.log1p([0, 2, 5, 2]))
+    assert effort_variants("both") == (False, True) and effort_variants("on") == (True,)
+
+
+def _rec(method, problem, precision, k=5):
+    return {"suite": "s", "group": "g", "problem": problem, "k": k, "method": method,
+            "precision": precision, "seconds": 0.5, "n_labelled": 10, "n_positive": 3,
+            "n_candidates": 20}  # fmt: skip
+
+
+def test_records_round_trip_and_paired_counts(tmp_path):
+    recs = [_rec("auto", "p1", 0.6), _rec("rf", "p1", 0.4), _rec("auto", "p2", 0.2),
+            _rec("rf", "p2", 0.2), _rec("auto", "p3", 0.1), _rec("rf", "p3", 0.3)]  # fmt: skip
+    path = tmp_path / "r.csv"
+    append_records(path, recs[:2], fresh=True)
+    append_records(path, recs[2:], fresh=False)
+    back = read_records(path)
+    assert back == recs
+    text = "\n".join(suite_report(back, ["auto", "rf"], "auto"))
+    assert "| rf | 0.300 | 1/1/1 |" in text  # one win, one tie, one loss
+    assert "| **all** | 0.300 | 0.300 |" not in text  # both means are the best: both bold
+    assert "**0.300**" in text
+
+
+def test_effort_report_pairs_each_suite_with_its_effort_variant():
+    recs = [_rec("auto", "p1", 0.5), _rec("auto", "p2", 0.5)]
+    recs += [{**_rec("auto", "p1", 0.7), "suite": "s + effort"},
+             {**_rec("auto", "p2", 0.4), "suite": "s + effort"}]  # fmt: skip
+    from benchmarks.bench_peers import effort_report
+
+    text = "\n".join(effort_report(recs, ["auto", "rf"]))
+    assert "| auto | 0.500 | 0.550 | +0.050 | 1/0/1 |" in text
+    assert "| rf |" not in text  # not run: no line
+    assert effort_report(recs[:2], ["auto"]) == []  # one way only: nothing to pair
