@@ -19,8 +19,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# One worker per core; a test file stays on one worker (its module fixtures are built once).
 test: lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n auto --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.bench_table2

@@ -119,7 +119,7 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     fit_seconds = time.perf_counter() - t_fit
     if C_source == "model":
         C = float(est.best_params_["C"])
-        C_source = "cv" if est.cv_results_["params"][1:] else "given"
+        C_source = "cv" if len({p["C"] for p in est.cv_results_["params"]}) > 1 else "given"
         say(f"model {est.best_params_['model']} with C={C:g} ({C_source})")
     frequency = selection_frequency(opts, problem, est, Z_rows, cost, say)
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
