@@ -64,6 +64,7 @@ __all__ = [
     "build_scip_model",
     "certify_gap",
     "import_scip",
+    "intercept_box",
     "scip_best_point",
     "scip_optimize",
     "scip_warm_start",
@@ -347,22 +348,46 @@ def _tighten(Xl, y_pm, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, ta
     return M, M <= 0.0, fixed_in, lb, history
 
 
-def _simple_upper(Xl, y_pm, Xc, C, ub):
-    """``sqrt(2 UB) ||z_j|| + b_max``, with ``b_max`` from the closest negative row.
+def intercept_box(Xl, y_pm, C, ub):
+    """Bounds ``(b_lo, b_hi)`` on the intercept over ``{objective <= ub}``.
 
-    For a negative row i, ``xi_i >= 1 + w.x_i + b`` and ``xi_i <= UB / C`` give
-    ``b <= UB / C - 1 + ||w|| ||x_i||`` (``UB / C_i`` with per-row weights; a row of weight
-    0 bounds nothing).
+    For a negative row i, ``xi_i >= 1 + w.x_i + b`` and ``C xi_i <= ub`` with
+    ``||w|| <= sqrt(2 ub)`` give ``b <= ub / C - 1 + sqrt(2 ub) ||x_i||``; positive rows bound
+    ``b`` from below the same way (``ub / C_i`` with per-row weights; a row of weight 0 bounds
+    nothing).
+
+    Parameters
+    ----------
+    Xl : ndarray of shape (n, d)
+    y_pm : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    C : float or ndarray of shape (n,)
+    ub : float
+        Upper bound on the objective.
+
+    Returns
+    -------
+    b_lo, b_hi : float
     """
     r = math.sqrt(2.0 * ub)
-    neg = y_pm < 0
+    neg, pos = y_pm < 0, y_pm > 0
     if np.ndim(C) == 0:
-        b_max = ub / C - 1.0 + r * float(np.linalg.norm(Xl[neg], axis=1).min())
-    else:
-        neg &= np.asarray(C) > 0
-        Cn = np.asarray(C)[neg]
-        b_max = float(np.min(ub / Cn + r * np.linalg.norm(Xl[neg], axis=1))) - 1.0
-    return r * np.linalg.norm(Xc, axis=1) + b_max
+        b_hi = ub / C - 1.0 + r * float(np.linalg.norm(Xl[neg], axis=1).min())
+        b_lo = 1.0 - ub / C - r * float(np.linalg.norm(Xl[pos], axis=1).min())
+        return b_lo, b_hi
+    Cv = np.asarray(C)
+    neg, pos = neg & (Cv > 0), pos & (Cv > 0)
+    b_hi = float(np.min(ub / Cv[neg] + r * np.linalg.norm(Xl[neg], axis=1))) - 1.0
+    if not pos.any():  # every positive row has weight 0: no lower bound
+        return -math.inf, b_hi
+    b_lo = 1.0 - float(np.min(ub / Cv[pos] + r * np.linalg.norm(Xl[pos], axis=1)))
+    return b_lo, b_hi
+
+
+def _simple_upper(Xl, y_pm, Xc, C, ub):
+    """``sqrt(2 UB) ||z_j|| + b_max``, with ``b_max`` from :func:`intercept_box`."""
+    _, b_max = intercept_box(Xl, y_pm, C, ub)
+    return math.sqrt(2.0 * ub) * np.linalg.norm(Xc, axis=1) + b_max
 
 
 # --------------------------------------------------------------------------------------------

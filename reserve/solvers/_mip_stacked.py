@@ -20,6 +20,7 @@ from reserve.solvers._mip import (
     build_scip_model,
     certify_gap,
     import_scip,
+    intercept_box,
     scip_best_point,
     scip_optimize,
     scip_warm_start,
@@ -50,22 +51,17 @@ def _big_m(Xl, Y_pm, Xc, C, ub_species):
     m, S = Xc.shape[0], Y_pm.shape[1]
     M = np.empty((m, S))
     b_lo, b_hi = np.empty(S), np.empty(S)
-    norms = np.linalg.norm(Xl, axis=1)
     for s in range(S):
         r = math.sqrt(2.0 * ub_species[s])
         Cs = _species_C(C, s, Xl.shape[0])
+        b_lo[s], b_hi[s] = intercept_box(Xl, Y_pm[:, s], Cs, ub_species[s])
+        neg = Y_pm[:, s] < 0
         if np.ndim(Cs) == 0:
-            neg, pos = Y_pm[:, s] < 0, Y_pm[:, s] > 0
-            dist = cKDTree(Xl[neg]).query(Xc, k=1)[0]
-            M[:, s] = ub_species[s] / C - 1.0 + r * dist
-            b_hi[s] = ub_species[s] / C - 1.0 + r * float(norms[neg].min())
-            b_lo[s] = 1.0 - ub_species[s] / C - r * float(norms[pos].min())
+            M[:, s] = ub_species[s] / C - 1.0 + r * cKDTree(Xl[neg]).query(Xc, k=1)[0]
             continue
-        neg, pos = (Y_pm[:, s] < 0) & (Cs > 0), (Y_pm[:, s] > 0) & (Cs > 0)
+        neg &= Cs > 0
         dist, near = cKDTree(Xl[neg]).query(Xc, k=1)
         M[:, s] = ub_species[s] / Cs[neg][near] - 1.0 + r * dist
-        b_hi[s] = float(np.min(ub_species[s] / Cs[neg] + r * norms[neg])) - 1.0
-        b_lo[s] = 1.0 - float(np.min(ub_species[s] / Cs[pos] + r * norms[pos]))
     return M, b_lo, b_hi
 
 
