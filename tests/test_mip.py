@@ -388,3 +388,27 @@ def test_auto_runs_scip_when_the_gurobi_licence_is_too_small():
     else:
         assert r.solver == "gurobi"
     assert r.status in PROVED
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_s_scorer_model_with_one_scorer_is_the_single_mip(seed):
+    # One model builder serves TTK (S = 1) and multi-species TTK (S > 1): the S-scorer entry
+    # point with one scorer must reach the same optimum as the single-scorer one, and both
+    # the brute force's.
+    from reserve.solvers._base import feasible_intercepts
+    from reserve.solvers._mip_stacked import solve_stacked_mip
+    from reserve.solvers._qp import solve_fixed_set
+
+    X, y, X_lab, y_pm, X_cand = binding_instance(seed)
+    k, C = 2, 1.0
+    oracle_obj, *_ = brute_force_ttk(X, y, k, C)
+    single = solve_ttk_mip(X_lab, y_pm, X_cand, k, C, time_limit=20, mip_gap=1e-9)
+    svm = solve_fixed_set(X_lab, y_pm, C)
+    W0 = svm.w[None, :]
+    b0 = feasible_intercepts(X_cand @ W0.T, np.array([svm.b]), k)  # a feasible start
+    stacked = solve_stacked_mip(X_lab, y_pm[:, None], X_cand, k, C, W0, b0, np.zeros(1))
+    assert single.status in PROVED and stacked.status in PROVED
+    assert stacked.w.shape == (1, X_lab.shape[1]) and stacked.b.shape == (1,)
+    assert abs(stacked.objective - oracle_obj) <= 1e-6 * oracle_obj
+    assert abs(stacked.objective - single.objective) <= 1e-6 * oracle_obj
+    assert stacked.selected.tolist() == top_k(X_cand @ stacked.w[0] + stacked.b[0], k).tolist()

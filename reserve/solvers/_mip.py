@@ -61,9 +61,15 @@ __all__ = [
     "SCIP_STATUS",
     "SOLVERS",
     "MIPResult",
+    "build_scip_model",
     "certify_gap",
     "import_scip",
+    "intercept_box",
+    "scip_best_point",
+    "scip_optimize",
+    "scip_warm_start",
     "solve_ttk_mip",
+    "start_eta",
 ]
 
 #: Values accepted by ``solver``.
@@ -90,13 +96,13 @@ _MAX_BOUND_ROUNDS = 30
 
 @dataclass(frozen=True)
 class MIPResult:
-    """Outcome of :func:`solve_ttk_mip`.
+    """Outcome of :func:`solve_ttk_mip` (and of the ``S``-scorer MIP of multi-species TTK).
 
     Attributes
     ----------
-    w : ndarray of shape (d,)
+    w : ndarray of shape (d,), or (S, d) for ``S`` scorers
         Weights in the caller's feature space.
-    b : float
+    b : float, or ndarray of shape (S,) for ``S`` scorers
         Intercept in the caller's feature space.
     objective : float
         ``0.5 ||w||^2 + C sum hinge``, recomputed from ``(w, b)`` (not the solver's figure).
@@ -342,22 +348,46 @@ def _tighten(Xl, y_pm, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, ta
     return M, M <= 0.0, fixed_in, lb, history
 
 
-def _simple_upper(Xl, y_pm, Xc, C, ub):
-    """``sqrt(2 UB) ||z_j|| + b_max``, with ``b_max`` from the closest negative row.
+def intercept_box(Xl, y_pm, C, ub):
+    """Bounds ``(b_lo, b_hi)`` on the intercept over ``{objective <= ub}``.
 
-    For a negative row i, ``xi_i >= 1 + w.x_i + b`` and ``xi_i <= UB / C`` give
-    ``b <= UB / C - 1 + ||w|| ||x_i||`` (``UB / C_i`` with per-row weights; a row of weight
-    0 bounds nothing).
+    For a negative row i, ``xi_i >= 1 + w.x_i + b`` and ``C xi_i <= ub`` with
+    ``||w|| <= sqrt(2 ub)`` give ``b <= ub / C - 1 + sqrt(2 ub) ||x_i||``; positive rows bound
+    ``b`` from below the same way (``ub / C_i`` with per-row weights; a row of weight 0 bounds
+    nothing).
+
+    Parameters
+    ----------
+    Xl : ndarray of shape (n, d)
+    y_pm : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    C : float or ndarray of shape (n,)
+    ub : float
+        Upper bound on the objective.
+
+    Returns
+    -------
+    b_lo, b_hi : float
     """
     r = math.sqrt(2.0 * ub)
-    neg = y_pm < 0
+    neg, pos = y_pm < 0, y_pm > 0
     if np.ndim(C) == 0:
-        b_max = ub / C - 1.0 + r * float(np.linalg.norm(Xl[neg], axis=1).min())
-    else:
-        neg &= np.asarray(C) > 0
-        Cn = np.asarray(C)[neg]
-        b_max = float(np.min(ub / Cn + r * np.linalg.norm(Xl[neg], axis=1))) - 1.0
-    return r * np.linalg.norm(Xc, axis=1) + b_max
+        b_hi = ub / C - 1.0 + r * float(np.linalg.norm(Xl[neg], axis=1).min())
+        b_lo = 1.0 - ub / C - r * float(np.linalg.norm(Xl[pos], axis=1).min())
+        return b_lo, b_hi
+    Cv = np.asarray(C)
+    neg, pos = neg & (Cv > 0), pos & (Cv > 0)
+    b_hi = float(np.min(ub / Cv[neg] + r * np.linalg.norm(Xl[neg], axis=1))) - 1.0
+    if not pos.any():  # every positive row has weight 0: no lower bound
+        return -math.inf, b_hi
+    b_lo = 1.0 - float(np.min(ub / Cv[pos] + r * np.linalg.norm(Xl[pos], axis=1)))
+    return b_lo, b_hi
+
+
+def _simple_upper(Xl, y_pm, Xc, C, ub):
+    """``sqrt(2 UB) ||z_j|| + b_max``, with ``b_max`` from :func:`intercept_box`."""
+    _, b_max = intercept_box(Xl, y_pm, C, ub)
+    return math.sqrt(2.0 * ub) * np.linalg.norm(Xc, axis=1) + b_max
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,64 +426,112 @@ def _start_eta(bud, fixed_in, free, s0, k_rem):
     return sel[free]
 
 
-def _scip_warm_start(mdl, variables, Xl, y_pm, start, sel) -> bool:
-    """Offer ``start = (w0, b0)`` (``eta`` from ``sel``) to SCIP; whether it was accepted."""
-    w, b, xi, t, eta = variables
-    w0, b0 = start
-    n, d = Xl.shape
-    sol = mdl.createSol()
-    for j in range(d):
-        mdl.setSolVal(sol, w[j], float(w0[j]))
-        mdl.setSolVal(sol, t[j], float(w0[j] ** 2) * (1.0 + 1e-12))
-    mdl.setSolVal(sol, b, float(b0))
-    xi0 = np.maximum(0.0, 1.0 - y_pm * (Xl @ w0 + b0))
-    for i in range(n):
-        mdl.setSolVal(sol, xi[i], float(xi0[i]))
-    if sel is not None:
-        # eta = 1 for the positive free candidates first, then the best of the rest.
-        for pos in range(sel.size):
-            mdl.setSolVal(sol, eta[pos], 1.0 if sel[pos] else 0.0)
-    return bool(mdl.addSol(sol, free=True))
-
-
-def _hinge_term(pyscipopt, C, xi):
-    """``C sum xi``, or ``sum C_i xi_i`` with per-row weights."""
+def _hinge_term(pyscipopt, C, xi_vars):
+    """``sum_s C sum_i xi_is``, or ``sum_s sum_i C_is xi_is`` with per-row weights."""
     if np.ndim(C) == 0:
-        return C * xi.sum()
-    return pyscipopt.quicksum(float(c) * xi[i] for i, c in enumerate(C))
+        if len(xi_vars) == 1:
+            return C * xi_vars[0].sum()
+        return C * sum(xi.sum() for xi in xi_vars)
+    Cv = np.asarray(C, dtype=np.float64)
+    if len(xi_vars) == 1:
+        c0 = Cv[:, 0] if Cv.ndim == 2 else Cv
+        return pyscipopt.quicksum(float(c) * xi_vars[0][i] for i, c in enumerate(c0))
+    return pyscipopt.quicksum(
+        float(c) * xi[i]
+        for s, xi in enumerate(xi_vars)
+        for i, c in enumerate(Cv[:, s] if Cv.ndim == 2 else Cv)
+        if c != 0.0
+    )
 
 
-def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
-    """Build and solve the MIQP in SCIP; return the raw outcome."""
-    pyscipopt = import_scip()
-    n, d = Xl.shape
-    free = np.flatnonzero(~fixed_out & ~fixed_in)
-    k_rem, knapsack = bud.row(fixed_in, free)
-
-    mdl = pyscipopt.Model("ttk")
+def _scip_params(pyscipopt, mdl, limits) -> None:
+    """Time and gap limits, a fixed seed, heuristics and any experiment parameters."""
     mdl.hideOutput()
     mdl.setParam("limits/time", max(limits["time"], 0.01))
     mdl.setParam("limits/gap", limits["gap"])
     mdl.setParam("randomization/randomseedshift", 0)
-    mdl.setHeuristics(pyscipopt.SCIP_PARAMSETTING.FAST)
+    if limits.get("fast_heuristics", True):
+        mdl.setHeuristics(pyscipopt.SCIP_PARAMSETTING.FAST)
     for key, value in limits.get("scip_params", {}).items():  # experiments only
         mdl.setParam(key, value)
 
-    w = mdl.addMatrixVar(d, vtype="C", lb=None, name="w")
-    b = mdl.addVar(lb=None, name="b")
-    xi = mdl.addMatrixVar(n, vtype="C", lb=0.0, name="xi")
-    t = mdl.addMatrixVar(d, vtype="C", lb=0.0, name="t")
-    eta = mdl.addMatrixVar(free.size, vtype="B", name="eta") if free.size else None
 
-    mdl.addMatrixCons(y_pm * (Xl @ w) + y_pm * b + xi >= 1.0)
-    out = np.flatnonzero(fixed_out)
-    if out.size:
-        mdl.addMatrixCons(Xc[out] @ w + b <= 0.0)
-    if free.size:
-        if formulation == "indicator":
-            mdl.addMatrixConsIndicator(Xc[free] @ w + b <= 0.0, eta, activeone=False)
+def _scip_scorer_vars(mdl, S, n, d, boxes):
+    """Per scorer ``s``: ``w_s``, ``b_s``, ``xi_s``, ``t_s`` (boxed when ``boxes`` is given)."""
+    w_vars, b_vars, xi_vars, t_vars = [], [], [], []
+    for s in range(S):
+        tag = "" if S == 1 else str(s)
+        if boxes is None:
+            w = mdl.addMatrixVar(d, vtype="C", lb=None, name=f"w{tag}")
+            bv = mdl.addVar(lb=None, name=f"b{tag}")
         else:
-            mdl.addMatrixCons(Xc[free] @ w + b - M[free] * eta <= 0.0)
+            r, b_lo, b_hi = boxes[0][s], boxes[1][s], boxes[2][s]
+            w = mdl.addMatrixVar(d, vtype="C", lb=-r, ub=r, name=f"w{tag}")
+            bv = mdl.addVar(lb=float(b_lo), ub=float(b_hi), name=f"b{tag}")
+        w_vars.append(w)
+        b_vars.append(bv)
+        xi_vars.append(mdl.addMatrixVar(n, vtype="C", lb=0.0, name=f"xi{tag}"))
+        t_vars.append(mdl.addMatrixVar(d, vtype="C", lb=0.0, name=f"t{tag}"))
+    return w_vars, b_vars, xi_vars, t_vars
+
+
+def build_scip_model(Xl, Y_pm, Xc, bud, C, M, fixed_out, fixed_in, formulation, limits, boxes=None):
+    """The TTK MIP over ``S`` scorers sharing one binary per free candidate, in SCIP.
+
+    For each scorer ``s``: hinge rows ``Y_is (w_s . x_i + b_s) + xi_is >= 1``, epigraphs
+    ``t_sl >= w_sl^2`` and ``w_s . z_j + b_s <= M_js eta_j`` (or an indicator) for free
+    candidates, ``<= 0`` for those fixed out; the budget row over ``eta``. One scorer
+    (``S = 1``) builds exactly the single-species model.
+
+    Parameters
+    ----------
+    Xl, Y_pm, Xc : ndarray of shape (n, d), (n, S), (m, d)
+        Centred labelled rows, labels per scorer, centred candidates.
+    bud : Budget
+        The budget (cells or money).
+    C : float or ndarray of shape (n,) or (n, S)
+        The hinge weight, or per-row weights.
+    M : ndarray of shape (m, S)
+        Big-M values ``>= 0`` per candidate and scorer.
+    fixed_out, fixed_in : ndarray of bool, shape (m,)
+        Candidates never / always positive.
+    formulation : str
+        ``"indicator"`` for indicator constraints, else big-M rows.
+    limits : dict
+        ``time``, ``gap``; optional ``fast_heuristics`` (default True) and ``scip_params``.
+    boxes : tuple (r, b_lo, b_hi) of ndarray of shape (S,), or None
+        Bounds ``|w_sl| <= r_s`` and ``b_lo_s <= b_s <= b_hi_s``; ``None``: free.
+
+    Returns
+    -------
+    mdl : pyscipopt.Model
+    variables : tuple
+        ``(w_vars, b_vars, xi_vars, t_vars, eta)``, lists over scorers; ``eta`` over the
+        free candidates (``None`` when none is free).
+    """
+    pyscipopt = import_scip()
+    (n, d), S = Xl.shape, Y_pm.shape[1]
+    free = np.flatnonzero(~fixed_out & ~fixed_in)
+    k_rem, knapsack = bud.row(fixed_in, free)
+    mdl = pyscipopt.Model("ttk")
+    _scip_params(pyscipopt, mdl, limits)
+    w_vars, b_vars, xi_vars, t_vars = _scip_scorer_vars(mdl, S, n, d, boxes)
+    eta = mdl.addMatrixVar(free.size, vtype="B", name="eta") if free.size else None
+    for s in range(S):
+        y = Y_pm[:, s]
+        mdl.addMatrixCons(y * (Xl @ w_vars[s]) + y * b_vars[s] + xi_vars[s] >= 1.0)
+    out = np.flatnonzero(fixed_out)
+    for s in range(S):
+        if out.size:
+            mdl.addMatrixCons(Xc[out] @ w_vars[s] + b_vars[s] <= 0.0)
+        if not free.size:
+            continue
+        score = Xc[free] @ w_vars[s] + b_vars[s]
+        if formulation == "indicator":
+            mdl.addMatrixConsIndicator(score <= 0.0, eta, activeone=False)
+        else:
+            mdl.addMatrixCons(score - M[free, s] * eta <= 0.0)
+    if free.size:
         if knapsack is not None:
             c_free, room = knapsack
             mdl.addCons(pyscipopt.quicksum(float(c) * eta[p] for p, c in enumerate(c_free)) <= room)
@@ -461,19 +539,50 @@ def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation
             mdl.addCons(eta.sum() == k_rem)
         else:
             mdl.addCons(eta.sum() <= k_rem)
-    for j in range(d):
-        # Per-coordinate epigraph: SCIP needs a linear objective, and separate t_l >= w_l^2
-        # rows give it one outer-approximation cut per coordinate instead of one for ||w||^2.
-        mdl.addCons(t[j] >= w[j] * w[j])
-    mdl.setObjective(0.5 * t.sum() + _hinge_term(pyscipopt, C, xi), "minimize")
+    for t, w in zip(t_vars, w_vars, strict=True):
+        for j in range(d):
+            # Per-coordinate epigraph: SCIP needs a linear objective, and separate t_l >= w_l^2
+            # rows give it one outer-approximation cut per coordinate instead of one for ||w||^2.
+            mdl.addCons(t[j] >= w[j] * w[j])
+    quad = t_vars[0].sum() if S == 1 else sum(t.sum() for t in t_vars)
+    mdl.setObjective(0.5 * quad + _hinge_term(pyscipopt, C, xi_vars), "minimize")
+    return mdl, (w_vars, b_vars, xi_vars, t_vars, eta)
 
-    accepted = False
-    if start is not None:
-        sel = (
-            _start_eta(bud, fixed_in, free, Xc @ start[0] + start[1], k_rem) if free.size else None
-        )
-        accepted = _scip_warm_start(mdl, (w, b, xi, t, eta), Xl, y_pm, start, sel)
 
+def scip_warm_start(mdl, variables, Xl, Y_pm, W0, b0, sel) -> bool:
+    """Offer ``(W0, b0)`` of shape (S, d), (S,) (``eta`` from ``sel``); whether SCIP took it."""
+    w_vars, b_vars, xi_vars, t_vars, eta = variables
+    n, d = Xl.shape
+    sol = mdl.createSol()
+    for s in range(Y_pm.shape[1]):
+        for j in range(d):
+            mdl.setSolVal(sol, w_vars[s][j], float(W0[s, j]))
+            # A hair above w^2 so the epigraph row is not rejected by rounding.
+            mdl.setSolVal(sol, t_vars[s][j], float(W0[s, j] ** 2) * (1.0 + 1e-12))
+        mdl.setSolVal(sol, b_vars[s], float(b0[s]))
+        xi0 = np.maximum(0.0, 1.0 - Y_pm[:, s] * (Xl @ W0[s] + b0[s]))
+        for i in range(n):
+            mdl.setSolVal(sol, xi_vars[s][i], float(xi0[i]))
+    if sel is not None:
+        # eta = 1 for the positive free candidates first, then the best of the rest.
+        for pos in range(sel.size):
+            mdl.setSolVal(sol, eta[pos], 1.0 if sel[pos] else 0.0)
+    return bool(mdl.addSol(sol, free=True))
+
+
+def scip_best_point(mdl, variables):
+    """SCIP's best ``(W, b)`` of shape (S, d), (S,), or ``(None, None)`` without a solution."""
+    w_vars, b_vars = variables[0], variables[1]
+    if mdl.getNSols() == 0:
+        return None, None
+    best = mdl.getBestSol()
+    W = np.array([[mdl.getSolVal(best, w[j]) for j in range(w.shape[0])] for w in w_vars])
+    b = np.array([mdl.getSolVal(best, bv) for bv in b_vars], dtype=np.float64)
+    return W, b
+
+
+def scip_optimize(mdl) -> str:
+    """Run SCIP; its status mapped to ours (a declared infeasibility is an error)."""
     mdl.optimize()
     status = str(mdl.getStatus())
     if status == "infeasible":
@@ -482,16 +591,33 @@ def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation
             "is known; this is a numerical failure. Standardise the features and retry, or "
             "pass formulation='simple'."
         )
-    wv = bv = None
-    if mdl.getNSols() > 0:
-        best = mdl.getBestSol()
-        wv = np.array([mdl.getSolVal(best, w[j]) for j in range(d)])
-        bv = float(mdl.getSolVal(best, b))
+    return SCIP_STATUS.get(status, status)
+
+
+def start_eta(bud, fixed_in, free, s0):
+    """Warm-start ``eta`` over the free candidates: positives first, then the best that fit."""
+    k_rem, _ = bud.row(fixed_in, free)
+    return _start_eta(bud, fixed_in, free, s0, k_rem) if free.size else None
+
+
+def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
+    """Build and solve the single-scorer MIQP in SCIP; return the raw outcome."""
+    mdl, variables = build_scip_model(
+        Xl, y_pm[:, None], Xc, bud, C, M[:, None], fixed_out, fixed_in, formulation, limits
+    )
+    accepted = False
+    if start is not None:
+        free = np.flatnonzero(~fixed_out & ~fixed_in)
+        sel = start_eta(bud, fixed_in, free, Xc @ start[0] + start[1])
+        W0, b0 = np.asarray(start[0], dtype=np.float64)[None, :], np.array([start[1]])
+        accepted = scip_warm_start(mdl, variables, Xl, y_pm[:, None], W0, b0, sel)
+    status = scip_optimize(mdl)
+    W, b = scip_best_point(mdl, variables)
     return {
-        "w": wv,
-        "b": bv,
+        "w": None if W is None else W[0],
+        "b": None if b is None else float(b[0]),
         "bound": float(mdl.getDualbound()),
-        "status": SCIP_STATUS.get(status, status),
+        "status": status,
         "n_nodes": int(mdl.getNNodes()),
         "warm_start_accepted": accepted,
         "solver": "scip",

@@ -1,39 +1,34 @@
 """Several scorers sharing ``k`` cells, solved exactly with SCIP (multi-species TTK's MIP).
 
-One binary per cell shared by every scorer; per scorer the hinge slacks and the epigraph of
-the quadratic part. The status and gap are certified from the recomputed objective by the
-same rule as the single-scorer MIP (:func:`reserve.solvers._mip.certify_gap`).
+The model, its warm start, the result type and the certified gap are the single-scorer
+MIP's (:func:`reserve.solvers._mip.build_scip_model` over ``S`` scorers,
+:class:`reserve.solvers._mip.MIPResult`, :func:`reserve.solvers._mip.certify_gap`); this
+module adds only the per-(cell, scorer) big-M values and box bounds, from the SVM optima.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from reserve.solvers._base import feasible_intercepts, top_k
 from reserve.solvers._hinge import species_objectives
-from reserve.solvers._mip import SCIP_STATUS, certify_gap, import_scip
+from reserve.solvers._mip import (
+    MIPResult,
+    build_scip_model,
+    certify_gap,
+    import_scip,
+    intercept_box,
+    scip_best_point,
+    scip_optimize,
+    scip_warm_start,
+    start_eta,
+)
+from reserve.solvers.budget import Budget
 
-__all__ = ["StackedMIPResult", "solve_stacked_mip"]
-
-
-@dataclass(frozen=True)
-class StackedMIPResult:
-    """Outcome of :func:`solve_stacked_mip` (fields as in ``reserve.solvers._mip.MIPResult``)."""
-
-    W: np.ndarray
-    b: np.ndarray
-    objective: float
-    bound: float
-    gap: float
-    status: str
-    n_nodes: int
-    runtime: float
-    solver: str
-    warm_start_accepted: bool
+__all__ = ["solve_stacked_mip"]
 
 
 def _big_m(Xl, Y_pm, Xc, C, ub_species):
@@ -56,22 +51,17 @@ def _big_m(Xl, Y_pm, Xc, C, ub_species):
     m, S = Xc.shape[0], Y_pm.shape[1]
     M = np.empty((m, S))
     b_lo, b_hi = np.empty(S), np.empty(S)
-    norms = np.linalg.norm(Xl, axis=1)
     for s in range(S):
         r = math.sqrt(2.0 * ub_species[s])
         Cs = _species_C(C, s, Xl.shape[0])
+        b_lo[s], b_hi[s] = intercept_box(Xl, Y_pm[:, s], Cs, ub_species[s])
+        neg = Y_pm[:, s] < 0
         if np.ndim(Cs) == 0:
-            neg, pos = Y_pm[:, s] < 0, Y_pm[:, s] > 0
-            dist = cKDTree(Xl[neg]).query(Xc, k=1)[0]
-            M[:, s] = ub_species[s] / C - 1.0 + r * dist
-            b_hi[s] = ub_species[s] / C - 1.0 + r * float(norms[neg].min())
-            b_lo[s] = 1.0 - ub_species[s] / C - r * float(norms[pos].min())
+            M[:, s] = ub_species[s] / C - 1.0 + r * cKDTree(Xl[neg]).query(Xc, k=1)[0]
             continue
-        neg, pos = (Y_pm[:, s] < 0) & (Cs > 0), (Y_pm[:, s] > 0) & (Cs > 0)
+        neg &= Cs > 0
         dist, near = cKDTree(Xl[neg]).query(Xc, k=1)
         M[:, s] = ub_species[s] / Cs[neg][near] - 1.0 + r * dist
-        b_hi[s] = float(np.min(ub_species[s] / Cs[neg] + r * norms[neg])) - 1.0
-        b_lo[s] = 1.0 - float(np.min(ub_species[s] / Cs[pos] + r * norms[pos]))
     return M, b_lo, b_hi
 
 
@@ -83,96 +73,40 @@ def _species_C(C, s: int, n: int):
     return C[:, s] if C.ndim == 2 else C
 
 
-def _hinge_sum(pyscipopt, C, xi_vars):
-    """``sum_s sum_i C_is xi_is``."""
-    if np.ndim(C) == 0:
-        return C * sum(xi.sum() for xi in xi_vars)
-    n = xi_vars[0].shape[0]
-    return pyscipopt.quicksum(
-        float(c) * xi[i]
-        for s, xi in enumerate(xi_vars)
-        for i, c in enumerate(_species_C(C, s, n))
-        if c != 0.0
-    )
+def _best_point(W_new, b_new, Xl, Y_pm, Xc, k, C, W0, b0c, ub):
+    """SCIP's best point made exactly feasible, if it beats the warm start; else the start."""
+    if W_new is None:
+        return W0, b0c
+    # Scores recomputed from (w, b): SCIP's 1e-6 feasibility tolerance can leave a cell a
+    # hair positive, and its objective figure is not ours.
+    bn = feasible_intercepts(Xc @ W_new.T, b_new, k)
+    if float(species_objectives(W_new, bn, Xl, Y_pm, C).sum()) < ub:
+        return W_new, bn
+    return W0, b0c
 
 
-def _model(pyscipopt, Xl, Y_pm, Xc, k, C, ub_species, deadline, mip_gap):
-    """The SCIP model and its variables ``(eta, w, b, xi, t)`` (lists over scorers)."""
-    n, d = Xl.shape
-    m, S = Xc.shape[0], Y_pm.shape[1]
-    M, b_lo, b_hi = _big_m(Xl, Y_pm, Xc, C, ub_species)
-    mdl = pyscipopt.Model("multi_ttk")
-    mdl.hideOutput()
-    mdl.setParam("limits/time", max(deadline - time.perf_counter(), 0.01))
+def _run(Xl, Y_pm, Xc, k, C, W0, b0c, ub_species, deadline, mip_gap):
+    """Build the shared model over the ``S`` scorers, warm-start and solve it."""
     # SCIP's gap is (primal - dual) / min(|primal|, |dual|), never below ours,
     # (objective - bound) / objective; but its primal figure uses t >= w^2 only to its 1e-6
     # feasibility tolerance, a hair below the recomputed objective (measured: 1.002e-6 for a
     # 1e-6 target). Half the target leaves room for that.
-    mdl.setParam("limits/gap", 0.5 * mip_gap)
-    mdl.setParam("randomization/randomseedshift", 0)
-    eta = mdl.addMatrixVar(m, vtype="B", name="eta")
-    mdl.addCons(eta.sum() == k)
-    w_vars, b_vars, xi_vars, t_vars = [], [], [], []
-    for s in range(S):
-        r = math.sqrt(2.0 * ub_species[s])
-        w = mdl.addMatrixVar(d, vtype="C", lb=-r, ub=r, name=f"w{s}")
-        bv = mdl.addVar(lb=float(b_lo[s]), ub=float(b_hi[s]), name=f"b{s}")
-        xi = mdl.addMatrixVar(n, vtype="C", lb=0.0, name=f"xi{s}")
-        t = mdl.addMatrixVar(d, vtype="C", lb=0.0, name=f"t{s}")
-        y = Y_pm[:, s]
-        mdl.addMatrixCons(y * (Xl @ w) + y * bv + xi >= 1.0)
-        mdl.addMatrixCons(Xc @ w + bv - np.maximum(M[:, s], 0.0) * eta <= 0.0)
-        for j in range(d):
-            mdl.addCons(t[j] >= w[j] * w[j])
-        w_vars.append(w)
-        b_vars.append(bv)
-        xi_vars.append(xi)
-        t_vars.append(t)
-    mdl.setObjective(
-        0.5 * sum(t.sum() for t in t_vars) + _hinge_sum(pyscipopt, C, xi_vars), "minimize"
+    m = Xc.shape[0]
+    M, b_lo, b_hi = _big_m(Xl, Y_pm, Xc, C, ub_species)
+    limits = {"time": deadline - time.perf_counter(), "gap": 0.5 * mip_gap}
+    limits["fast_heuristics"] = False  # as this model always ran
+    none = np.zeros(m, dtype=bool)
+    bud = Budget.cells(k, m)
+    boxes = (np.sqrt(2.0 * ub_species), b_lo, b_hi)
+    mdl, variables = build_scip_model(
+        Xl, Y_pm, Xc, bud, C, np.maximum(M, 0.0), none, none, "tight", limits, boxes
     )
-    return mdl, (eta, w_vars, b_vars, xi_vars, t_vars)
-
-
-def _warm_start(mdl, variables, Xl, Y_pm, Xc, k, W0, b0c) -> bool:
-    """Offer ``(W0, b0c)`` with ``eta = 1`` on its top ``k`` cells; whether SCIP took it."""
-    eta, w_vars, b_vars, xi_vars, t_vars = variables
-    n, d = Xl.shape
-    m, S = Xc.shape[0], Y_pm.shape[1]
     # eta = 1 on the top k cells by max-score (they hold every positive cell).
-    sol = mdl.createSol()
-    chosen = np.zeros(m, dtype=bool)
-    chosen[top_k((Xc @ W0.T + b0c).max(axis=1), k)] = True
-    for j in range(m):
-        mdl.setSolVal(sol, eta[j], 1.0 if chosen[j] else 0.0)
-    for s in range(S):
-        xi0 = np.maximum(0.0, 1.0 - Y_pm[:, s] * (Xl @ W0[s] + b0c[s]))
-        for j in range(d):
-            mdl.setSolVal(sol, w_vars[s][j], float(W0[s, j]))
-            # A hair above w^2 so the epigraph row is not rejected by rounding.
-            mdl.setSolVal(sol, t_vars[s][j], float(W0[s, j] ** 2) * (1.0 + 1e-12))
-        mdl.setSolVal(sol, b_vars[s], float(b0c[s]))
-        for i in range(n):
-            mdl.setSolVal(sol, xi_vars[s][i], float(xi0[i]))
-    return bool(mdl.addSol(sol, free=True))
-
-
-def _best_point(mdl, variables, Xl, Y_pm, Xc, k, C, W0, b0c, ub):
-    """SCIP's best point made exactly feasible, if it beats the warm start; else the start."""
-    _, w_vars, b_vars, _, _ = variables
-    d, S = Xl.shape[1], Y_pm.shape[1]
-    if mdl.getNSols() == 0:
-        return W0, b0c
-    best = mdl.getBestSol()
-    Wn = np.array([[mdl.getSolVal(best, w_vars[s][j]) for j in range(d)] for s in range(S)])
-    bn = np.array([mdl.getSolVal(best, b_vars[s]) for s in range(S)])
-    # Scores recomputed from (w, b): SCIP's 1e-6 feasibility tolerance can leave a cell a
-    # hair positive, and its objective figure is not ours.
-    bn = feasible_intercepts(Xc @ Wn.T, bn, k)
-    obj_n = float(species_objectives(Wn, bn, Xl, Y_pm, C).sum())
-    if obj_n < ub:
-        return Wn, bn
-    return W0, b0c
+    sel = start_eta(bud, none, np.arange(m), (Xc @ W0.T + b0c).max(axis=1))
+    accepted = scip_warm_start(mdl, variables, Xl, Y_pm, W0, b0c, sel)
+    status = scip_optimize(mdl)
+    W_new, b_new = scip_best_point(mdl, variables)
+    return mdl, status, accepted, W_new, b_new
 
 
 def solve_stacked_mip(
@@ -187,7 +121,7 @@ def solve_stacked_mip(
     *,
     time_limit: float = 60.0,
     mip_gap: float = 1e-6,
-) -> StackedMIPResult:
+) -> MIPResult:
     """Solve multi-species TTK exactly (or to a proven gap) with SCIP.
 
     Model: one binary ``eta_j`` per cell shared by every species,
@@ -216,11 +150,12 @@ def solve_stacked_mip(
 
     Returns
     -------
-    StackedMIPResult
-        ``objective`` recomputed from ``(W, b)`` made exactly feasible, never above the warm
-        start's; ``status`` as certified by :func:`reserve.solvers._mip.certify_gap`.
+    MIPResult
+        ``w`` of shape (S, d) and ``b`` of shape (S,); ``selected`` the top ``k`` cells by
+        max-score; ``objective`` recomputed from ``(W, b)`` made exactly feasible, never
+        above the warm start's; ``status`` as certified by :func:`reserve.solvers._mip.certify_gap`.
     """
-    pyscipopt = import_scip()
+    import_scip()
     t0 = time.perf_counter()
     mu = np.vstack([X_lab, X_cand]).mean(axis=0)
     Xl, Xc = X_lab - mu, X_cand - mu
@@ -230,20 +165,16 @@ def solve_stacked_mip(
     ub_safe = ub * (1.0 + 1e-7) + 1e-9
     lb_species = np.maximum(np.asarray(svm_objectives, dtype=np.float64) * (1.0 - 1e-6), 0.0)
     ub_species = ub_safe - (lb_species.sum() - lb_species)
-    mdl, variables = _model(pyscipopt, Xl, Y_pm, Xc, k, C, ub_species, t0 + time_limit, mip_gap)
-    accepted = _warm_start(mdl, variables, Xl, Y_pm, Xc, k, W0, b0c)
-    mdl.optimize()
-    raw_status = str(mdl.getStatus())
-    W_best, b_best = _best_point(mdl, variables, Xl, Y_pm, Xc, k, C, W0, b0c, ub)
+    args = (Xl, Y_pm, Xc, k, C, W0, b0c, ub_species, t0 + time_limit, mip_gap)
+    mdl, status, accepted, W_new, b_new = _run(*args)
+    W_best, b_best = _best_point(W_new, b_new, Xl, Y_pm, Xc, k, C, W0, b0c, ub)
     W_out = np.array(W_best, dtype=np.float64)
     b_out = feasible_intercepts(X_cand @ W_out.T, b_best - W_out @ mu, k)
     objective = float(species_objectives(W_out, b_out, X_lab, Y_pm, C).sum())
     best_lb = max(float(mdl.getDualbound()), float(lb_species.sum()))
-    bound, gap, status = certify_gap(
-        objective, best_lb, SCIP_STATUS.get(raw_status, raw_status), mip_gap, "Report it."
-    )
-    return StackedMIPResult(
-        W=W_out,
+    bound, gap, status = certify_gap(objective, best_lb, status, mip_gap, "Report it.")
+    return MIPResult(
+        w=W_out,
         b=b_out,
         objective=objective,
         bound=float(bound),
@@ -252,5 +183,6 @@ def solve_stacked_mip(
         n_nodes=int(mdl.getNNodes()),
         runtime=time.perf_counter() - t0,
         solver="scip",
-        warm_start_accepted=accepted,
+        selected=top_k((X_cand @ W_out.T + b_out).max(axis=1), k),
+        details={"warm_start_accepted": accepted},
     )

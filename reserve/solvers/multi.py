@@ -428,7 +428,7 @@ class MultiTTK(_MultiTopKMixin):
                 time_limit=float(self.time_limit),
                 mip_gap=float(self.mip_gap),
             )
-            W, b = res.W, res.b
+            W, b = res.w, res.b
             self.status_ = res.status
             self.bound_ = res.bound
             self.gap_ = res.gap
