@@ -253,7 +253,7 @@ class SelectDefaults:
     bootstrap: int = 0
     n_jobs: int = 1
     model: str = "auto"
-    effort: bool = True
+    effort: bool = False
 
 
 SELECT_DEFAULTS = SelectDefaults()
