@@ -203,7 +203,11 @@ def build_map(
     """
     import folium
 
-    summary = dict(summary or {})
+    # the counts the summary box states, from the cells themselves when the summary lacks them
+    role = planning_units["role"].astype(str)
+    counts = {"n_selected": int(planning_units["selected"].astype(bool).sum()),
+              "n_candidates": int((role == "candidate").sum())}  # fmt: skip
+    summary = {**counts, **(summary or {})}
     units = planning_units.to_crs(4326)
     data, sel, thinned = _map_data(units, main_features, max_cells)
     (s, w), (n, e) = data["view"]

@@ -281,6 +281,13 @@ def _check_small(driver, res, shots: Path) -> None:
     assert driver.find_element(By.CSS_SELECTOR, ".reserve-legend .ramp").is_displayed()
 
 
+def test_summary_counts_come_from_the_cells_when_the_summary_lacks_them(tmp_path):
+    units = scored_units(12, 5)
+    page = write_map(units, tmp_path / "m.html", summary={"budget": 5})
+    n_cand = int((units["role"] == "candidate").sum())
+    assert f"5 cells chosen out of {n_cand} private candidate cells" in page.read_text()
+
+
 def _check_banner(driver, tmp_path: Path, shots: Path) -> None:
     """A model that ranks nothing: a banner says so, above the map."""
     from selenium.webdriver.common.by import By
