@@ -52,6 +52,24 @@ _INT, _FLOAT = _Typed("integer", int), _Typed("float", float)
 _NUMBER, _C_VALUE = _Typed("number", int, float), _Typed("float|cv", float, _cv)
 
 
+def _as_flag(message: str, group: click.Group, ctx: click.Context) -> str:
+    """``message`` with a leading Python argument name (``cells='x' ...``) spelt as its flag.
+
+    The library's messages name the argument (``select_reserve(cells=...)``); at the command
+    line the planner typed ``--cells``, so ``cells='x' does not exist`` becomes
+    ``--cells 'x' does not exist``. Other messages are returned unchanged.
+    """
+    name, sep, rest = message.partition("=")
+    if not sep or not name.isidentifier() or ctx.invoked_subcommand is None:
+        return message
+    command = group.get_command(ctx, ctx.invoked_subcommand)
+    for param in getattr(command, "params", []):
+        if isinstance(param, click.Option) and param.name == name:
+            flag = max(param.opts, key=len)
+            return f"{flag} {rest}" if flag.startswith("--") else message
+    return message
+
+
 class _ReserveGroup(click.Group):
     """A click group that turns ``ReserveError`` into a one-line message and an exit code."""
 
@@ -59,7 +77,7 @@ class _ReserveGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ReserveError as exc:
-            click.echo(f"reserve: error: {exc}", err=True)
+            click.echo(f"reserve: error: {_as_flag(str(exc), self, ctx)}", err=True)
             code = 2 if isinstance(exc, InvalidInputError) else 1
             sys.exit(code)
         except click.UsageError as exc:  # click's own checks (types, choices): one line too

@@ -106,9 +106,9 @@ class _null:
         (["--budget", "ten"], 2, "budget must be an integer"),
         (["--budget", "100000"], 2, "must be smaller than the"),
         ([], 2, "budget is required"),
-        (["--budget", "3", "--method", "ttk2"], 2, "method='ttk2' is unknown"),
+        (["--budget", "3", "--method", "ttk2"], 2, "--method 'ttk2' is unknown"),
         (["--budget", "3", "--C", "-1"], 2, "C must be a positive number"),
-        (["--budget", "3", "--model", "gam"], 2, "model='gam' is unknown; choose one of auto"),
+        (["--budget", "3", "--model", "gam"], 2, "--model 'gam' is unknown; choose one of auto"),
         (["--budget", "3", "--method", "svm", "--model", "rbf"], 2, "needs method 'ttk'"),
         (["--budget", "3", "--cells", "@missing"], 1, "does not exist"),
         (["--budget", "3", "--cells", "@text"], 1, "is not a GeoPackage"),
@@ -259,7 +259,7 @@ def test_select_with_a_money_budget(tmp_path):
     bad = run("--budget", "6.5", "--cost-column", "nope", "--cells", str(cells), "--out",
               str(tmp_path / "bad"))  # fmt: skip
     assert bad.exit_code == 2 and bad.stdout == ""
-    assert bad.stderr.strip().splitlines()[-1].startswith("reserve: error: cost_column='nope'")
+    assert bad.stderr.strip().splitlines()[-1].startswith("reserve: error: --cost-column 'nope'")
     assert not (tmp_path / "bad" / "reserve.gpkg").exists()
 
 

@@ -84,7 +84,7 @@ EVALUATE = {
     "truth_ids": (["--cell-ids", "2", "--truth", "@truth_ids.csv"], 1, "integer cell ids"),
     "truth_dup": (["--cell-ids", "1", "--truth", "@truth_dup.csv"], 1, "repeats cell ids"),
     "truth_columns": (["--cell-ids", "1", "--truth", "@truth_cols.csv"], 1, "lacks columns"),
-    "species_unknown": (["--cell-ids", "1", "--species", "Dodo"], 2, "species='Dodo'"),
+    "species_unknown": (["--cell-ids", "1", "--species", "Dodo"], 2, "--species 'Dodo'"),
     "species_and_truth": (
         ["--cell-ids", "1", "--species", "Virtual Quail", "--truth", "@truth_ok.csv"],
         2,

@@ -128,9 +128,9 @@ CASES = {
     "budget_exp": (["--budget", "1e3"], 2, "budget must be an integer"),
     "budget_missing": ([], 2, "budget is required"),
     "budget_too_big": (["--budget", "100000"], 2, "must be smaller than the"),
-    "method_unknown": (["--budget", "3", "--method", "ttk2"], 2, "method='ttk2' is unknown"),
+    "method_unknown": (["--budget", "3", "--method", "ttk2"], 2, "--method 'ttk2' is unknown"),
     "method_empty": (["--budget", "3", "--method", ""], 2, "is unknown"),
-    "model_unknown": (["--budget", "3", "--model", "gam"], 2, "model='gam' is unknown"),
+    "model_unknown": (["--budget", "3", "--model", "gam"], 2, "--model 'gam' is unknown"),
     "model_method": (["--budget", "3", "--method", "svm", "--model", "rbf"], 2, "needs method"),
     "C_negative": (["--budget", "3", "--C", "-1"], 2, "C must be a positive number"),
     "C_zero": (["--budget", "3", "--C", "0"], 2, "C must be a positive number"),
@@ -168,7 +168,7 @@ CASES = {
     "species_cv": (
         ["--budget", "3", "--species", "A", "--species", "B", "--C", "cv"],
         2,
-        "C='cv' chooses C for one species",
+        "--C 'cv' chooses C for one species",
     ),
     "species_money": (
         ["--budget", "3", "--species", "A", "--species", "B", "--cost-column", "x"],

@@ -330,7 +330,7 @@ def test_cli_errors_are_one_line_with_exit_codes(inputs):
     bad_species = [a if a != "Hylocichla mustelina" else "Dodo" for a in args]
     result = CliRunner().invoke(main, bad_species)
     assert result.exit_code == 2
-    assert result.output.strip().count("\n") == 0 and "species='Dodo'" in result.output
+    assert result.output.strip().count("\n") == 0 and "--species 'Dodo'" in result.output
     missing = [a if a != str(inputs["sed"]) else "/nonexistent/sed.txt" for a in args]
     result = CliRunner().invoke(main, missing)
     assert result.exit_code == 1 and "does not exist" in result.output
