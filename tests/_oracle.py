@@ -277,7 +277,70 @@ ORACLE_SEEDS = {
     # Weighted families: the seeds whose brute force takes at most a few seconds.
     "ttk_weighted": (0, 2, 3, 4, 6, 7, 8, 9, 10, 11),
     "multi_weighted": (1, 6, 8, 9),
+    # TTK plus a boundary penalty on a 4 x 4 grid (boundaries by shapely unions).
+    "ttk_boundary": tuple(range(40)),
 }
+
+
+def grid_boundary_instance(seed: int, side: int = 4):
+    """A tiny region: ``side x side`` unit cells, some labelled (public), 7-10 candidates.
+
+    Returns X, y (1/0 labelled, -1 candidates; one row per cell), the cells (shapely boxes),
+    k and C. The habitat is smooth in space, so good cells cluster and compete with lone ones.
+    """
+    import shapely
+
+    rng = np.random.default_rng(seed)
+    n_cells = side * side
+    xy = np.array([(c, r) for r in range(side) for c in range(side)], dtype=float)
+    cells = np.asarray([shapely.box(x, y, x + 1, y + 1) for x, y in xy], dtype=object)
+    d = int(rng.integers(2, 4))
+    X = np.hstack([xy / side, rng.normal(size=(n_cells, d - 1)) * 0.5])
+    m = int(rng.integers(7, 11))
+    cand = np.sort(rng.choice(n_cells, m, replace=False))
+    lab = np.setdiff1d(np.arange(n_cells), cand)
+    p = 1.0 / (1.0 + np.exp(-3.0 * (X[lab] @ rng.normal(size=X.shape[1]))))
+    y = -np.ones(n_cells, dtype=int)
+    y[lab] = (rng.random(lab.size) < p).astype(int)
+    if y[lab].min() == y[lab].max():
+        y[lab[0]] = 1 - y[lab[0]]
+    k = int(rng.integers(2, 4))
+    C = float(rng.choice([0.3, 1.0, 3.0]))
+    return X, y, cells, k, C
+
+
+def union_boundary(cells, chosen, edge_factor: float) -> float:
+    """Boundary length of the union of ``cells[chosen]`` by shapely, edges on the region's
+    border weighted by ``edge_factor`` (independent of reserve.adjacency)."""
+    import shapely
+
+    mine = shapely.unary_union(cells[np.asarray(chosen)]).boundary
+    outer = shapely.unary_union(cells).boundary
+    return mine.length - (1.0 - edge_factor) * shapely.intersection(mine, outer).length
+
+
+def boundary_instance(seed: int):
+    """:func:`grid_boundary_instance` with its penalty and edge factor (set by the seed)."""
+    X, y, cells, k, C = grid_boundary_instance(seed)
+    return X, y, cells, k, C, [0.05, 0.2, 0.5][seed % 3], [1.0, 0.5][seed % 2]
+
+
+def brute_force_ttk_boundary(X, y, cells, k, C, penalty, edge_factor):
+    """Exact optimum of TTK plus ``penalty`` x boundary: every k-subset of the candidates."""
+    lab, cand = np.flatnonzero(y != -1), np.flatnonzero(y == -1)
+    Xl, Xc = X[lab], X[cand]
+    y_pm = np.where(y[lab] == 1, 1.0, -1.0)
+    best = (np.inf, None)
+    for S in combinations(range(cand.size), k):
+        mask = np.ones(cand.size, dtype=bool)
+        mask[list(S)] = False
+        _, _, obj = solve_subset_qp(Xl, y_pm, C, Xc[mask])
+        total = obj + penalty * union_boundary(cells, cand[list(S)], edge_factor)
+        if total < best[0]:
+            best = (total, cand[list(S)])
+    return best
+
+
 #: Where the cached optima live (written by ``python -m tests._oracle``).
 OPTIMA_PATH = Path(__file__).parent / "data" / "oracle_optima.json"
 
@@ -296,6 +359,9 @@ def oracle_optimum(family: str, seed: int) -> float:
     if family == "multi_weighted":
         X, Y, k, C, _, c = make_weighted_multi_instance(seed)
         return float(brute_force_multi(X, Y, k, C, c))
+    if family == "ttk_boundary":
+        X, y, cells, k, C, penalty, ef = boundary_instance(seed)
+        return float(brute_force_ttk_boundary(X, y, cells, k, C, penalty, ef)[0])
     X, Y, k, C = make_multi_instance(seed)
     return float(brute_force_multi(X, Y, k, C))
 

@@ -52,6 +52,7 @@ from reserve.solvers._base import greedy_fit, top_k
 from reserve.solvers._fd import augmented_norms, working_set
 from reserve.solvers._hinge import species_objectives
 from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
+from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
 
 __all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset", "swap_pairs"]
@@ -177,6 +178,33 @@ class PolishResult:
     history: list[float] = field(default_factory=list)
     n_refresh: int = 0
     n_full_checks: int = 0
+    boundary: float = 0.0
+    selected_mask: np.ndarray | None = field(default=None, repr=False)
+
+
+class _Penalty:
+    """``penalty * B(S)`` in the polish: its value, and how it reorders the swaps.
+
+    Outsiders are tried by ``beta_j - penalty * dB_add(j)`` (their multiplier less what they
+    add to the boundary), which brings in neighbours of the selection as well as the cells
+    whose constraints bind; insiders by ``score_i + penalty * dB_drop(i)`` (a lone cell, whose
+    departure shortens the boundary, before a cell inside a patch).
+    """
+
+    def __init__(self, term: Boundary, penalty: float) -> None:
+        self.term, self.penalty = term, float(penalty)
+
+    def value(self, in_S: np.ndarray) -> float:
+        return self.penalty * self.term.length(in_S)
+
+    def outsiders(self, in_S: np.ndarray, beta: np.ndarray, beta_tol: float) -> np.ndarray:
+        gain = beta - self.penalty * self.term.add_cost(in_S)
+        near = self.term.link(in_S) > 0
+        outs = np.flatnonzero(~in_S & ((beta > beta_tol) | near))
+        return outs[np.lexsort((outs, -gain[outs]))]
+
+    def insider_key(self, key: np.ndarray, in_S: np.ndarray) -> np.ndarray:
+        return key + self.penalty * self.term.drop_cost(in_S)
 
 
 def solve_subset(
@@ -464,21 +492,27 @@ def _make_room(ins, i, j, cost, cost_S, limit):
     return drop, after
 
 
-def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol):
+def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen=None):
     """One round of swaps: the first improving trial ``(res, beta, in_S, cost_S)``, or None.
 
-    Returns ``(improvement or None, QPs solved)``.
+    With a boundary penalty ``pen`` a trial is scored by its QP objective plus
+    ``pen.value(trial)``. Returns ``(improvement or None, QPs solved)``.
     """
     cost, limit = bud.cost, bud.limit
     beta_tol = 1e-7 * max(float(beta.max(initial=0.0)), 1e-300)
-    outs = np.flatnonzero((~in_S) & (beta > beta_tol))
+    if pen is None:
+        outs = np.flatnonzero((~in_S) & (beta > beta_tol))
+        outs = outs[np.lexsort((outs, -beta[outs]))]
+    else:
+        outs = pen.outsiders(in_S, beta, beta_tol)
     if outs.size == 0:
-        return None, 0  # no active constraint: the QP optimum is the unconstrained SVM
-    outs = outs[np.lexsort((outs, -beta[outs]))]
+        return None, 0  # no active constraint (and no neighbour): nothing can improve
     hint, key = sets.hint(res, in_S)
     ins = np.flatnonzero(in_S)
-    ins = ins[np.lexsort((ins, key[ins]))]
+    ins_key = key[ins] if pen is None else pen.insider_key(key, in_S)[ins]
+    ins = ins[np.lexsort((ins, ins_key))]
     cost_min = float(cost.min()) if cost.size else 0.0
+    current = res.objective + (0.0 if pen is None else pen.value(in_S))
     n_tried, n_qp = 0, 0
     for a, c in _iter_pairs(ins.size, outs.size):
         if n_tried >= max_pairs:
@@ -493,10 +527,11 @@ def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol):
         added = _fill(trial, limit - after, cost, beta, beta_tol, key, cost_min)
         # A trial is accepted only below `target`; a lower bound at or above it rejects
         # the trial exactly as its full solve would, so the search path is unchanged.
-        target = res.objective - tol * max(1.0, abs(res.objective))
-        new, new_beta, used = sets.solve(trial, hint, target, (drop, added, j))
+        target = current - tol * max(1.0, abs(current))
+        extra = 0.0 if pen is None else pen.value(trial)
+        new, new_beta, used = sets.solve(trial, hint, target - extra, (drop, added, j))
         n_qp += used
-        if new is not None and new.objective < target:
+        if new is not None and new.objective + extra < target:
             return (new, new_beta, trial, float(cost[trial].sum())), n_qp
     return None, n_qp
 
@@ -517,6 +552,8 @@ def polish(
     screen: bool = True,
     cost: np.ndarray | None = None,
     budget: float | Budget | None = None,
+    boundary: Boundary | None = None,
+    boundary_penalty: float = 0.0,
 ) -> PolishResult:
     """Improve a feasible TTK solution by fixed-set QPs and swap moves.
 
@@ -543,6 +580,11 @@ def polish(
     budget : float, Budget or None
         The money budget (required with ``cost``), or a :class:`reserve.solvers.Budget`
         (then ``cost`` is not used); ``None`` means ``k`` cells.
+    boundary : Boundary or None
+        The boundary length of candidate sets (over the candidates, in ``X_cand``'s order).
+    boundary_penalty : float
+        With ``boundary``, the search minimises the QP objective plus ``boundary_penalty``
+        times the selection's boundary length; ``PolishResult.objective`` is that sum.
 
     Returns
     -------
@@ -555,26 +597,33 @@ def polish(
     else:
         bud = Budget.resolve(k, m, cost, budget)
         sets = _OneSet(X_lab, y_pm, X_cand, k, C, w, b, warm_start, screen)
+    pen = None
+    if boundary is not None and boundary_penalty > 0:
+        pen = _Penalty(boundary, boundary_penalty)
+    out = _search(sets, bud, pen, max_rounds, max_pairs, tol)
+    scr = getattr(sets, "scr", None)
+    out.n_refresh = 0 if scr is None else scr.n_refresh
+    out.n_full_checks = 0 if scr is None else scr.n_full_checks
+    out.boundary = 0.0 if boundary is None else boundary.length(out.selected_mask)
+    return out
+
+
+def _search(sets, bud: Budget, pen: _Penalty | None, max_rounds: int, max_pairs: int,
+            tol: float) -> PolishResult:  # fmt: skip
+    """Accept improving swaps from the start's set until none is found or ``max_rounds``."""
     in_S, cost_S, res, beta, n_qp = sets.start(bud)
-    history = [res.objective]
+    extra = 0.0 if pen is None else pen.value(in_S)
+    history = [res.objective + extra]
     n_swaps = 0
     for _ in range(max_rounds):
-        found, used = _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol)
+        found, used = _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen)
         n_qp += used
         if found is None:
             break
         res, beta, in_S, cost_S = found
-        history.append(res.objective)
+        extra = 0.0 if pen is None else pen.value(in_S)
+        history.append(res.objective + extra)
         n_swaps += 1
-    scr = getattr(sets, "scr", None)
-    return PolishResult(
-        w=res.w,
-        b=res.b,
-        objective=res.objective,
-        selected=np.flatnonzero(in_S),
-        n_swaps=n_swaps,
-        n_qp=n_qp,
-        history=history,
-        n_refresh=0 if scr is None else scr.n_refresh,
-        n_full_checks=0 if scr is None else scr.n_full_checks,
-    )
+    return PolishResult(w=res.w, b=res.b, objective=res.objective + extra,
+                        selected=np.flatnonzero(in_S), n_swaps=n_swaps, n_qp=n_qp,
+                        history=history, selected_mask=in_S)  # fmt: skip

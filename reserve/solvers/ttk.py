@@ -19,6 +19,7 @@ from reserve.solvers._validation import (
     check_solver_params,
     check_transductive,
 )
+from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
 from reserve.solvers.svm import shifted_intercept_budget
 
@@ -126,6 +127,11 @@ class TTK(TopKClassifierMixin):
         Hinge weight of each class: ``None`` (1 each), ``"balanced"`` (``n_lab / (2 n_c)``
         for class ``c``, scikit-learn's rule: the rare class weighs as much as the common
         one), or ``{0: w0, 1: w1}``. Multiplies ``sample_weight``.
+    boundary_penalty : float, default=0.0
+        Adds ``boundary_penalty`` times the selection's boundary length (``boundary=`` in
+        :meth:`fit`, a :class:`reserve.solvers.Boundary`) to the objective, as Marxan's
+        boundary length modifier; the transductive constraint is unchanged. The polish (or
+        the MIP) minimises the sum; FD does not see it. 0 leaves the fit as it was.
 
     Attributes
     ----------
@@ -141,7 +147,10 @@ class TTK(TopKClassifierMixin):
     candidates_ : ndarray
         Row indices of all candidates; ``candidate_scores_`` their scores.
     objective_ : float
-        Objective recomputed from ``coef_`` and ``intercept_``.
+        Objective recomputed from ``coef_`` and ``intercept_`` (plus the boundary penalty of
+        ``selected_`` with ``boundary_penalty``).
+    boundary_length_ : float
+        Boundary length of ``selected_`` (with ``boundary=`` in :meth:`fit`; else NaN).
     init_objective_ : float
         Objective of the shifted-SVM start.
     fd_objective_ : float
@@ -204,6 +213,7 @@ class TTK(TopKClassifierMixin):
         budget: float | None = None,
         mip_solver: str = "auto",
         class_weight: str | dict | None = None,
+        boundary_penalty: float = 0.0,
     ) -> None:
         self.k = k
         self.C = C
@@ -222,6 +232,7 @@ class TTK(TopKClassifierMixin):
         self.budget = budget
         self.mip_solver = mip_solver
         self.class_weight = class_weight
+        self.boundary_penalty = boundary_penalty
 
     def _check_params(self) -> float:
         counts = ("max_iter", "polish_max_rounds", "polish_pairs", "threads")
@@ -251,6 +262,7 @@ class TTK(TopKClassifierMixin):
         y: np.ndarray,
         cost: np.ndarray | None = None,
         sample_weight: np.ndarray | None = None,
+        boundary: Boundary | None = None,
     ) -> TTK:
         """Fit the scorer and select exactly ``k`` candidates, or what fits a money budget.
 
@@ -269,6 +281,9 @@ class TTK(TopKClassifierMixin):
             Hinge weight of each labelled row (finite, ``>= 0``; times ``class_weight``).
             Candidates' entries are not read. A row of weight 0 is as if it were absent;
             integer weights give the fit of the data with each row repeated that often.
+        boundary : Boundary or None
+            Boundary length of candidate sets, over the rows of ``X`` (candidates' entries
+            are read). Required with ``boundary_penalty > 0``.
 
         Returns
         -------
@@ -289,6 +304,7 @@ class TTK(TopKClassifierMixin):
         cand_rows = canonical_order(data.X, data.candidates)
         X_lab, X_cand = data.X[lab], data.X[cand_rows]
         b_solve = bud.take(np.searchsorted(data.candidates, cand_rows))
+        self._term = self._check_boundary(boundary, data.X.shape[0], cand_rows)
         y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
 
         w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, 0, C, budget=b_solve)
@@ -307,6 +323,7 @@ class TTK(TopKClassifierMixin):
         self.score_spread_ = float(spread.max() - spread.min())
         self.trivial_ = bool(self.score_spread_ < TRIVIAL_SPREAD)
         self._select(data.X, data.candidates, k, bud.cost, bud.budget)
+        self._select_set(data, cand_rows)
         sel_pos = np.searchsorted(data.candidates, self.selected_)
         self.selected_cost_ = float(bud.cost[sel_pos].sum())
         self.budget_ = bud.budget
@@ -332,6 +349,53 @@ class TTK(TopKClassifierMixin):
         n = data.X.shape[0]
         return data, Budget(*check_cost_budget(cost, self.budget, data.candidates, n))
 
+    def _check_boundary(self, boundary: object, n: int, cand_rows: np.ndarray) -> Boundary | None:
+        """The boundary term over the candidates (``cand_rows`` order), or None."""
+        lam = check_positive_real(self.boundary_penalty, "boundary_penalty", allow_zero=True)
+        if boundary is None:
+            if lam > 0:
+                raise InvalidInputError(
+                    f"boundary_penalty={self.boundary_penalty!r} needs boundary= in fit (a "
+                    "reserve.solvers.Boundary over the rows of X); pass it, or leave the "
+                    "penalty at 0"
+                )
+            return None
+        if not isinstance(boundary, Boundary) or boundary.m != n:
+            raise InvalidInputError(
+                f"boundary must be a reserve.solvers.Boundary over the {n} rows of X; received "
+                f"{type(boundary).__name__} over {getattr(boundary, 'm', '?')} rows"
+            )
+        if lam > 0 and self.solver == "mip":
+            raise InvalidInputError(
+                "boundary_penalty > 0 is not yet solved exactly; use solver='fd' (the polish "
+                "minimises objective plus penalty)"
+            )
+        if lam > 0 and not self.polish:
+            raise InvalidInputError(
+                "boundary_penalty > 0 needs polish=True: the feasible-direction method alone "
+                "does not see the boundary; pass polish=True or solver='mip'"
+            )
+        return boundary.take(cand_rows)
+
+    def _select_set(self, data: object, cand_rows: np.ndarray) -> None:
+        """With a boundary penalty, select the set the search chose; record its boundary."""
+        term = self._term
+        if term is None:
+            self.boundary_length_ = float("nan")
+            return
+        in_S = np.zeros(term.m, dtype=bool)
+        lam = float(self.boundary_penalty)
+        if lam > 0 and self._chosen is not None:
+            in_S[self._chosen] = True
+            rows = cand_rows[self._chosen]
+            score = data.X[rows] @ self.coef_ + self.intercept_
+            self.selected_ = rows[np.lexsort((rows, -score))]
+        else:
+            where = {int(r): i for i, r in enumerate(cand_rows)}
+            in_S[[where[int(r)] for r in self.selected_]] = True
+        self.boundary_length_ = term.length(in_S)
+        self.objective_ += lam * self.boundary_length_
+
     def _fit_local(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
         """Feasible direction from ``(w, b)``, then the polish; ``(w, b, history)``."""
         fd = feasible_direction(
@@ -345,17 +409,23 @@ class TTK(TopKClassifierMixin):
         self.stop_reason_ = fd.stop_reason
         history = list(fd.history)
         self.n_swaps_ = 0
+        term, lam = self._term, float(self.boundary_penalty)
+        self._chosen = None if term is None else bud.select(X_cand @ w + b)
         if self.polish:
             pol = polish(
                 X_lab, y_pm, X_cand, k, C, w, b,
                 max_rounds=self.polish_max_rounds, max_pairs=self.polish_pairs, tol=self.tol,
-                budget=bud,
+                budget=bud, boundary=term, boundary_penalty=lam,
             )  # fmt: skip
+            fd_total = fd.objective
+            if term is not None and lam > 0:
+                fd_total += lam * term.length(np.isin(np.arange(term.m), self._chosen))
             # The polish starts from the FD point's own set, so it cannot be worse; keep FD's
             # point if the QP solver's rounding made it so by a hair.
-            if pol.objective <= fd.objective:
+            if pol.objective <= fd_total:
                 w, b = pol.w, pol.b
                 history.extend(pol.history[1:])
+                self._chosen = pol.selected if term is not None else None
             self.n_swaps_ = pol.n_swaps
         return w, b, history
 

@@ -1,0 +1,87 @@
+"""TTK with a boundary penalty against brute force over every k-subset (shapely boundaries).
+
+The brute-force optima of the 40 instances are cached (``ttk_boundary`` in
+tests/data/oracle_optima.json; tests/test_oracle_cache.py re-runs a sample of them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reserve.adjacency import grid_adjacency
+from reserve.errors import InvalidInputError
+from reserve.solvers import TTK, Boundary, hinge_objective
+from tests._oracle import ORACLE_SEEDS, boundary_instance, union_boundary
+
+
+def _term(cells, edge_factor):
+    adj = grid_adjacency(cells)
+    return Boundary(4 * adj.cell_size - (1 - edge_factor) * adj.outer(), adj.matrix())
+
+
+def _fit_and_recompute(seed):
+    """The polished fit's objective, recomputed from coef_, intercept_ and the shapely union."""
+    X, y, cells, k, C, penalty, ef = boundary_instance(seed)
+    model = TTK(k=k, C=C, boundary_penalty=penalty).fit(X, y, boundary=_term(cells, ef))
+    lab = y != -1
+    y_pm = np.where(y[lab] == 1, 1.0, -1.0)
+    base = hinge_objective(model.coef_, model.intercept_, X[lab], y_pm, C)
+    total = base + penalty * union_boundary(cells, model.selected_, ef)
+    assert model.objective_ == pytest.approx(total, rel=1e-7)
+    assert model.selected_.size == k and np.all(y[model.selected_] == -1)
+    return total
+
+
+def test_polish_with_penalty_within_one_percent_on_90_percent(oracle_optima):
+    seeds = ORACLE_SEEDS["ttk_boundary"]
+    ratios = []
+    for seed in seeds:
+        best = oracle_optima["ttk_boundary"][str(seed)]
+        got = _fit_and_recompute(seed)
+        assert got >= best - 1e-6 * max(1.0, best), seed  # never below the optimum
+        ratios.append(got / best - 1.0)
+    within = int(np.sum(np.asarray(ratios) <= 0.01))
+    assert within >= 0.9 * len(seeds), sorted(ratios)[-5:]
+
+
+def test_zero_penalty_is_the_plain_fit():
+    X, y, cells, k, C, _, ef = boundary_instance(3)
+    plain = TTK(k=k, C=C).fit(X, y)
+    zero = TTK(k=k, C=C, boundary_penalty=0.0).fit(X, y, boundary=_term(cells, ef))
+    assert zero.selected_.tolist() == plain.selected_.tolist()
+    assert zero.objective_ == plain.objective_
+    assert zero.boundary_length_ == pytest.approx(union_boundary(cells, zero.selected_, ef))
+
+
+def test_a_larger_penalty_never_lengthens_the_boundary():
+    X, y, cells, k, C, _, ef = boundary_instance(5)
+    term = _term(cells, ef)
+    lengths = [
+        TTK(k=k, C=C, boundary_penalty=lam).fit(X, y, boundary=term).boundary_length_
+        for lam in (0.0, 0.5, 5.0)
+    ]
+    assert lengths[2] <= lengths[0]
+    assert lengths[2] == min(lengths)
+
+
+@pytest.mark.parametrize(
+    ("params", "with_term", "match"),
+    [
+        ({"boundary_penalty": 0.5}, False, "needs boundary= in fit"),
+        ({"boundary_penalty": -1.0}, True, "boundary_penalty"),
+        ({"boundary_penalty": "x"}, True, "boundary_penalty"),
+        ({"boundary_penalty": 0.5, "polish": False}, True, "needs polish=True"),
+    ],
+)
+def test_bad_penalty_is_refused(params, with_term, match):
+    X, y, cells, k, C, _, ef = boundary_instance(0)
+    term = _term(cells, ef) if with_term else None
+    with pytest.raises(InvalidInputError, match=match):
+        TTK(k=k, C=C, **params).fit(X, y, boundary=term)
+
+
+def test_a_term_of_the_wrong_size_is_refused():
+    X, y, cells, k, C, _, ef = boundary_instance(0)
+    with pytest.raises(InvalidInputError, match="over the 16 rows of X"):
+        TTK(k=k, C=C, boundary_penalty=1.0).fit(X, y, boundary=_term(cells[:8], ef))
