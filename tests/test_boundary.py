@@ -85,3 +85,24 @@ def test_a_term_of_the_wrong_size_is_refused():
     X, y, cells, k, C, _, ef = boundary_instance(0)
     with pytest.raises(InvalidInputError, match="over the 16 rows of X"):
         TTK(k=k, C=C, boundary_penalty=1.0).fit(X, y, boundary=_term(cells[:8], ef))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compact_selection_is_the_brute_force_optimum(seed):
+    from itertools import combinations
+
+    from reserve.solvers.compact import select_compact
+
+    _, _, cells, k, _, _, ef = boundary_instance(seed)
+    rng = np.random.default_rng(seed)
+    scores = rng.random(cells.size)
+    penalty = [0.02, 0.1, 0.3][seed % 3]
+    got = select_compact(scores, _term(cells, ef), k, penalty)
+    best = max(
+        scores[list(S)].sum() - penalty * union_boundary(cells, list(S), ef)
+        for S in combinations(range(cells.size), k)
+    )
+    recomputed = scores[got.selected].sum() - penalty * union_boundary(cells, got.selected, ef)
+    assert got.status == "optimal"
+    assert got.objective == pytest.approx(recomputed, rel=1e-9)
+    assert recomputed == pytest.approx(best, rel=1e-9)

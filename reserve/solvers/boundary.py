@@ -29,7 +29,7 @@ from scipy import sparse
 
 from reserve.errors import InvalidInputError
 
-__all__ = ["Boundary"]
+__all__ = ["CALIBRATION_STEPS", "Boundary", "calibrate_penalty"]
 
 
 class Boundary:
@@ -97,3 +97,70 @@ class Boundary:
     def drop_cost(self, in_S: np.ndarray) -> np.ndarray:
         """Change of ``B`` when each unit of ``in_S`` leaves it (exact, one at a time)."""
         return -(self.own - 2.0 * self.link(in_S))
+
+
+#: Multiples of Cohon's penalty tried by :func:`calibrate_penalty`.
+CALIBRATION_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+#: The "boundary only" end of the trade-off is fitted at this many times ``f0 / B0``.
+_BOUNDARY_ONLY = 1e3
+
+
+def calibrate_penalty(
+    fit: object, steps: tuple[float, ...] = CALIBRATION_STEPS
+) -> tuple[float, list[dict]]:
+    """Choose a boundary penalty at the knee of the objective / boundary trade-off.
+
+    Cohon's method, as prioritizr's ``calibrate_cohon_penalty`` adapts it to conservation
+    planning: fit once without the penalty (objective ``f0``, boundary ``B0``) and once with
+    a penalty so large that only the boundary matters (``f1``, ``B1``); the slope between the
+    two ends, ``(f1 - f0) / (B0 - B1)``, is the penalty at which one unit of boundary is worth
+    what it costs in objective. The penalties ``steps`` times that are fitted too, and the
+    knee is the fit nearest the ideal corner once both axes are scaled to ``[0, 1]`` between
+    the ends (the smallest sum of the two scaled values; ties to the smaller penalty).
+
+    Parameters
+    ----------
+    fit : callable
+        ``fit(penalty) -> dict`` with at least ``"objective"`` (the objective without the
+        penalty) and ``"boundary"``; other entries are kept in the table.
+    steps : tuple of float
+        Multiples of Cohon's penalty to try.
+
+    Returns
+    -------
+    penalty : float
+        The chosen penalty (0 when the penalty cannot shorten the boundary).
+    table : list of dict
+        One row per fit, by increasing penalty, with ``"penalty"``, ``"chosen"`` and the
+        entries of ``fit``'s dicts.
+
+    Examples
+    --------
+    >>> def fit(lam):  # a toy trade-off: the boundary halves as the objective grows
+    ...     b = 100.0 / (1.0 + 50.0 * lam)
+    ...     return {"objective": 10.0 + 0.2 * (100.0 - b), "boundary": b}
+    >>> lam, table = calibrate_penalty(fit)
+    >>> 0 < lam < 1, len(table), sum(row["chosen"] for row in table)
+    (True, 7, 1)
+    """
+    ends = {0.0: fit(0.0)}
+    f0, b0 = ends[0.0]["objective"], ends[0.0]["boundary"]
+    big = _BOUNDARY_ONLY * max(abs(f0), 1.0) / max(b0, 1e-300)
+    ends[big] = fit(big)
+    f1, b1 = ends[big]["objective"], ends[big]["boundary"]
+    if not b0 - b1 > 1e-9 * max(b0, 1.0):
+        rows = [{"penalty": p, **r, "chosen": p == 0.0} for p, r in sorted(ends.items())]
+        return 0.0, rows
+    cohon = max(f1 - f0, 0.0) / (b0 - b1)
+    fits = dict(ends)
+    for s in steps:
+        if cohon * s not in fits:
+            fits[cohon * s] = fit(cohon * s)
+    rows = [{"penalty": p, **r} for p, r in sorted(fits.items())]
+    f_span, b_span = max(f1 - f0, 1e-300), b0 - b1
+    score = [(r["objective"] - f0) / f_span + (r["boundary"] - b1) / b_span for r in rows]
+    best = int(np.argmin(score))
+    for i, r in enumerate(rows):
+        r["chosen"] = i == best
+    return float(rows[best]["penalty"]), rows
