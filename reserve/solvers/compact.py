@@ -21,7 +21,7 @@ from reserve.errors import InvalidInputError
 from reserve.solvers._mip import SCIP_STATUS, import_scip
 from reserve.solvers.boundary import Boundary
 
-__all__ = ["CompactSelection", "select_compact"]
+__all__ = ["CompactSelection", "candidate_pool", "select_compact"]
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,30 @@ class CompactSelection:
     runtime: float
 
 
+def candidate_pool(scores: np.ndarray, term: Boundary, k: int, penalty: float) -> np.ndarray:
+    """The units that can belong to an optimal set: a sound reduction before the MIP.
+
+    Swapping a selected unit ``j`` for an outsider ``i`` changes the boundary by at most
+    ``D = max(own) - min(own) + 2 max_j sum_l A_jl``, so an optimal set holds no unit scoring
+    below ``s_(k) - penalty * D`` (``s_(k)`` the ``k``-th best score): else one of the ``k``
+    best would be outside it, and swapping it in would gain. Returns their positions.
+    """
+    if penalty == 0.0:
+        return np.sort(np.argsort(-scores, kind="stable")[:k])
+    reach = float(term.own.max() - term.own.min())
+    reach += 2.0 * float(np.asarray(term.shared.sum(axis=1)).max(initial=0.0))
+    kth = float(np.partition(scores, scores.size - k)[scores.size - k])
+    return np.flatnonzero(scores >= kth - penalty * reach)
+
+
 def select_compact(scores: object, term: Boundary, k: int, penalty: float, *,
-                   time_limit: float = 60.0, gap: float = 1e-6) -> CompactSelection:  # fmt: skip
+                   time_limit: float = 60.0, gap: float = 1e-6,
+                   max_pool: int | None = None) -> CompactSelection:  # fmt: skip
     """The ``k`` units maximising ``sum(scores[S]) - penalty * B(S)``, solved by SCIP.
+
+    Only the units of :func:`candidate_pool` enter the MIP (the others cannot be in an
+    optimal set); ``max_pool`` caps them at that many best scores, and ``status`` then
+    says ``"restricted"`` unless the cap removed none.
 
     Parameters
     ----------
@@ -68,6 +89,8 @@ def select_compact(scores: object, term: Boundary, k: int, penalty: float, *,
         Weight of the boundary length (``>= 0``), in score units per unit of length.
     time_limit, gap : float
         SCIP's limits; the best set found is returned either way (``status`` says which).
+    max_pool : int or None
+        At most this many units in the MIP (the best scores of the pool).
 
     Returns
     -------
@@ -91,6 +114,26 @@ def select_compact(scores: object, term: Boundary, k: int, penalty: float, *,
     if not 0 < int(k) <= s.size or not np.isfinite(penalty) or penalty < 0:
         raise InvalidInputError(f"need 0 < k <= {s.size} and penalty >= 0; got {k}, {penalty}")
     t0 = time.perf_counter()
+    pool = candidate_pool(s, term, int(k), float(penalty))
+    restricted = max_pool is not None and pool.size > max_pool
+    if restricted:
+        pool = np.sort(pool[np.argsort(-s[pool], kind="stable")[:max_pool]])
+    chosen, status, gap_ = _solve_pool(s[pool], term.take(pool), int(k), float(penalty),
+                                       float(time_limit), float(gap))  # fmt: skip
+    chosen = pool[chosen]
+    chosen = chosen[np.lexsort((chosen, -s[chosen]))]
+    mask = np.zeros(s.size, dtype=bool)
+    mask[chosen] = True
+    length = term.length(mask)
+    return CompactSelection(
+        selected=chosen, objective=float(s[chosen].sum() - penalty * length), boundary=length,
+        status="restricted" if restricted else status, gap=gap_,
+        runtime=time.perf_counter() - t0,
+    )  # fmt: skip
+
+
+def _solve_pool(s, term, k, penalty, time_limit, gap):
+    """SCIP on the pool: positions chosen, status, gap."""
     pyscipopt = import_scip()
     mdl = pyscipopt.Model("compact")
     mdl.hideOutput()
@@ -118,13 +161,5 @@ def select_compact(scores: object, term: Boundary, k: int, penalty: float, *,
     mdl.optimize()
     best = mdl.getBestSol()
     chosen = np.flatnonzero(np.array([mdl.getSolVal(best, x[i]) for i in range(s.size)]) > 0.5)
-    chosen = chosen[np.lexsort((chosen, -s[chosen]))]
-    mask = np.zeros(s.size, dtype=bool)
-    mask[chosen] = True
-    length = term.length(mask)
     status = str(mdl.getStatus())
-    return CompactSelection(
-        selected=chosen, objective=float(s[chosen].sum() - penalty * length), boundary=length,
-        status=SCIP_STATUS.get(status, status), gap=float(mdl.getGap()),
-        runtime=time.perf_counter() - t0,
-    )  # fmt: skip
+    return chosen, SCIP_STATUS.get(status, status), float(mdl.getGap())
