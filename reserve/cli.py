@@ -451,20 +451,29 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
     cost_col = s.get("cost_column") or ""
     if cost_col:
         flags.insert(0, cost_col)
-    cols = ["rank", "cell_id", *flags, "score", *feats]
-    heads = {"locked_in": "locked", "selection_frequency": "freq"}
+    patched = "patch_id" in sel.columns and bool((sel["patch_id"] > 0).any())
+    cols = ["rank", "cell_id", *(["patch_id"] if patched else []), *flags, "score", *feats]
+    heads = {"locked_in": "locked", "selection_frequency": "freq", "patch_id": "patch"}
     table = Table(title=f"{s['n_selected']} selected cells ({s['method']})", box=None)
     for col in cols:
         table.add_column(heads.get(col, col), justify="right", no_wrap=True)
 
     def cell(col: str, v: object) -> str:
+        if col == "patch_id":
+            return str(v)
         if col == "locked_in":
             return "in" if v else ""
         if col == cost_col:
             return f"{v:.6g}"
         return f"{v:.3f}" if col != "selection_frequency" else f"{v:.2f}"
 
-    for row in sel[cols].itertuples(index=False):
+    # grouped by patch (1 = the largest), best rank first within each
+    rows = sel.sort_values(["patch_id", "rank"], kind="stable") if patched else sel
+    last = None
+    for row in rows[cols].itertuples(index=False):
+        if patched and last is not None and row[2] != last:
+            table.add_section()
+        last = row[2] if patched else None
         values = zip(cols[2:], row[2:], strict=True)
         table.add_row(str(row[0]), str(row[1]), *(cell(c, v) for c, v in values))
     units = r.planning_units  # type: ignore[attr-defined]
@@ -472,7 +481,8 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
     table.add_section()
     for name, frame in (("selected", sel), ("candidates", cand)):
         means = frame[["score", *feats]].mean(axis=0).to_numpy()
-        table.add_row("mean", name, *([""] * len(flags)), *(f"{v:.3f}" for v in means))
+        pad = [""] * (len(flags) + patched)
+        table.add_row("mean", name, *pad, *(f"{v:.3f}" for v in means))
     return table, cols
 
 
@@ -516,6 +526,13 @@ def _print_figures(console: Any, result: object) -> None:
         f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
         f"{s['n_candidates']} candidates, {s['n_cells']} in all"
     )
+    if s.get("n_patches", -1) >= 0:
+        penalty = s.get("boundary_penalty") or 0.0
+        console.print(
+            f"patches: {s['n_patches']} (largest {s['largest_patch_cells']} cells), boundary "
+            f"{s['boundary_length'] / 1000:.4g} km"
+            + (f" at boundary penalty {penalty:.4g}" if penalty else "")
+        )
     if s.get("n_locked_in") or s.get("n_locked_out"):
         console.print(
             f"locked: {s['n_locked_in']} in (selected, counted in the budget), "

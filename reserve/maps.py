@@ -314,6 +314,7 @@ def _add_layers(
     fg_det = folium.FeatureGroup(name="training: detected").add_to(m)
     fg_undet = folium.FeatureGroup(name="training: not detected").add_to(m)
     fg_sel = folium.FeatureGroup(name=f"selected cells ({n_sel})").add_to(m)
+    fg_patch = folium.FeatureGroup(name="patches (outlines)").add_to(m)
 
     fallback = None
     if outline is None:  # the planning units' own outline (cells tile the region)
@@ -328,6 +329,8 @@ def _add_layers(
         _JS.replace("__DATA__", json.dumps(data, separators=(",", ":")))
         .replace("__OUTLINE__", outline_json or "null")
         .replace("__PUBLIC__", public_json or "null")
+        .replace("__PATCHES__", _patches_geojson(units) or "null")
+        .replace("__FG_PATCH__", fg_patch.get_name())
         .replace("__FG_OUTLINE__", fg_outline.get_name())
         .replace("__FG_PUBLIC__", fg_public.get_name())
         .replace("__FG_CAND__", fg_cand.get_name())
@@ -339,6 +342,21 @@ def _add_layers(
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
     folium.LayerControl(collapsed=False).add_to(m)  # before the script, which may fold it
     m.add_child(macro)
+
+
+def _patches_geojson(units: gpd.GeoDataFrame) -> str | None:
+    """Each patch of selected cells (``patch_id`` > 0) as one outlined polygon, as GeoJSON."""
+    if "patch_id" not in units.columns:
+        return None
+    pid = units["patch_id"].to_numpy()
+    feats = []
+    for p in np.unique(pid[pid > 0]):
+        shape = shapely.union_all(units.geometry.to_numpy()[pid == p])
+        feats.append({"type": "Feature", "geometry": shapely.geometry.mapping(shape),
+                      "properties": {"patch": int(p), "cells": int((pid == p).sum())}})  # fmt: skip
+    if not feats:
+        return None
+    return json.dumps({"type": "FeatureCollection", "features": feats}, separators=(",", ":"))
 
 
 def _fmt(summary: Mapping[str, Any], key: str, spec: str = "") -> str:
@@ -401,8 +419,16 @@ def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, s
     chosen = (f"{_fmt(summary, 'n_selected')} cells chosen out of "
               f"{_fmt(summary, 'n_candidates')} private candidate cells"
               + (f" ({n_in} locked in: already owned)" if n_in else "") + ".")  # fmt: skip
+    n_patches = summary.get("n_patches")
+    patches = []
+    if isinstance(n_patches, int | np.integer) and n_patches > 0:
+        km = float(summary.get("boundary_length", float("nan"))) / 1000.0
+        patches = [("patches", f"{n_patches} patch{'es' if n_patches > 1 else ''} of touching "
+                               f"cells (largest {summary.get('largest_patch_cells')} cells); "
+                               f"their outer boundary {km:.4g} km.")]  # fmt: skip
     rows = [
         ("chosen", chosen),
+        *patches,
         ("score", "How closely a cell's habitat matches the surveyed cells where the species "
                   "was found: higher is better; the chosen cells are the best-scoring "
                   "candidates."),
@@ -655,6 +681,11 @@ _JS = r"""
     fill: false}, interactive: false}).addTo(__FG_OUTLINE__);
   if (pub) L.geoJSON(pub, {style: {color: "#00441b", weight: 2, fillColor: "#00441b",
     fillOpacity: 0.15}, interactive: false}).addTo(__FG_PUBLIC__);
+  var patches = __PATCHES__;
+  if (patches) L.geoJSON(patches, {style: {color: "#7a0177", weight: 3, fill: false},
+    onEachFeature: function (f, layer) {
+      layer.bindTooltip("patch " + f.properties.patch + ": " + f.properties.cells + " cells");
+    }}).addTo(__FG_PATCH__);
   draw(D.candidates, __FG_CAND__, function (d, i) {
     return {stroke: false, fillColor: ramp(d.score[i]), fillOpacity: 0.75};
   }, "candidate cell");

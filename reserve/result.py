@@ -18,8 +18,10 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
+from reserve.adjacency import EDGE_FACTOR, boundary_length, grid_adjacency, patch_labels
 from reserve.config import SELECT_DEFAULTS, SelectOptions
 from reserve.design import Problem
+from reserve.errors import InvalidInputError
 from reserve.signal import CutoffTies, assess_signal, break_cutoff_ties
 
 __all__ = ["FitOutcome", "SelectionResult", "build_result"]
@@ -377,6 +379,34 @@ def _species_summary(problem: Problem, units: pd.DataFrame, sel_rows: np.ndarray
     return out
 
 
+def patch_report(geometry: np.ndarray, sel_rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Each cell's patch (1 = the largest; 0 unselected) and the summary's patch figures.
+
+    Patches join selected cells that share an edge (rook neighbours); the boundary length is
+    Marxan's (:mod:`reserve.adjacency`, edge factor :data:`reserve.adjacency.EDGE_FACTOR`).
+    Cells that are not a regular grid have no patches: every ``patch_id`` is -1 and the
+    figures are NaN.
+    """
+    mask = np.zeros(geometry.shape[0], dtype=bool)
+    mask[sel_rows] = True
+    nan = float("nan")
+    try:
+        adj = grid_adjacency(geometry)
+    except InvalidInputError:
+        return np.full(mask.size, -1, dtype=np.int64), {
+            "n_patches": -1, "largest_patch_cells": -1, "boundary_length": nan,
+            "edge_factor": EDGE_FACTOR,
+        }  # fmt: skip
+    patch = patch_labels(adj, mask)
+    sizes = np.bincount(patch)[1:]
+    return patch, {
+        "n_patches": int(sizes.size),
+        "largest_patch_cells": int(sizes.max(initial=0)),
+        "boundary_length": boundary_length(adj, mask),
+        "edge_factor": EDGE_FACTOR,
+    }
+
+
 def build_result(
     problem: Problem, opts: SelectOptions, fit: FitOutcome, *,
     inputs: Mapping[str, str], config: Mapping[str, Any],
@@ -403,6 +433,11 @@ def build_result(
     result_units, sel, ranking, sel_rows, ties = _tables(problem, opts, fit, opts.method)
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
+    patch, patch_summary = patch_report(problem.units.geometry.to_numpy(), sel_rows)
+    summary.update(patch_summary)
+    summary["boundary_penalty"] = float(getattr(opts, "boundary_penalty", 0.0) or 0.0)
+    result_units.insert(result_units.columns.get_loc("selected") + 1, "patch_id", patch)
+    sel.insert(1, "patch_id", patch[sel_rows])
     if hasattr(fit.estimator, "coef_"):
         # several species: the sum over species of each species' contribution
         coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))

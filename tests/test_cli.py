@@ -36,14 +36,18 @@ def test_select_prints_table_and_figures_and_writes_outputs(cells, tmp_path):
     out, html = tmp_path / "out", tmp_path / "m.html"
     res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map", str(html))
     assert res.exit_code == 0, res.stderr
-    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+(-?\d+\.\d+)", res.stdout, flags=re.M)
-    assert [r[0] for r in rows] == ["1", "2", "3", "4", "5"]
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+\.\d+)", res.stdout, flags=re.M)
+    # grouped by patch (1 = the largest), best rank first within a patch
+    assert sorted(int(r[0]) for r in rows) == [1, 2, 3, 4, 5]
+    keys = [(int(r[2]), int(r[0])) for r in rows]
+    assert keys == sorted(keys)
     assert "5 selected cells (ttk)" in res.stdout
     # habitat columns: the main features, named in full, then the two mean rows
     summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary")
     feats = summary["main_features"][0].split(", ")
     header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
-    assert header.split()[3:] == feats and len(feats) == 3
+    assert header.split()[2:4] == ["patch", "score"]
+    assert header.split()[4:] == feats and len(feats) == 3
     selected = pyogrio.read_dataframe(out / "reserve.gpkg", layer="selected")
     mean_sel = re.search(r"^\s*mean\s+selected\s+(.*)$", res.stdout, flags=re.M).group(1)
     np.testing.assert_allclose(
@@ -210,8 +214,8 @@ def test_select_with_locks_and_bootstrap(tmp_path):
               "--bootstrap", "3", "--n-jobs", "2")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
-    assert header.split()[2:5] == ["locked", "freq", "score"]
-    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+in\s+1\.00\s", res.stdout, flags=re.M)
+    assert header.split()[2:6] == ["patch", "locked", "freq", "score"]
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+\d+\s+in\s+1\.00\s", res.stdout, flags=re.M)
     assert sorted(int(r[1]) for r in rows) == sorted(units["cell_id"].iloc[cand[:2]])
     assert (
         "locked: 2 in" in res.stdout and "4 out" in res.stdout and "chose 3 of the 5" in res.stdout
@@ -250,7 +254,7 @@ def test_select_with_a_money_budget(tmp_path):
               str(out), "--map", str(tmp_path / "m.html"), "--locked-in", "mine")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
-    assert header.split()[2:4] == ["price", "locked"]
+    assert header.split()[2:5] == ["patch", "price", "locked"]
     summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary").iloc[0]
     assert summary["budget_unit"] == "cost (price)" and summary["total_cost"] <= 6.5 + 1e-9
     assert f"spent {summary['total_cost']:.6g}" in res.stdout
