@@ -423,8 +423,9 @@ def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, s
     patches = []
     if isinstance(n_patches, int | np.integer) and n_patches > 0:
         km = float(summary.get("boundary_length", float("nan"))) / 1000.0
+        largest = int(summary.get("largest_patch_cells") or 0)
         patches = [("patches", f"{n_patches} patch{'es' if n_patches > 1 else ''} of touching "
-                               f"cells (largest {summary.get('largest_patch_cells')} cells); "
+                               f"cells (largest {largest} cell{'s' if largest > 1 else ''}); "
                                f"their outer boundary {km:.4g} km.")]  # fmt: skip
     rows = [
         ("chosen", chosen),
@@ -493,6 +494,7 @@ def _legend(data: dict[str, Any], with_public: bool) -> str:
         '<span class="sw det"></span>surveyed public cell: species detected',
         '<span class="sw undet"></span>surveyed public cell: not detected',
         *(['<span class="sw pub"></span>public land'] if with_public else []),
+        '<span class="sw patch"></span>patch: chosen cells that touch (share an edge)',
         '<span class="sw outline"></span>region outline',
     ]
     body = "".join(f"<div>{r}</div>" for r in rows)
@@ -608,6 +610,7 @@ _CSS = """
 .reserve-legend .undet{background:#bdbdbd;border:1px solid #636363}
 .reserve-legend .pub{border:2px solid #00441b;background:rgba(0,68,27,.15)}
 .reserve-legend .outline{border:2px dashed #333}
+.reserve-legend .patch{border:3px solid #7a0177}
 .reserve-rank{background:none;border:none;font:bold 11px/18px sans-serif;color:#fff;
  text-align:center;pointer-events:none}
 .reserve-rank .more{position:absolute;left:15px;top:-7px;font:bold 9px/12px sans-serif;
