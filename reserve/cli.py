@@ -396,6 +396,13 @@ def ingest_command(**kw: object) -> None:
     help="Survey effort (checklists, hours, km) as covariates, candidates scored at the "
     f"training median effort (default {'--effort' if SELECT_DEFAULTS.effort else '--no-effort'}).",
 )
+@click.option(
+    "--boundary-penalty",
+    metavar="LAMBDA|auto",
+    help="Trade objective for compact patches: LAMBDA times the selection's boundary length "
+    "(metres, as Marxan's BLM) joins TTK's objective; 'auto' calibrates it (Cohon's method) "
+    "and writes the trade-off (default 0: no penalty).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 @click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
 def select_command(config: str | None, **kw: object) -> None:

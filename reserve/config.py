@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -390,6 +391,23 @@ def _as_method(value: Any) -> str:
     return m
 
 
+def _as_penalty(value: Any) -> float | str:
+    """A boundary penalty: a finite number >= 0 (text parsed) or ``"auto"``."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        v = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not math.isfinite(v) or v < 0:
+        raise InvalidInputError(
+            f"boundary_penalty={value!r} must be a number >= 0 or 'auto'; pass e.g. "
+            "--boundary-penalty 0.0001 (objective per metre of boundary) or "
+            "--boundary-penalty auto (calibrated)"
+        )
+    return v
+
+
 def _as_seconds(value: Any) -> float:
     seconds = _positive_float(value)
     if seconds is None:
@@ -443,6 +461,9 @@ class SelectOptions:
         methods and several species (see :attr:`effective_model`).
     effort : bool
         Survey effort as covariates, candidates scored at the standard effort.
+    boundary_penalty : float or "auto"
+        Weight of the selection's boundary length in TTK's objective (per metre; 0: none),
+        or ``"auto"`` for Cohon's calibration (:func:`reserve.solvers.calibrate_penalty`).
 
     Examples
     --------
@@ -469,6 +490,7 @@ class SelectOptions:
     species: tuple[str, ...] | None = None
     model: str = SELECT_DEFAULTS.model
     effort: bool = SELECT_DEFAULTS.effort
+    boundary_penalty: float | str = 0.0
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -497,8 +519,24 @@ class SelectOptions:
             if value is not None and not isinstance(value, str | os.PathLike):
                 if not (key == "map" and isinstance(value, bool)):
                     raise InvalidInputError(f"{key} must be a path; received {value!r}")
+        put(self, "boundary_penalty", _as_penalty(self.boundary_penalty))
         self._check_species()
         self._check_model()
+        self._check_penalty()
+
+    def _check_penalty(self) -> None:
+        if self.boundary_penalty == 0.0:
+            return
+        if self.method not in ("ttk", "ttk-mip"):
+            raise InvalidInputError(
+                f"boundary_penalty needs method 'ttk' or 'ttk-mip' (received {self.method!r}); "
+                "drop --boundary-penalty or pass --method ttk"
+            )
+        if self.species is not None and len(self.species) > 1:
+            raise InvalidInputError(
+                "boundary_penalty with several --species is not supported yet; pass one "
+                "--species, or drop --boundary-penalty"
+            )
 
     def _check_model(self) -> None:
         if self.model in ("auto", "linear") or self.effective_model == self.model:
@@ -704,6 +742,7 @@ _CONFIG_CHECKS: dict[str, Any] = {
     "bootstrap": lambda v, n: _as_int(v, n, low=0),
     "n_jobs": lambda v, n: _as_int(v, n, low=1),
     "time_limit": lambda v, n: _as_seconds(v),
+    "boundary_penalty": lambda v, n: _as_penalty(v),
     "overwrite": _check_bool,
     "species": lambda v, n: _as_species(v),
     "cost_column": _check_cost_column,

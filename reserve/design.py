@@ -53,6 +53,7 @@ import pandas as pd
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import validate_data
 
+from reserve.adjacency import EDGE_FACTOR, grid_adjacency
 from reserve.config import (
     EFFORT_COLUMNS,
     EFFORT_PREFIX,
@@ -64,6 +65,7 @@ from reserve.config import (
     species_slug,
 )
 from reserve.errors import DataFileError, InvalidInputError
+from reserve.solvers import Boundary
 
 __all__ = [
     "NON_FEATURES",
@@ -71,6 +73,7 @@ __all__ = [
     "MomentScaler",
     "Problem",
     "boolean_values",
+    "boundary_term",
     "build_problem",
     "default_cells",
     "effort_covariates",
@@ -142,6 +145,9 @@ class Problem:
     effort : dict of str to float
         With ``effort=True``: each effort covariate (the last columns of ``features``) and the
         standard value every cell but the training cells is scored at; empty otherwise.
+    boundary : reserve.solvers.Boundary or None
+        With a boundary penalty: the boundary length of sets of ``rows`` (candidates' entries
+        are read), locked-in cells counted as selected; None otherwise.
     """
 
     units: gpd.GeoDataFrame
@@ -163,6 +169,7 @@ class Problem:
     k_fit: int
     free_budget: float | None
     effort: dict[str, float] = field(default_factory=dict)
+    boundary: Boundary | None = None
 
     @property
     def multi(self) -> bool:
@@ -771,6 +778,21 @@ def effort_covariates(
     return pd.DataFrame(out, index=units.index), standard
 
 
+def boundary_term(units: gpd.GeoDataFrame, source: str) -> Boundary:
+    """The boundary length of sets of ``units`` (rook edges, edge factor 0.5), from the grid.
+
+    Raises
+    ------
+    DataFileError
+        The planning units are not the cells of one regular square grid.
+    """
+    try:
+        adj = grid_adjacency(units.geometry.to_numpy())
+    except InvalidInputError as exc:
+        raise DataFileError(f"cells={source!r} cannot take a boundary penalty: {exc}") from None
+    return Boundary(4 * adj.cell_size - (1 - EDGE_FACTOR) * adj.outer(), adj.matrix())
+
+
 def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> Problem:
     """Check ``units`` against ``opts`` and build the :class:`Problem`.
 
@@ -819,6 +841,9 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     if labels is not None and len(opts.species) > 1:
         _check_species_classes(labels, train, opts.species, source)
         y = np.where(cand[rows][:, None], -1, labels[rows]).astype(np.int64)
+    boundary = None
+    if opts.boundary_penalty != 0.0:
+        boundary = boundary_term(units, source).take(rows, np.flatnonzero(lock_in))
     n_in = int(lock_in.sum())
     k_free, k_fit = _allocate(opts, n_in, None if cost is None else cost[cand],
                               int(cand.sum()), free_budget)  # fmt: skip
@@ -826,5 +851,5 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
         train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
         labels=labels, species=tuple(opts.species or ()), slugs=tuple(slugs),
-        k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort,
+        k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort, boundary=boundary,
     )  # fmt: skip

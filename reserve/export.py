@@ -134,6 +134,7 @@ def write_geopackage(
     *,
     overwrite: bool = False,
     ranking: pd.DataFrame | None = None,
+    tradeoff: pd.DataFrame | None = None,
 ) -> Path:
     """Write ``planning_units``, ``selected``, ``run_summary`` (and ``ranking``) to a GeoPackage.
 
@@ -149,6 +150,8 @@ def write_geopackage(
         Replace an existing file.
     ranking : pandas.DataFrame, optional
         The ranked cells, written as the table ``ranking`` (no geometry).
+    tradeoff : pandas.DataFrame, optional
+        The boundary calibration, written as the table ``boundary_tradeoff``.
 
     Returns
     -------
@@ -190,9 +193,10 @@ def write_geopackage(
         pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw, **_WKT2)
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
-        if ranking is not None:
-            frame = pd.DataFrame(ranking).reset_index(drop=True)
-            pyogrio.write_dataframe(frame, tmp, layer="ranking", append=True, **kw)
+        for name, frame in (("ranking", ranking), ("boundary_tradeoff", tradeoff)):
+            if frame is not None:  # tables without geometry, when the run made them
+                frame = pd.DataFrame(frame).reset_index(drop=True)
+                pyogrio.write_dataframe(frame, tmp, layer=name, append=True, **kw)
         _qgis_extras(tmp, planning_units)
         os.replace(tmp, path)
     except OSError as exc:
@@ -270,4 +274,5 @@ def write_result(
     Path
     """
     return write_geopackage(result.planning_units, result.selected, result.summary, path,
-                            overwrite=overwrite, ranking=result.ranking)  # fmt: skip
+                            overwrite=overwrite, ranking=result.ranking,
+                            tradeoff=result.tradeoff)  # fmt: skip

@@ -62,6 +62,9 @@ class SelectionResult:
         Every ranked cell (the selected, locked-in first, then the other candidates by
         score): ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in`` and, when
         bootstrapped, ``selection_frequency`` (the ``ranking`` layer).
+    tradeoff : pandas.DataFrame or None
+        The boundary calibration's fits (the ``boundary_tradeoff`` layer), with
+        ``--boundary-penalty auto``.
     """
 
     planning_units: gpd.GeoDataFrame
@@ -75,6 +78,7 @@ class SelectionResult:
     config: dict[str, Any] = field(default_factory=dict)
     contributions: np.ndarray | None = None
     ranking: pd.DataFrame | None = None
+    tradeoff: pd.DataFrame | None = None
 
     def main_features(self, n: int = 3) -> list[str]:
         """The ``n`` features that explain most of the selected cells' scores.
@@ -119,6 +123,10 @@ class FitOutcome:
         Time of the final fit.
     frequency : numpy.ndarray or None
         Bootstrap selection frequency of every cell.
+    tradeoff : pandas.DataFrame or None
+        The boundary calibration's fits (``--boundary-penalty auto``).
+    boundary_penalty : float
+        The boundary penalty of the fit (0: none).
     """
 
     estimator: Any
@@ -129,6 +137,8 @@ class FitOutcome:
     cv: Any
     fit_seconds: float
     frequency: np.ndarray | None
+    tradeoff: pd.DataFrame | None = None
+    boundary_penalty: float = 0.0
 
 
 def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +172,8 @@ def _order(
     in_rows = np.flatnonzero(problem.locked_in)
     in_rows = in_rows[np.lexsort((in_rows, -np.nan_to_num(score[in_rows], nan=-np.inf)))]
     runners, ties = np.zeros(0, dtype=np.int64), CutoffTies()
-    if problem.cost is None and sel_rows.size:  # a cell budget: the selection is a top-k
+    if problem.cost is None and sel_rows.size and not fit.boundary_penalty:
+        # a cell budget without a boundary penalty: the selection is a top-k
         secondary = getattr(fit.estimator, "secondary_scores_", None)
         if secondary is not None:
             secondary_rows = np.full(len(problem.X), np.nan)
@@ -435,7 +446,10 @@ def build_result(
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
     patch, patch_summary = patch_report(problem.units.geometry.to_numpy(), sel_rows)
     summary.update(patch_summary)
-    summary["boundary_penalty"] = float(getattr(opts, "boundary_penalty", 0.0) or 0.0)
+    summary["boundary_penalty"] = fit.boundary_penalty
+    summary["boundary_penalty_source"] = "auto" if fit.tradeoff is not None else "given"
+    if fit.tradeoff is not None:
+        summary["boundary_tradeoff"] = fit.tradeoff.to_json(orient="records")
     result_units.insert(result_units.columns.get_loc("selected") + 1, "patch_id", patch)
     sel.insert(1, "patch_id", patch[sel_rows])
     if hasattr(fit.estimator, "coef_"):
@@ -457,6 +471,7 @@ def build_result(
         config=config,
         contributions=contributions,
         ranking=ranking,
+        tradeoff=fit.tradeoff,
     )
     summary["main_features"] = ", ".join(result.main_features())
     summary["n_tied_at_cutoff"] = _tied_at_cutoff(problem, fit, result_units["score"].to_numpy())

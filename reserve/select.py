@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 
 from reserve.bootstrap import fit_params, picked_rows, selection_frequency
+from reserve.calibrate import calibrate_boundary
 from reserve.config import (
     CONFIG_KEYS,
     SELECT_DEFAULTS,
@@ -119,21 +120,32 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     t_fit = time.perf_counter()
     cost = None if problem.cost is None or not problem.k_free else problem.cost[problem.rows]
     est = _estimator(opts, problem, C, money=cost is not None)
+    penalty = opts.boundary_penalty
+    if problem.boundary is not None and penalty != "auto":
+        est.set_params(boundary_penalty=float(penalty))
     pipe = Pipeline([("scale", MomentScaler()), ("select", est)])
     params = fit_params(opts.method, cost)
+    if problem.boundary is not None:
+        params["boundary"] = problem.boundary
     pipe.fit(X_rows, problem.y, **{f"select__{key}": v for key, v in params.items()})
-    picked = picked_rows(est, opts.method, cost, problem.free_budget)
-    fit_seconds = time.perf_counter() - t_fit
     if C_source == "model":
         C = float(est.best_params_["C"])
         C_source = "cv" if len({p["C"] for p in est.cv_results_["params"]}) > 1 else "given"
         say(f"model {est.best_params_['model']} with C={C:g} ({C_source})")
+    tradeoff = None
+    if penalty == "auto":
+        est, penalty, tradeoff = calibrate_boundary(opts, problem, est, Z_rows, cost, say)
+        pipe.steps[-1] = ("select", est)
+        say(f"boundary penalty {penalty:.4g} chosen at the knee of the trade-off")
+    picked = picked_rows(est, opts.method, cost, problem.free_budget)
+    fit_seconds = time.perf_counter() - t_fit
     frequency = selection_frequency(opts, problem, est, Z_rows, cost, say)
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = pipe.named_steps["scale"].transform(X_all)
     return FitOutcome(estimator=est, Z=Z, picked=picked, C=C, C_source=C_source, cv=cv,
-                      fit_seconds=fit_seconds, frequency=frequency)  # fmt: skip
+                      fit_seconds=fit_seconds, frequency=frequency, tradeoff=tradeoff,
+                      boundary_penalty=float(penalty))  # fmt: skip
 
 
 def run_selection(

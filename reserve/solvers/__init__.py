@@ -10,7 +10,7 @@ from reserve.solvers._qp import hinge_objective
 from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
 from reserve.solvers.auto import AutoTTK, fold_k
-from reserve.solvers.boundary import Boundary
+from reserve.solvers.boundary import Boundary, calibrate_penalty
 from reserve.solvers.budget import Budget
 from reserve.solvers.features import FEATURE_MAPS, ForestScore
 from reserve.solvers.multi import MultiSVM, MultiTTK
@@ -38,6 +38,7 @@ __all__ = [
     "SVMPerf",
     "TopPush",
     "budget_select",
+    "calibrate_penalty",
     "canonical_method",
     "check_transductive",
     "fold_k",

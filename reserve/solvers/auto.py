@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,7 +112,7 @@ def _fit_map(model: str, X: np.ndarray, y: np.ndarray, seed: int | None) -> tupl
 
 
 def fit_guarded(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: object = None,
-                **params) -> tuple[TTK, str | None]:  # fmt: skip
+                boundary: object = None, **params) -> tuple[TTK, str | None]:  # fmt: skip
     """``TTK(**params)`` on ``(Z, y)``; with ``class_weight="auto"``, refitted balanced when
     the fit is trivial (:attr:`TTK.trivial_`).
 
@@ -128,9 +129,10 @@ def fit_guarded(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: ob
     ('balanced', False)
     """
     cw = None if class_weight == "auto" else class_weight
-    ttk = TTK(class_weight=cw, **params).fit(Z, y, cost=cost)
+    extra = {} if boundary is None else {"boundary": boundary}
+    ttk = TTK(class_weight=cw, **params).fit(Z, y, cost=cost, **extra)
     if class_weight == "auto" and ttk.trivial_:
-        return TTK(class_weight="balanced", **params).fit(Z, y, cost=cost), "balanced"
+        return TTK(class_weight="balanced", **params).fit(Z, y, cost=cost, **extra), "balanced"
     return ttk, cw
 
 
@@ -194,6 +196,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         of the cross-validation. ``"auto"``: the guard against the trivial scorer
         (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0; in every fold
         and in the final fit). ``None`` / ``"balanced"``: always that.
+    boundary_penalty : float, default=0.0
+        The final fit's :attr:`reserve.solvers.TTK.boundary_penalty` (``boundary=`` in
+        :meth:`fit`); the cross-validation chooses the model without it. With a penalty the
+        selection is the set TTK chose (no tie-break reorders it).
 
     Attributes
     ----------
@@ -238,7 +244,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     def __init__(self, k: int = 10, budget: float | None = None,
                  models: tuple[str, ...] = AUTO_MODELS, Cs: tuple[float, ...] = AUTO_CS,
                  cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
-                 n_jobs: int | None = None, class_weight: str | None = "cv") -> None:  # fmt: skip
+                 n_jobs: int | None = None, class_weight: str | None = "cv",
+                 boundary_penalty: float = 0.0) -> None:  # fmt: skip
         self.k = k
         self.budget = budget
         self.models = models
@@ -248,6 +255,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.class_weight = class_weight
+        self.boundary_penalty = boundary_penalty
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
         tags = super().__sklearn_tags__()
@@ -312,7 +320,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
 
     def _record(self, grid: list[tuple], scores: np.ndarray) -> int:
         """Fill ``cv_results_`` and return the winner's grid position (first of the ties)."""
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # rows without a fold: NaN
             valid = np.isfinite(scores).any(axis=1)
             mean = np.where(valid, np.nanmean(np.where(np.isfinite(scores), scores, np.nan),
                                               axis=1), np.nan)  # fmt: skip
@@ -341,7 +350,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             return 0
         return int(order[0])
 
-    def fit(self, X: object, y: object, cost: object = None, groups: object = None) -> AutoTTK:
+    def fit(self, X: object, y: object, cost: object = None, groups: object = None,
+            boundary: object = None) -> AutoTTK:  # fmt: skip
         """Choose the feature map and ``C`` by CV on the labelled rows, then fit on all rows.
 
         Parameters
@@ -356,6 +366,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             Spatial block of each row: the folds then hold out whole blocks
             (:class:`~sklearn.model_selection.GroupKFold`), so a cell is never scored by a
             model fitted on its neighbours.
+        boundary : reserve.solvers.Boundary or None
+            Boundary length of candidate sets over the rows of ``X``, for
+            ``boundary_penalty`` (the final fit only).
 
         Returns
         -------
@@ -373,16 +386,20 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         scores = self._cross_validate(data.X, data, g, grid)
         best = self._record(grid, scores)
         model, C, cw = grid[best]
-        self._fit_final(data, model, C, cw, cost)
+        self._fit_final(data, model, C, cw, cost, boundary)
         self.best_params_ = {"model": model, "C": C, "class_weight": cw}
         self.runtime_ = time.perf_counter() - t0
         return self
 
-    def _fit_final(self, data: object, model: str, C: float, cw: str | None, cost: object) -> None:
+    def _fit_final(self, data: object, model: str, C: float, cw: str | None, cost: object,
+                   boundary: object = None) -> None:  # fmt: skip
         steps, Z = _fit_map(model, data.X, data.y, self.random_state)
         money = {} if self.budget is None else {"budget": self.budget}
-        ttk, self.class_weight_ = fit_guarded(Z, data.y, cw, cost, k=int(self.k), C=C,
+        if self.boundary_penalty:
+            money["boundary_penalty"] = self.boundary_penalty
+        ttk, self.class_weight_ = fit_guarded(Z, data.y, cw, cost, boundary, k=int(self.k), C=C,
                                               random_state=self.random_state, **money)  # fmt: skip
+        self.boundary_length_ = ttk.boundary_length_
         self.trivial_ = ttk.trivial_
         self.score_spread_ = ttk.score_spread_
         self.best_estimator_ = Pipeline([*steps, ("ttk", ttk)])
@@ -391,6 +408,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
         self.secondary_scores_ = self._secondary(Z, data)
         self._select(ttk, cost)
+        if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
+            self.selected_ = np.asarray(ttk.selected_)
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = data.X.shape[1]
 

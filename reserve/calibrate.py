@@ -1,0 +1,88 @@
+"""``--boundary-penalty auto``: choose the penalty at the knee of the objective / boundary curve.
+
+The fitted estimator's model (AutoTTK's chosen feature map, ``C`` and class weight; or the
+linear TTK as it is) is refitted at the penalties of Cohon's calibration
+(:func:`reserve.solvers.calibrate_penalty`), without a new cross-validation. Each fit's
+objective without the penalty, boundary length and patches make the trade-off table that
+``reserve select`` writes as the ``boundary_tradeoff`` layer and draws on the map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+
+from reserve.adjacency import grid_adjacency, patch_labels
+from reserve.bootstrap import fit_params
+from reserve.config import SelectOptions
+from reserve.design import Problem
+from reserve.solvers import calibrate_penalty
+
+__all__ = ["calibrate_boundary"]
+
+
+def _fixed_model(est: Any) -> Any:
+    """An unfitted copy of ``est`` that refits its chosen model without cross-validation."""
+    best = getattr(est, "best_params_", None)
+    if best is None:
+        return clone(est)
+    return clone(est).set_params(
+        models=(best["model"],), Cs=(best["C"],), class_weight=best["class_weight"]
+    )
+
+
+def calibrate_boundary(
+    opts: SelectOptions, problem: Problem, est: Any, Z_rows: np.ndarray,
+    cost: np.ndarray | None, say: Callable[[str], None],
+) -> tuple[Any, float, pd.DataFrame]:  # fmt: skip
+    """Refit ``est`` along Cohon's calibration; the fit at the knee, its penalty, the table.
+
+    Parameters
+    ----------
+    opts : SelectOptions
+        The run's options (method, for the fit's keyword arguments).
+    problem : Problem
+        The problem, with its ``boundary`` term.
+    est : estimator
+        Fitted without a penalty (``boundary_penalty=0``) on ``Z_rows``.
+    Z_rows : numpy.ndarray
+        The standardised fitted rows.
+    cost : numpy.ndarray or None
+        Row costs of a money budget.
+    say : callable
+        Progress messages.
+
+    Returns
+    -------
+    estimator, float, pandas.DataFrame
+        The fit at the chosen penalty, the penalty, and one row per fit: ``penalty``,
+        ``objective`` (without the penalty), ``boundary_length``, ``n_patches``,
+        ``largest_patch_cells``, ``chosen``.
+    """
+    adj = grid_adjacency(problem.units.geometry.to_numpy())
+    base = _fixed_model(est)
+    fits: dict[float, Any] = {0.0: est}
+
+    def fit(lam: float) -> dict[str, Any]:
+        if lam not in fits:
+            say(f"boundary calibration: refitting at penalty {lam:.4g}")
+            e = clone(base).set_params(boundary_penalty=lam)
+            e.fit(Z_rows, problem.y, boundary=problem.boundary, **fit_params(opts.method, cost))
+            fits[lam] = e
+        e = fits[lam]
+        mask = np.zeros(adj.n, dtype=bool)
+        mask[problem.rows[np.asarray(e.selected_)]] = True
+        mask |= problem.locked_in
+        patches = patch_labels(adj, mask)
+        sizes = np.bincount(patches)[1:]
+        return {"objective": float(e.objective_ - lam * e.boundary_length_),
+                "boundary_length": float(e.boundary_length_), "boundary": e.boundary_length_,
+                "n_patches": int(sizes.size), "largest_patch_cells": int(sizes.max(initial=0))}  # fmt: skip
+
+    lam, rows = calibrate_penalty(fit)
+    table = pd.DataFrame(rows).drop(columns="boundary")
+    return fits[lam], lam, table
