@@ -79,9 +79,10 @@ def calibrate_boundary(
         mask |= problem.locked_in
         patches = patch_labels(adj, mask)
         sizes = np.bincount(patches)[1:]
-        return {"objective": float(e.objective_ - lam * e.boundary_length_),
-                "boundary_length": float(e.boundary_length_), "boundary": e.boundary_length_,
-                "n_patches": int(sizes.size), "largest_patch_cells": int(sizes.max(initial=0))}  # fmt: skip
+        length = float(e.boundary_length_)
+        return {"objective": float(e.objective_) - lam * length, "boundary_length": length,
+                "boundary": length, "n_patches": int(sizes.size),
+                "largest_patch_cells": int(sizes.max(initial=0))}  # fmt: skip
 
     lam, rows = calibrate_penalty(fit)
     table = pd.DataFrame(rows).drop(columns="boundary")

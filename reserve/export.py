@@ -126,6 +126,19 @@ def _fixed_dates() -> tuple[Any, Any]:
     return pyogrio, old
 
 
+def _identified(planning_units: gpd.GeoDataFrame, selected: gpd.GeoDataFrame):
+    """Both frames with their CRS's EPSG code looked up once (pyogrio asks for each layer)."""
+    if not isinstance(planning_units.crs, _IdentifiedCRS):
+        planning_units = planning_units.set_crs(
+            identified_crs(planning_units.crs), allow_override=True
+        )
+    if not isinstance(selected.crs, _IdentifiedCRS):
+        same = selected.crs == planning_units.crs  # cheap: compares definitions
+        crs = planning_units.crs if same else identified_crs(selected.crs)
+        selected = selected.set_crs(crs, allow_override=True)
+    return planning_units, selected
+
+
 def write_geopackage(
     planning_units: gpd.GeoDataFrame,
     selected: gpd.GeoDataFrame,
@@ -174,15 +187,7 @@ def write_geopackage(
             f"output {str(path)!r} already exists; pass --overwrite to replace it"
         )
     remove_stale_temporaries(path)
-    # one EPSG lookup per CRS, not one per layer written (pyogrio asks for each)
-    if not isinstance(planning_units.crs, _IdentifiedCRS):
-        planning_units = planning_units.set_crs(
-            identified_crs(planning_units.crs), allow_override=True
-        )
-    if not isinstance(selected.crs, _IdentifiedCRS):
-        same = selected.crs == planning_units.crs  # cheap: compares definitions
-        crs = planning_units.crs if same else identified_crs(selected.crs)
-        selected = selected.set_crs(crs, allow_override=True)
+    planning_units, selected = _identified(planning_units, selected)
     row = dict(summary)
     row["created_utc"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     table = pd.DataFrame([row])
