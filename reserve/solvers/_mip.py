@@ -457,8 +457,9 @@ def intercept_box(Xl, y_pm, C, ub):
     return b_lo, b_hi
 
 
-def _simple_upper(Xl, y_pm, Xc, C, ub):
-    """``sqrt(2 UB) ||z_j|| + b_max``, with ``b_max`` from :func:`intercept_box`."""
+def simple_upper(Xl, y_pm, Xc, C, ub):
+    """The simple big-M of each candidate over ``{objective <= ub}``: ``sqrt(2 UB) ||z_j||
+    + b_max``, with ``b_max`` from :func:`intercept_box`."""
     _, b_max = intercept_box(Xl, y_pm, C, ub)
     return math.sqrt(2.0 * ub) * np.linalg.norm(Xc, axis=1) + b_max
 
@@ -622,8 +623,11 @@ def build_scip_model(Xl, Y_pm, Xc, bud, C, M, fixed_out, fixed_in, formulation, 
     return mdl, (w_vars, b_vars, xi_vars, t_vars, eta)
 
 
-def scip_warm_start(mdl, variables, Xl, Y_pm, W0, b0, sel) -> bool:
-    """Offer ``(W0, b0)`` of shape (S, d), (S,) (``eta`` from ``sel``); whether SCIP took it."""
+def scip_warm_start(mdl, variables, Xl, Y_pm, W0, b0, sel, extra=()) -> bool:
+    """Offer ``(W0, b0)`` of shape (S, d), (S,) (``eta`` from ``sel``); whether SCIP took it.
+
+    ``extra``: further ``(variable, value)`` pairs of the start (a model's own variables).
+    """
     w_vars, b_vars, xi_vars, t_vars, eta = variables
     n, d = Xl.shape
     sol = mdl.createSol()
@@ -640,6 +644,8 @@ def scip_warm_start(mdl, variables, Xl, Y_pm, W0, b0, sel) -> bool:
         # eta = 1 for the positive free candidates first, then the best of the rest.
         for pos in range(sel.size):
             mdl.setSolVal(sol, eta[pos], 1.0 if sel[pos] else 0.0)
+    for var, value in extra:
+        mdl.setSolVal(sol, var, float(value))
     return bool(mdl.addSol(sol, free=True))
 
 
@@ -1140,7 +1146,7 @@ def _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, deadline, mip_gap)
     columns = []
     for s in range(S):
         y, c = _scorer(Y, C, s)
-        columns.append(_simple_upper(Xl0, y, Xc0, c, ub_s[s]))
+        columns.append(simple_upper(Xl0, y, Xc0, c, ub_s[s]))
     simple = np.column_stack(columns)
     M, fixed_in = simple.copy(), np.zeros(m, dtype=bool)
     best_lb, lb_history, t_bounds = 0.0, [], 0.0

@@ -365,10 +365,10 @@ class TTK(TopKClassifierMixin):
                 f"boundary must be a reserve.solvers.Boundary over the {n} rows of X; received "
                 f"{type(boundary).__name__} over {getattr(boundary, 'm', '?')} rows"
             )
-        if lam > 0 and self.solver == "mip":
+        if lam > 0 and self.solver == "mip" and self.mip_solver not in ("auto", "scip"):
             raise InvalidInputError(
-                "boundary_penalty > 0 is not yet solved exactly; use solver='fd' (the polish "
-                "minimises objective plus penalty)"
+                f"boundary_penalty > 0 is solved exactly by SCIP only (received mip_solver="
+                f"{self.mip_solver!r}); pass mip_solver='scip' or 'auto'"
             )
         if lam > 0 and not self.polish:
             raise InvalidInputError(
@@ -442,6 +442,8 @@ class TTK(TopKClassifierMixin):
     ) -> tuple[np.ndarray, float]:
         from reserve.solvers._mip import solve_ttk_mip
 
+        if self._term is not None and self.boundary_penalty > 0:
+            return self._fit_boundary_mip(X_lab, y_pm, X_cand, C, w, b, budget)
         res = solve_ttk_mip(
             X_lab,
             y_pm,
@@ -455,10 +457,24 @@ class TTK(TopKClassifierMixin):
             solver=self.mip_solver,
             budget=budget,
         )
+        self._record_mip(res)
+        return res.w, res.b
+
+    def _record_mip(self, res: object) -> None:
         self.status_ = res.status
         self.bound_ = res.bound
         self.gap_ = res.gap
         self.n_nodes_ = res.n_nodes
         self.mip_solver_ = res.solver
         self.mip_runtime_ = res.runtime
+
+    def _fit_boundary_mip(self, X_lab, y_pm, X_cand, C, w, b, budget):
+        """The exact fit with the boundary penalty (SCIP), from the polish's set."""
+        from reserve.solvers._mip_boundary import solve_boundary_mip
+
+        res = solve_boundary_mip(X_lab, y_pm, X_cand, budget, C, self._term,
+                                 float(self.boundary_penalty), (w, b), self._chosen,
+                                 float(self.time_limit), float(self.mip_gap))  # fmt: skip
+        self._record_mip(res)
+        self._chosen = res.selected
         return res.w, res.b
