@@ -122,3 +122,69 @@ def test_the_mip_with_penalty_reaches_the_brute_force_optimum(oracle_optima, see
     assert model.objective_ == pytest.approx(total, rel=1e-7)
     assert total == pytest.approx(best, rel=1e-5)
     assert model.bound_ <= total + 1e-9
+
+
+def _select(tmp_path, name, *extra):
+    from click.testing import CliRunner
+
+    from reserve.cli import main
+    from tests.test_select import make_units, write_units
+
+    cells = tmp_path / "cells.gpkg"
+    if not cells.exists():
+        write_units(cells, make_units(n_side=14, seed=3))
+    out = tmp_path / name
+    args = ["select", "--budget", "10", "--model", "linear", "--cells", str(cells), "--out",
+            str(out), *extra]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.stderr
+    return out / "reserve.gpkg", res
+
+
+def test_select_reports_patches_and_a_penalty_shortens_the_boundary(tmp_path):
+    import pyogrio
+
+    plain, res = _select(tmp_path, "plain")
+    tight, _ = _select(tmp_path, "tight", "--boundary-penalty", "0.001")
+    rows = {}
+    for name, path in (("plain", plain), ("tight", tight)):
+        summary = pyogrio.read_dataframe(path, layer="run_summary").iloc[0]
+        sel = pyogrio.read_dataframe(path, layer="selected")
+        cells = sel.geometry.to_numpy()
+        assert summary["boundary_length"] == pytest.approx(
+            union_boundary(cells, np.arange(cells.size), 1.0)
+            - 0.5 * _border_share(path, cells), rel=1e-9
+        )  # fmt: skip
+        assert summary["n_patches"] == sel["patch_id"].max() == sel["patch_id"].nunique()
+        rows[name] = summary
+    assert rows["plain"]["boundary_penalty"] == 0.0 and rows["tight"]["boundary_penalty"] == 1e-3
+    assert rows["tight"]["boundary_length"] < rows["plain"]["boundary_length"]
+    assert rows["tight"]["n_patches"] <= rows["plain"]["n_patches"]
+    assert "patches:" in res.stdout
+
+
+def _border_share(path, cells):
+    """Length of the selection's boundary on the region's border (the union of all cells)."""
+    import pyogrio
+    import shapely
+
+    every = pyogrio.read_dataframe(path, layer="planning_units").geometry.to_numpy()
+    mine = shapely.unary_union(cells).boundary
+    return shapely.intersection(mine, shapely.unary_union(every).boundary).length
+
+
+def test_auto_penalty_writes_the_tradeoff_and_picks_its_knee(tmp_path):
+    import pyogrio
+
+    path, res = _select(tmp_path, "auto", "--boundary-penalty", "auto")
+    table = pyogrio.read_dataframe(path, layer="boundary_tradeoff")
+    summary = pyogrio.read_dataframe(path, layer="run_summary").iloc[0]
+    assert len(table) >= 3 and int(table["chosen"].sum()) == 1
+    chosen = table[table["chosen"].astype(bool)].iloc[0]
+    assert summary["boundary_penalty"] == pytest.approx(chosen["penalty"])
+    assert summary["boundary_penalty_source"] == "auto"
+    assert summary["boundary_length"] == pytest.approx(chosen["boundary_length"])
+    # the ends of the curve: no penalty gives the longest boundary, the largest the shortest
+    ends = table.sort_values("penalty")
+    assert ends["boundary_length"].iloc[0] == ends["boundary_length"].max()
+    assert ends["boundary_length"].iloc[-1] == ends["boundary_length"].min()

@@ -57,6 +57,9 @@ def _variants(units: gpd.GeoDataFrame) -> dict[str, gpd.GeoDataFrame]:
         "many_in": units.assign(owned=cand),
         "text_col": units.assign(owned=np.where(cand, "x", "")),
         "notable": units.drop(columns="geometry"),
+        "notgrid": units.set_geometry(
+            units.geometry.where(~every7, units.geometry.translate(xoff=700.0))
+        ),
     }
 
 
@@ -132,6 +135,24 @@ CASES = {
     "method_empty": (["--budget", "3", "--method", ""], 2, "is unknown"),
     "model_unknown": (["--budget", "3", "--model", "gam"], 2, "--model 'gam' is unknown"),
     "model_method": (["--budget", "3", "--method", "svm", "--model", "rbf"], 2, "needs method"),
+    "penalty_negative": (["--budget", "3", "--boundary-penalty", "-1"], 2, "must be a number >= 0"),
+    "penalty_word": (["--budget", "3", "--boundary-penalty", "much"], 2, "or 'auto'"),
+    "penalty_inf": (["--budget", "3", "--boundary-penalty", "inf"], 2, "must be a number >= 0"),
+    "penalty_method": (
+        ["--budget", "3", "--method", "svm", "--boundary-penalty", "1"],
+        2,
+        "needs method 'ttk' or 'ttk-mip'",
+    ),
+    "penalty_bnb": (
+        ["--budget", "3", "--method", "ttk-bnb", "--boundary-penalty", "1"],
+        2,
+        "needs",
+    ),
+    "penalty_notgrid": (
+        ["--budget", "3", "--cells", "@notgrid", "--boundary-penalty", "1"],
+        1,
+        "not a regular square grid",
+    ),
     "C_negative": (["--budget", "3", "--C", "-1"], 2, "C must be a positive number"),
     "C_zero": (["--budget", "3", "--C", "0"], 2, "C must be a positive number"),
     "C_word": (["--budget", "3", "--C", "abc"], 2, "C must be a positive number"),
