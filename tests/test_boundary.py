@@ -176,7 +176,7 @@ def _border_share(path, cells):
 def test_auto_penalty_writes_the_tradeoff_and_picks_its_knee(tmp_path):
     import pyogrio
 
-    path, res = _select(tmp_path, "auto", "--boundary-penalty", "auto")
+    path, _ = _select(tmp_path, "auto", "--boundary-penalty", "auto")
     table = pyogrio.read_dataframe(path, layer="boundary_tradeoff")
     summary = pyogrio.read_dataframe(path, layer="run_summary").iloc[0]
     assert len(table) >= 3 and int(table["chosen"].sum()) == 1
