@@ -427,12 +427,17 @@ def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, s
         patches = [("patches", f"{n_patches} patch{'es' if n_patches > 1 else ''} of touching "
                                f"cells (largest {largest} cell{'s' if largest > 1 else ''}); "
                                f"their outer boundary {km:.4g} km.")]  # fmt: skip
+    penalised = float(summary.get("boundary_penalty") or 0.0) > 0.0
+    which = "the chosen cells are the best-scoring candidates."
+    if penalised:
+        which = ("the chosen cells trade a little score for compact patches (boundary "
+                 f"penalty {_fmt(summary, 'boundary_penalty', '.3g')}), so some score below "
+                 "unchosen cells.")  # fmt: skip
     rows = [
         ("chosen", chosen),
         *patches,
         ("score", "How closely a cell's habitat matches the surveyed cells where the species "
-                  "was found: higher is better; the chosen cells are the best-scoring "
-                  "candidates."),
+                  f"was found: higher is better; {which}"),
         ("how sure", f"{_certainty(summary)} {_solver_certainty(summary)}".strip()),
     ]  # fmt: skip
     if thinned:
@@ -508,6 +513,44 @@ def _table(rows: list[tuple[str, str]]) -> str:
     return "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in rows)
 
 
+def _tradeoff_svg(summary: Mapping[str, Any], width: int = 260, height: int = 130) -> str:
+    """The boundary calibration (``--boundary-penalty auto``) as a small folded SVG plot.
+
+    Each fit is a point: boundary length (km) across, the objective without the penalty up;
+    the chosen penalty is the filled point. '' when the run did not calibrate.
+    """
+    text = summary.get("boundary_tradeoff")
+    if not text:
+        return ""
+    rows = json.loads(str(text))
+    xs = np.array([r["boundary_length"] / 1000.0 for r in rows])
+    ys = np.array([r["objective"] for r in rows])
+    pad = 28
+
+    def scale(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
+        span = float(v.max() - v.min()) or 1.0
+        return lo + (v - v.min()) / span * (hi - lo)
+
+    px, py = scale(xs, pad, width - 8), scale(ys, height - pad, 8)
+    order = np.argsort(px)
+    line = " ".join(f"{px[i]:.1f},{py[i]:.1f}" for i in order)
+    dots = "".join(
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{5 if r["chosen"] else 3}" '
+        f'fill="{"#7a0177" if r["chosen"] else "#fff"}" stroke="#7a0177">'
+        f"<title>penalty {r['penalty']:.3g}: boundary {bx:.4g} km, objective {r['objective']:.4g}"
+        "</title></circle>"
+        for x, y, bx, r in zip(px, py, xs, rows, strict=True)
+    )
+    axes = (f'<text x="{width - 8}" y="{height - 6}" text-anchor="end">boundary (km)</text>'
+            f'<text x="4" y="12">objective</text>')  # fmt: skip
+    return (
+        '<details class="reserve-tradeoff"><summary>boundary penalty trade-off</summary>'
+        f'<svg width="{width}" height="{height}" font-size="10" role="img" '
+        'aria-label="objective against boundary length for each penalty tried">'
+        f'<polyline points="{line}" fill="none" stroke="#999"/>{dots}{axes}</svg></details>'
+    )
+
+
 def _add_panels(
     m: Any, summary: Mapping[str, Any], data: dict[str, Any], n_sel: int, thinned: int,
     with_public: bool,
@@ -523,6 +566,7 @@ def _add_panels(
             f"</h1>{_banner(summary)}</div>"
             '<details class="reserve-box reserve-summary" open><summary><b>About this selection'
             f"</b></summary><table>{_table(_summary_rows(summary, thinned))}</table>"
+            f"{_tradeoff_svg(summary)}"
             '<details class="reserve-solver"><summary>solver details</summary>'
             f"<table>{_table(_solver_rows(summary))}</table></details></details>"
             f"{_legend(data, with_public)}"
@@ -762,6 +806,18 @@ _JS = r"""
     ".reserve-list");
   if (topBar && listBox) listBox.style.top = Math.max(80, topBar.getBoundingClientRect()
     .bottom + 8) + "px";
+  // the ranked list ends above the summary box, however tall that box is
+  function fitList() {
+    var ranks = document.querySelector(".reserve-ranks");
+    var summary = document.querySelector(".reserve-summary");
+    if (!ranks || !summary) return;
+    var room = summary.getBoundingClientRect().top - ranks.getBoundingClientRect().top - 12;
+    ranks.style.maxHeight = Math.max(48, room) + "px";
+  }
+  window.addEventListener("resize", fitList);
+  document.querySelectorAll("details").forEach(function (d) {
+    d.addEventListener("toggle", fitList);
+  });
   function show(view) { map.fitBounds(view === "region" ? D.region : D.view, pad()); }
   // the ranked list: click a cell to zoom to it and open its popup
   var list = document.querySelector(".reserve-ranks");
@@ -782,6 +838,7 @@ _JS = r"""
     });
   }
   __FG_SEL__.bringToFront && __FG_SEL__.bringToFront();
+  fitList();
   show("selection");
   placeLabels();
   window.reserveMap = map;
