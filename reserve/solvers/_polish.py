@@ -608,6 +608,65 @@ def polish(
     return out
 
 
+#: Patches of at most this many cells are tried by the patch move.
+_PATCH_MOVE_MAX = 4
+
+
+def _grow(term: Boundary, keep: np.ndarray, size: int, hint: np.ndarray) -> np.ndarray:
+    """``size`` outsiders of ``keep`` added one at a time, each touching the set most (ties:
+    the highest ``hint``): a block grown onto the rest of the selection."""
+    cur = keep.copy()
+    added = []
+    for _ in range(size):
+        link = term.link(cur)
+        key = np.where(cur, -np.inf, link * 1e6 + hint)  # touching first, then by score
+        j = int(np.argmax(key))
+        if not np.isfinite(key[j]):
+            break
+        cur[j] = True
+        added.append(j)
+    return np.asarray(added, dtype=np.int64)
+
+
+def _patch_move(sets, in_S: np.ndarray, res, pen: _Penalty, tol: float):
+    """Move a whole small patch next to the rest of the selection, if that lowers the total.
+
+    Single swaps cannot merge two patches of several cells (every step lengthens the
+    boundary before the last one shortens it); this move drops a patch of at most
+    :data:`_PATCH_MOVE_MAX` cells and grows as many cells onto the rest, in one QP.
+    Cell budgets only. Returns ``(improvement or None, QPs solved)``.
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    term = pen.term
+    sel = np.flatnonzero(in_S)
+    _, comp = connected_components(term.shared[sel][:, sel], directed=False)
+    sizes = np.bincount(comp)
+    if sizes.size < 2:
+        return None, 0
+    hint, _ = sets.hint(res, in_S)
+    hint = hint if hint.ndim == 1 else hint.max(axis=1)
+    current = res.objective + pen.value(in_S)
+    target = current - tol * max(1.0, abs(current))
+    n_qp = 0
+    for c in np.argsort(sizes, kind="stable"):
+        if sizes[c] > _PATCH_MOVE_MAX or sizes[c] == sizes.max():
+            continue
+        keep = in_S.copy()
+        keep[sel[comp == c]] = False
+        added = _grow(term, keep, int(sizes[c]), hint)
+        trial = keep.copy()
+        trial[added] = True
+        extra = pen.value(trial)
+        if extra >= target:
+            continue
+        new, new_beta, used = sets.solve(trial, hint, target - extra, (sel[comp == c], added, -1))
+        n_qp += used
+        if new is not None and new.objective + extra < target:
+            return (new, new_beta, trial, float(trial.sum())), n_qp
+    return None, n_qp
+
+
 def _search(sets, bud: Budget, pen: _Penalty | None, max_rounds: int, max_pairs: int,
             tol: float) -> PolishResult:  # fmt: skip
     """Accept improving swaps from the start's set until none is found or ``max_rounds``."""
@@ -618,6 +677,9 @@ def _search(sets, bud: Budget, pen: _Penalty | None, max_rounds: int, max_pairs:
     for _ in range(max_rounds):
         found, used = _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen)
         n_qp += used
+        if found is None and pen is not None and bud.card is not None:
+            found, used = _patch_move(sets, in_S, res, pen, tol)
+            n_qp += used
         if found is None:
             break
         res, beta, in_S, cost_S = found
