@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         help="Write the report from these records instead of running.",
     )
     args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     if args.from_csv is not None:
         with args.from_csv.open() as fh:
             records = [{**r, "chosen": r["chosen"] == "True", "penalty": float(r["penalty"])}
