@@ -200,13 +200,19 @@ class MomentScaler(StandardScaler):
     sklearn's scaler computes the variance with a correction term and treats nearly constant
     columns as constant; NumPy's two-pass ``mean`` / ``std`` (an exactly constant column is
     left unscaled) keep the scores, and so the selections, bit for bit those of earlier
-    releases. ``transform`` is sklearn's own.
+    releases. ``transform`` is sklearn's own (it passes NaN through: a cell with a missing
+    feature gets no score); ``fit`` takes finite values only and no sample weights.
     """
 
-    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> MomentScaler:
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False  # fit refuses NaN (the problem's rows are finite)
+        return tags
+
+    def fit(self, X: Any, y: Any = None) -> MomentScaler:
         """Learn ``mean_``, ``var_`` and ``scale_`` of ``X`` (finite values)."""
         X = validate_data(self, X, dtype=np.float64, reset=True)
-        self.n_samples_seen_ = X.shape[0]
+        self.n_samples_seen_ = np.int64(X.shape[0])  # StandardScaler's type (partial_fit)
         self.mean_ = X.mean(axis=0)
         self.var_ = X.var(axis=0)
         sd = X.std(axis=0)

@@ -10,9 +10,10 @@
    (``train`` and ``candidate``) cells, then :func:`reserve.solvers.make_estimator`'s;
 5. with ``bootstrap=N``, refit N :func:`sklearn.base.clone` s of the estimator on resampled
    training cells (the standardisation stays the whole problem's);
-6. build the tables (:mod:`reserve.result`); write them (:mod:`reserve.export`) and the map
-   to temporary files beside their targets and rename both at the end
-   (:func:`reserve.io.atomic.write_together`): a refused or killed run changes nothing.
+6. build the tables (:mod:`reserve.result`); write them and the map to temporary files
+   beside their targets and rename both at the end (:mod:`reserve.run_files`, which also
+   checks the output paths and the map's polygon files first): a refused or killed run
+   changes nothing.
 """
 
 from __future__ import annotations
@@ -45,10 +46,16 @@ from reserve.design import (
     locate_cells,
     read_planning_units,
 )
-from reserve.errors import DataFileError, InvalidInputError, ReserveError
-from reserve.export import identified_crs, prepare_outputs, write_result
-from reserve.io.atomic import write_together
+from reserve.errors import InvalidInputError
+from reserve.export import identified_crs
 from reserve.result import FitOutcome, SelectionResult, build_result
+from reserve.run_files import (
+    check_decoration,
+    check_outputs,
+    default_region_cached,
+    ingest_species,
+    write_outputs,
+)
 from reserve.solvers import TTK_METHODS, make_estimator
 
 __all__ = [
@@ -129,94 +136,6 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
                       fit_seconds=fit_seconds, frequency=frequency)  # fmt: skip
 
 
-def _ingest_species(path: Any) -> str:
-    """The species ``reserve ingest`` recorded in the file's ``ingest_summary`` ('' if none).
-
-    A multi-species ingest records ``"A; B"``; its ``label`` (what a run without
-    ``--species`` selects for) is the first species'.
-    """
-    import pyogrio
-
-    try:
-        table = pyogrio.read_dataframe(path, layer="ingest_summary", columns=["item", "value"])
-    except Exception:  # no such table (a hand-made file): the species is simply not named
-        return ""
-    hit = table.loc[table["item"] == "species", "value"]
-    return str(hit.iloc[0]).split(";")[0].strip() if len(hit) else ""
-
-
-def _write(result: SelectionResult, opts: SelectOptions, say: Callable[[str], None],
-           t0: float, public: Any, outline: Any) -> None:  # fmt: skip
-    """Write the map and the GeoPackage asked for, together (both replaced, or neither).
-
-    Each goes to a temporary file beside its target; the map first (quick), so that the
-    renames happen only once the GeoPackage is complete (:func:`write_together`).
-    """
-    jobs: list[tuple[Any, str, Callable[[Path], object]]] = []
-    result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
-    if result.map_path is not None:
-        from reserve.maps import build_map
-
-        def draw(tmp: Path) -> None:
-            say(f"drawing the map {result.map_path}")
-            page = build_map(result.planning_units, summary=result.summary,
-                             main_features=result.main_features(), public=public,
-                             outline=outline)  # fmt: skip
-            tmp.write_text(page, encoding="utf-8")
-
-        jobs.append((result.map_path, ".html", draw))
-    if result.gpkg_path is not None:
-
-        def store(tmp: Path) -> None:
-            say(f"writing {result.gpkg_path}")
-            write_result(result, tmp, overwrite=True)
-
-        jobs.append((result.gpkg_path, ".gpkg", store))
-    try:
-        write_together(jobs)
-    except ReserveError:
-        raise
-    except OSError as exc:
-        raise DataFileError(
-            f"cannot write the outputs {[str(t) for t, _, _ in jobs]} ({exc.strerror or exc}); "
-            "nothing was changed: pass a writable --out folder (and --map path)"
-        ) from None
-
-
-def _outputs(opts: SelectOptions, cells_path: Path) -> tuple[Path | None, Path | None]:
-    """``(gpkg_path, map_path)`` of the run, checked (none when ``opts.out`` is None)."""
-    if opts.out is None:
-        return None, None
-    map_path = opts.map_path(cells_path)
-    gpkg_path = prepare_outputs(opts.out, map_path, overwrite=opts.overwrite)
-    if opts.cells is not None and gpkg_path.resolve() == cells_path.resolve():
-        raise InvalidInputError(
-            f"--out {str(opts.out)!r} would replace the --cells file {str(cells_path)!r} "
-            "itself; pass another --out folder"
-        )
-    return gpkg_path, map_path
-
-
-def _default_region_cached() -> bool:
-    """Whether the embedded region's planning units are already in the cache."""
-    try:
-        from reserve.default_region import cache_key, default_cache_dir
-    except ImportError:
-        return False
-    return (default_cache_dir() / f"default_region-{cache_key()[:16]}.gpkg").is_file()
-
-
-def _check_decoration(public: Any, outline: Any) -> None:
-    """Refuse a missing public-land or outline file before any work (they are drawn last)."""
-    for name, path in (("public", public), ("outline", outline)):
-        if path is None:
-            continue
-        if not isinstance(path, str | os.PathLike):
-            raise InvalidInputError(f"{name} must be a path to a polygon file; received {path!r}")
-        if not Path(path).is_file():
-            raise DataFileError(f"{name}={str(path)!r} is not a file; pass a polygon file")
-
-
 def run_selection(
     opts: SelectOptions,
     *,
@@ -242,17 +161,17 @@ def run_selection(
     say = progress or (lambda message: None)
     # Nothing is said before every check has passed: a refused run prints its one error line.
     if opts.cells is None:  # the embedded region is no bad input: check the outputs first
-        gpkg_path, map_path = _outputs(opts, Path("georgia"))
-        if not _default_region_cached():
+        gpkg_path, map_path = check_outputs(opts, Path("georgia"))
+        if not default_region_cached():
             say("preparing the default region (cached after the first run)")
     cells_path, public, outline = locate_cells(opts.cells, public, outline)
-    _check_decoration(public, outline)
+    check_decoration(public, outline)
     units = read_planning_units(cells_path)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))
     if opts.cells is not None:  # every input is checked; now the outputs, before the work
-        gpkg_path, map_path = _outputs(opts, cells_path)
+        gpkg_path, map_path = check_outputs(opts, cells_path)
     say(f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
         f"{int(problem.candidate.sum())} candidates")  # fmt: skip
     n_out = int(problem.locked_out.sum())
@@ -270,10 +189,10 @@ def run_selection(
     recorded = dict(config) if config is not None else opts.recorded(map_path)
     result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
     if not result.summary.get("species"):  # one species: named by the ingest, for the map
-        result.summary["species"] = _ingest_species(cells_path)
+        result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
     result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
-    _write(result, opts, say, t0, public, outline)
+    write_outputs(result, say, t0, public, outline)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     return result
 

@@ -396,7 +396,6 @@ def test_the_s_scorer_model_with_one_scorer_is_the_single_mip(seed):
     # point with one scorer must reach the same optimum as the single-scorer one, and both
     # the brute force's.
     from reserve.solvers._base import feasible_intercepts
-    from reserve.solvers._mip_stacked import solve_stacked_mip
     from reserve.solvers._qp import solve_fixed_set
 
     X, y, X_lab, y_pm, X_cand = binding_instance(seed)
@@ -406,7 +405,7 @@ def test_the_s_scorer_model_with_one_scorer_is_the_single_mip(seed):
     svm = solve_fixed_set(X_lab, y_pm, C)
     W0 = svm.w[None, :]
     b0 = feasible_intercepts(X_cand @ W0.T, np.array([svm.b]), k)  # a feasible start
-    stacked = solve_stacked_mip(X_lab, y_pm[:, None], X_cand, k, C, W0, b0, np.zeros(1))
+    stacked = solve_ttk_mip(X_lab, y_pm[:, None], X_cand, k, C, warm_start=(W0, b0), time_limit=20)
     assert single.status in PROVED and stacked.status in PROVED
     assert stacked.w.shape == (1, X_lab.shape[1]) and stacked.b.shape == (1,)
     assert abs(stacked.objective - oracle_obj) <= 1e-6 * oracle_obj

@@ -32,6 +32,13 @@ reachable score is ``> 0`` is always positive (``eta_j = 1``). The quadratic obj
 SCIP as one epigraph constraint per coordinate, ``t_l >= w_l^2``, which SCIP linearises
 coordinate by coordinate. Measurements behind these choices: benchmarks/results/mip.md.
 
+Several scorers (multi-species TTK, labels of shape ``(n, S)``) share the binaries: a cell is
+positive when any scorer scores it positive. Everything above is written once over scorers
+``W`` of shape ``(S, d)``: the first pass bounds each scorer over ``{hinge rows, objective_s
+<= UB_s}`` with ``UB_s = UB - sum_{s' != s} svm_s'`` (every other scorer's objective is at
+least its SVM optimum), the rounds run over the relaxation with all scorers. One scorer
+(``UB_s = UB``) builds exactly the single model.
+
 Features are centred internally (exactly equivalent: ``w`` is unchanged and the intercept is
 shifted back), which keeps the intercept and the big-M coefficients small. They are *not*
 rescaled: rescaling a column changes ``||w||`` and hence the problem being solved, so scaling
@@ -42,7 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import clarabel
@@ -50,8 +57,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError, MissingDependencyError, SolverError
-from reserve.solvers._base import greedy_fit
+from reserve.solvers._base import feasible_intercepts, greedy_fit, top_k
 from reserve.solvers._conic import clarabel_settings
+from reserve.solvers._hinge import species_objectives
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import check_budget, check_cost_budget, check_positive_real
 from reserve.solvers.budget import Budget
@@ -146,20 +154,64 @@ class MIPResult:
 # --------------------------------------------------------------------------------------------
 
 
-def _polish(Xl, y_pm, Xc, bud, C, w, b):
-    """Best of ``(w, b)`` made feasible and the fixed-set QP on its selected set."""
-    b = bud.make_feasible(w, b, Xc)
-    best = (hinge_objective(w, b, Xl, y_pm, C), w, b)
+def _scorer(Y, C, s: int):
+    """Scorer ``s``'s labels (contiguous) and hinge weight: ``C``, or its per-row weights."""
+    y = np.ascontiguousarray(Y[:, s])
+    if np.ndim(C) == 0:
+        return y, C
+    C = np.asarray(C, dtype=np.float64)
+    return y, (C[:, s] if C.ndim == 2 else C)
+
+
+def _scores(W, b, Xc):
+    """Candidate scores, shape (m, S); one scorer's are TTK's own ``Xc @ w + b``."""
+    if W.shape[0] == 1:
+        return (Xc @ W[0] + b[0])[:, None]
+    return Xc @ W.T + b
+
+
+def _mu_dot(W, mu):
+    """``w_s . mu`` per scorer (one scorer: the dot product TTK's MIP always used)."""
+    return np.array([mu @ W[0]]) if W.shape[0] == 1 else W @ mu
+
+
+def _objective(W, b, Xl, Y, C) -> float:
+    """The objective summed over the scorers (one scorer: :func:`hinge_objective`)."""
+    if W.shape[0] == 1:
+        y, c = _scorer(Y, C, 0)
+        return hinge_objective(W[0], float(b[0]), Xl, y, c)
+    return float(species_objectives(W, b, Xl, Y, C).sum())
+
+
+def _feasible(bud, W, b, Xc):
+    """Intercepts lowered until the positive candidates fit (several scorers: ``k`` cells)."""
+    if W.shape[0] == 1:
+        return np.array([bud.make_feasible(W[0], float(b[0]), Xc)])
+    return feasible_intercepts(Xc @ W.T, np.asarray(b, dtype=np.float64), bud.card)
+
+
+def _select(bud, W, b, Xc):
+    """The chosen candidates, best first (several scorers: top ``k`` by max-score)."""
+    if W.shape[0] == 1:
+        return bud.select(Xc @ W[0] + b[0])
+    return top_k((Xc @ W.T + b).max(axis=1), bud.card)
+
+
+def _polish(Xl, Y, Xc, bud, C, W, b):
+    """Best of ``(W, b)`` made feasible and the fixed-set QPs (one per scorer) on its set."""
+    b = _feasible(bud, W, b, Xc)
+    best = (_objective(W, b, Xl, Y, C), W, b)
     out = np.ones(Xc.shape[0], dtype=bool)
-    out[bud.select(Xc @ w + b)] = False
+    out[_select(bud, W, b, Xc)] = False
     try:
-        r = solve_fixed_set(Xl, y_pm, C, Xc[out])
+        fits = [solve_fixed_set(Xl, *_scorer(Y, C, s), Xc[out]) for s in range(Y.shape[1])]
     except SolverError:
         return best
-    b2 = bud.make_feasible(r.w, r.b, Xc)
-    obj2 = hinge_objective(r.w, b2, Xl, y_pm, C)
+    W2 = np.vstack([r.w for r in fits])
+    b2 = _feasible(bud, W2, np.array([r.b for r in fits], dtype=np.float64), Xc)
+    obj2 = _objective(W2, b2, Xl, Y, C)
     if obj2 < best[0]:
-        best = (obj2, r.w, b2)
+        best = (obj2, W2, b2)
     return best
 
 
@@ -169,97 +221,90 @@ def _polish(Xl, y_pm, Xc, bud, C, w, b):
 
 
 class _Relaxation:
-    """The MIP's continuous relaxation, as one Clarabel conic problem.
+    """The MIP's continuous relaxation over ``S`` scorers, as one Clarabel conic problem.
 
-    Variables ``(w, b, xi, eta_free)``; constraints: hinge rows, ``w.z_j + b <= 0`` for
-    candidates fixed out, ``w.z_j + b <= M_j eta_j`` with ``0 <= eta_j <= 1`` for free ones,
-    ``sum eta = k_rem`` (or ``<=`` when fewer than ``k_rem`` are free), or with unequal costs
-    ``sum c_j eta_j <= room`` (``knapsack = (c_free, room)``). Candidates fixed in are
-    unconstrained.
+    Variables ``(w_1..w_S, b_1..b_S, xi_1..xi_S, eta_free)``; constraints: each scorer's hinge
+    rows, ``w_s.z_j + b_s <= 0`` for candidates fixed out and ``w_s.z_j + b_s <= M_js eta_j``
+    for free ones; ``0 <= eta_j <= 1`` and ``sum eta = k_rem`` (or ``<=`` when fewer than
+    ``k_rem`` are free), or with unequal costs ``sum c_j eta_j <= room`` (``knapsack = (c_free,
+    room)``). Candidates fixed in are unconstrained. One scorer builds the single model
+    (``y_pm`` and ``M`` 1-D, or with one column).
 
-    With ``ub`` given, the objective becomes the constraint ``0.5||w||^2 + C sum xi <= ub``
-    (rotated cone ``||w||^2 <= 2 s``, ``s = ub - C sum xi``, written as
-    ``||(s - 1/2, w)|| <= s + 1/2``) and :meth:`max_score` maximises one candidate's score
-    over it: the problem is built once, each candidate only changes the linear objective.
-    Without ``ub``, :meth:`lower_bound` returns the relaxation's optimum, a valid lower bound.
+    With ``ub`` given, the objective becomes the constraint ``0.5 ||w||^2 + C sum xi <= ub``
+    over all scorers (rotated cone ``||w||^2 <= 2 s``, ``s = ub - C sum xi``, written as
+    ``||(s - 1/2, w)|| <= s + 1/2``) and :meth:`max_score` maximises one scorer's score of one
+    candidate over it: the problem is built once, each candidate only changes the linear
+    objective. Without ``ub``, :meth:`lower_bound` returns the relaxation's optimum, a valid
+    lower bound.
     """
 
     def __init__(
         self, Xl, y_pm, Xc, C, k_rem, M, out_idx, free_idx, ub=None, knapsack=None
     ) -> None:
-        n, d = Xl.shape
+        Y = y_pm[:, None] if y_pm.ndim == 1 else y_pm
+        M = M[:, None] if M.ndim == 1 else M
+        (n, d), S = Xl.shape, Y.shape[1]
         f, o = free_idx.size, out_idx.size
-        self.d = d
-        nv = d + 1 + n + f
+        self.d, self.S = d, S
+        nw, nx = S * (d + 1), S * n  # the (w, b) columns, the xi columns
+        nv = nw + nx + f
 
         def zeros(r: int, c: int) -> sp.csr_matrix:
             return sp.csr_matrix((r, c))
 
         eye = lambda r: sp.identity(r, format="csr")  # noqa: E731
-        rows = [
-            sp.hstack([-(y_pm[:, None] * Xl), -y_pm[:, None], -eye(n), zeros(n, f)]),
-            sp.hstack([zeros(n, d + 1), -eye(n), zeros(n, f)]),
-        ]
-        rhs = [-np.ones(n), np.zeros(n)]
-        if o:
-            rows.append(sp.hstack([Xc[out_idx], np.ones((o, 1)), zeros(o, n + f)]))
-            rhs.append(np.zeros(o))
-        if f:
-            rows += [
-                sp.hstack([Xc[free_idx], np.ones((f, 1)), zeros(f, n), -sp.diags(M[free_idx])]),
-                sp.hstack([zeros(f, d + 1 + n), -eye(f)]),
-                sp.hstack([zeros(f, d + 1 + n), eye(f)]),
-            ]
-            rhs += [np.zeros(f), np.zeros(f), np.ones(f)]
+        rows, rhs = _scorer_rows(Xl, Y, Xc, M, out_idx, free_idx)
         n_nonneg = sum(r.shape[0] for r in rows)
         cones = []
         if f and knapsack is not None:
             c_free, room = knapsack
-            rows.append(sp.hstack([zeros(1, d + 1 + n), np.asarray(c_free)[None, :]]))
+            rows.append(sp.hstack([zeros(1, nw + nx), np.asarray(c_free)[None, :]]))
             rhs.append(np.array([float(room)]))
             n_nonneg += 1
         elif f:
-            rows.append(sp.hstack([zeros(1, d + 1 + n), np.ones((1, f))]))
+            rows.append(sp.hstack([zeros(1, nw + nx), np.ones((1, f))]))
             rhs.append(np.array([float(k_rem)]))
             if f > k_rem:
                 cones.append(clarabel.ZeroConeT(1))
             else:
                 n_nonneg += 1
         cones.insert(0, clarabel.NonnegativeConeT(n_nonneg))
+        c_xi = np.concatenate([np.full(n, _scorer(Y, C, s)[1]) for s in range(S)])
         if ub is not None:
-            cvec = sp.csr_matrix(np.r_[np.zeros(d + 1), np.full(n, C), np.zeros(f)][None, :])
-            rows += [cvec, cvec, sp.hstack([-eye(d), zeros(d, 1 + n + f)])]
-            rhs += [np.array([ub + 0.5]), np.array([ub - 0.5]), np.zeros(d)]
-            cones.append(clarabel.SecondOrderConeT(d + 2))
+            cvec = sp.csr_matrix(np.r_[np.zeros(nw), c_xi, np.zeros(f)][None, :])
+            rows += [cvec, cvec, sp.hstack([-eye(S * d), zeros(S * d, S + nx + f)])]
+            rhs += [np.array([ub + 0.5]), np.array([ub - 0.5]), np.zeros(S * d)]
+            cones.append(clarabel.SecondOrderConeT(S * d + 2))
             P = sp.csc_matrix((nv, nv))
             q = np.zeros(nv)
         else:
-            P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n + f)], format="csc")
-            q = np.r_[np.zeros(d + 1), np.full(n, C), np.zeros(f)]
+            P = sp.diags(np.r_[np.ones(S * d), np.zeros(S + nx + f)], format="csc")
+            q = np.r_[np.zeros(nw), c_xi, np.zeros(f)]
         A = sp.vstack(rows, format="csc")
         A.sort_indices()
-        # Data positions of the -M_j entries: in each eta column the big-M row comes first.
-        first = A.indptr[d + 1 + n : d + 1 + n + f]
-        if f and not np.array_equal(A.indices[first], 2 * n + o + np.arange(f)):
-            raise SolverError("internal error: unexpected sparsity pattern of the relaxation.")
+        # Data positions of the -M_js entries: in each eta column the S big-M rows come first.
+        first = A.indptr[nw + nx : nw + nx + f]
+        for s in range(S if f else 0):
+            if not np.array_equal(A.indices[first + s], 2 * nx + S * o + s * f + np.arange(f)):
+                raise SolverError("internal error: unexpected sparsity pattern of the relaxation.")
         self._m_pos = first.astype(np.int64)
         self._nv = nv
         self._solver = clarabel.DefaultSolver(
             P, q, A, np.concatenate(rhs), cones, clarabel_settings()
         )
 
-    def set_big_m(self, pos: int, value: float) -> None:
-        """Replace ``M`` of the ``pos``-th free candidate (same sparsity, no rebuild)."""
-        self._solver.update(A=(self._m_pos[pos : pos + 1], np.array([-max(value, 0.0)])))
+    def set_big_m(self, pos: int, value: float, s: int = 0) -> None:
+        """Replace scorer ``s``'s ``M`` of the ``pos``-th free candidate (no rebuild)."""
+        self._solver.update(A=(self._m_pos[pos : pos + 1] + s, np.array([-max(value, 0.0)])))
 
-    def max_score(self, z: np.ndarray, sign: float = 1.0) -> float | None:
-        """Upper bound on ``sign * (w . z + b)`` over the relaxation (``None`` on failure).
+    def max_score(self, z: np.ndarray, sign: float = 1.0, s: int = 0) -> float | None:
+        """Upper bound on ``sign * (w_s . z + b_s)`` over the relaxation (``None`` on failure).
 
         ``sign=-1`` gives minus a lower bound on the score.
         """
         q = np.zeros(self._nv)
-        q[: self.d] = -sign * z
-        q[self.d] = -sign
+        q[s * self.d : (s + 1) * self.d] = -sign * z
+        q[self.S * self.d + s] = -sign
         self._solver.update(q=q)
         sol = self._solver.solve()
         if str(sol.status) != "Solved":  # not "AlmostSolved": the bound must be reliable
@@ -278,43 +323,119 @@ class _Relaxation:
         return val - 1e-7 * (1.0 + abs(val))  # solved to 1e-8; pad tenfold
 
 
-def _tighten(Xl, y_pm, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, target):
-    """Iterated bound tightening of the big-M values, with fixing.
+def _scorer_rows(Xl, Y, Xc, M, out_idx, free_idx):
+    """The relaxation's rows over the ``S`` scorers: hinge, ``xi >= 0``, fixed out, big-M and
+    ``0 <= eta <= 1``; ``(rows, rhs)``. One scorer gives the single model's blocks."""
+    (n, d), S = Xl.shape, Y.shape[1]
+    f, o = free_idx.size, out_idx.size
+    nw, nx = S * (d + 1), S * n
 
-    Each round maximises (and, for candidates positive at the start point, minimises) every
-    free candidate's score over the continuous relaxation built with the current ``M`` plus
-    ``objective <= ub``; each new value goes into the relaxation at once (Gauss-Seidel). Every
-    point with objective at most ``ub`` whose positive candidates fit the budget is feasible for
-    that relaxation, so the new values stay valid; smaller ``M`` tighten the relaxation in
-    turn. A candidate whose largest score is ``<= 0`` is fixed out, one whose smallest score
-    is ``> 0`` is fixed in (and uses up its cost of the budget). Rounds stop once the
-    relaxation's lower bound reaches ``target``, when it gains less than 1% of the remaining
-    gap while the sum of the free ``M`` shrank by less than 5%, at ``max_rounds`` or at
-    ``deadline``.
+    def zeros(r: int, c: int) -> sp.csr_matrix:
+        return sp.csr_matrix((r, c))
+
+    def per_scorer(blocks):  # block-diagonal over the scorers (one scorer: the block itself)
+        return blocks[0] if S == 1 else sp.block_diag(blocks)
+
+    eye = lambda r: sp.identity(r, format="csr")  # noqa: E731
+    ys = [np.ascontiguousarray(Y[:, s])[:, None] for s in range(S)]
+    rows = [
+        sp.hstack(
+            [
+                per_scorer([-(y * Xl) for y in ys]),
+                per_scorer([-y for y in ys]),
+                -eye(nx),
+                zeros(nx, f),
+            ]
+        ),
+        sp.hstack([zeros(nx, nw), -eye(nx), zeros(nx, f)]),
+    ]
+    rhs = [-np.ones(nx), np.zeros(nx)]
+    if o:
+        rows.append(sp.hstack([per_scorer([Xc[out_idx]] * S), per_scorer([np.ones((o, 1))] * S),
+                               zeros(S * o, nx + f)]))  # fmt: skip
+        rhs.append(np.zeros(S * o))
+    if f:
+        if S == 1:
+            big_m = sp.diags(M[free_idx, 0])
+        else:  # a scorer's M of 0 on a free candidate: kept as an entry (a hair above 0)
+            big_m = sp.vstack([sp.diags(np.maximum(M[free_idx, s], 1e-300)) for s in range(S)])
+        rows += [
+            sp.hstack(
+                [
+                    per_scorer([Xc[free_idx]] * S),
+                    per_scorer([np.ones((f, 1))] * S),
+                    zeros(S * f, nx),
+                    -big_m,
+                ]
+            ),
+            sp.hstack([zeros(f, nw + nx), -eye(f)]),
+            sp.hstack([zeros(f, nw + nx), eye(f)]),
+        ]
+        rhs += [np.zeros(S * f), np.zeros(f), np.ones(f)]
+    return rows, rhs
+
+
+def _tighten(Xl, Y, Xc, C, bud, ub, ub_total, M, fixed_in, s0, deadline, max_rounds, target):
+    """Iterated bound tightening of the big-M values ``M`` of shape (m, S), with fixing.
+
+    Pass 0, per scorer ``s``, maximises every candidate's score over the plain region
+    ``{hinge rows, objective_s <= ub_s}`` (and, for candidates positive at the start point,
+    minimises it: a smallest score ``> 0`` fixes the candidate in, for every scorer). Every
+    point no
+    worse than the start lies in these regions, so the values stay valid. Then
+    :func:`_rounds` over the MIP's continuous relaxation with ``objective <= ub_total``. A
+    candidate whose largest score is ``<= 0`` for every scorer is fixed out.
+
+    Returns
+    -------
+    M, fixed_in, lb, history
+        The tightened values, the candidates fixed in, the relaxation's best lower bound
+        (``-inf`` without rounds) and its history.
     """
     M, fixed_in = M.copy(), fixed_in.copy()
     # Pass 0 over the plain region {hinge rows, objective <= ub}: no eta variables, so each
     # problem is several times smaller than the relaxation's; it does most of the shrinking.
     none = np.zeros(0, dtype=np.int64)
-    plain = _Relaxation(Xl, y_pm, Xc, C, 0, M, none, none, ub=ub)
-    for j in range(Xc.shape[0]):
-        if time.perf_counter() > deadline:
-            break
-        v = plain.max_score(Xc[j])
-        if v is not None:
-            M[j] = min(M[j], v)
-    for j in np.flatnonzero((s0 > 0) & (M > 0) & ~fixed_in):
-        if time.perf_counter() > deadline or not bud.fits_with(fixed_in, j):
-            break
-        v = plain.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
-        if v is not None and v < 0.0:
-            fixed_in[j] = True
+    for s in range(Y.shape[1]):
+        y, c = _scorer(Y, C, s)
+        plain = _Relaxation(Xl, y, Xc, c, 0, M[:, s], none, none, ub=ub[s])
+        for j in range(Xc.shape[0]):
+            if time.perf_counter() > deadline:
+                break
+            v = plain.max_score(Xc[j])
+            if v is not None:
+                M[j, s] = min(M[j, s], v)
+        for j in np.flatnonzero((s0[:, s] > 0) & (M[:, s] > 0) & ~fixed_in):
+            if time.perf_counter() > deadline or not bud.fits_with(fixed_in, j):
+                break
+            v = plain.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
+            if v is not None and v < 0.0:
+                fixed_in[j] = True
+    lb, history = _rounds(Xl, Y, Xc, C, bud, ub_total, M, fixed_in, s0, deadline, max_rounds,
+                          target)  # fmt: skip
+    return M, fixed_in, lb, history
+
+
+def _rounds(Xl, Y, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, target):
+    """Relaxation rounds over the ``S`` scorers; ``M`` (m, S) and ``fixed_in`` updated in place.
+
+    Each round maximises (and, where a scorer is positive at the start point, minimises) every
+    free candidate's score of every scorer over the continuous relaxation built with the
+    current ``M`` plus ``objective <= ub``; each new value goes into the relaxation at once
+    (Gauss-Seidel). Every point with objective at most ``ub`` whose positive candidates fit
+    the budget is feasible for that relaxation, so the new values stay valid; smaller ``M``
+    tighten the relaxation in turn. A candidate with a scorer whose smallest score is ``> 0``
+    is fixed in (and uses up its cost of the budget). Rounds stop once the relaxation's lower
+    bound reaches ``target``, when it gains less than 1% of the remaining gap while the sum of
+    the free ``M`` shrank by less than 5%, at ``max_rounds`` or at ``deadline``. Returns
+    ``(lb, history)``.
+    """
     lb, history, shrink = -math.inf, [], 1.0
     for _ in range(max_rounds):
-        fixed_out = M <= 0.0
+        fixed_out = (M <= 0.0).all(axis=1)
         free = np.flatnonzero(~fixed_out & ~fixed_in)
         k_rem, knapsack = bud.row(fixed_in, free)
-        args = (Xl, y_pm, Xc, C, k_rem, np.maximum(M, 0.0), np.flatnonzero(fixed_out), free)
+        args = (Xl, Y, Xc, C, k_rem, np.maximum(M, 0.0), np.flatnonzero(fixed_out), free)
         new_lb = _Relaxation(*args, knapsack=knapsack).lower_bound()
         history.append(new_lb)
         stalled = (new_lb - lb) < 0.01 * (ub - lb) and shrink < 0.05
@@ -328,24 +449,27 @@ def _tighten(Xl, y_pm, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, ta
             lb = max(lb, new_lb)
             break
         lb = new_lb
-        before = float(np.maximum(M[free], 0.0).sum())
+        before = float(np.maximum(M[free], 0.0).ravel().sum())
         rel = _Relaxation(*args, ub=ub, knapsack=knapsack)
-        for pos, j in enumerate(free):
-            if time.perf_counter() > deadline:
-                break
-            v = rel.max_score(Xc[j])
-            if v is not None and v < M[j]:
-                M[j] = v
-                # Gauss-Seidel: the next candidates already see this tighter value.
-                rel.set_big_m(pos, v)
-        for j in free[s0[free] > 0]:
+        for s in range(M.shape[1]):
+            for pos, j in enumerate(free):
+                if time.perf_counter() > deadline:
+                    break
+                v = rel.max_score(Xc[j], s=s)
+                if v is not None and v < M[j, s]:
+                    M[j, s] = v
+                    # Gauss-Seidel: the next candidates already see this tighter value.
+                    rel.set_big_m(pos, v, s)
+        for j in free[(s0[free] > 0).any(axis=1)]:
             if time.perf_counter() > deadline or not bud.fits_with(fixed_in, j):
                 break
-            v = rel.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
-            if v is not None and v < 0.0 and M[j] > 0.0:
-                fixed_in[j] = True
-        shrink = 1.0 - float(np.maximum(M[free], 0.0).sum()) / max(before, 1e-300)
-    return M, M <= 0.0, fixed_in, lb, history
+            for s in np.flatnonzero(s0[j] > 0):
+                v = rel.max_score(Xc[j], sign=-1.0, s=s)  # v >= -(smallest score)
+                if v is not None and v < 0.0 and M[j, s] > 0.0:
+                    fixed_in[j] = True
+                    break
+        shrink = 1.0 - float(np.maximum(M[free], 0.0).ravel().sum()) / max(before, 1e-300)
+    return lb, history
 
 
 def intercept_box(Xl, y_pm, C, ub):
@@ -600,22 +724,22 @@ def start_eta(bud, fixed_in, free, s0):
     return _start_eta(bud, fixed_in, free, s0, k_rem) if free.size else None
 
 
-def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
-    """Build and solve the single-scorer MIQP in SCIP; return the raw outcome."""
+def _solve_scip(Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits, boxes):
+    """Build and solve the MIQP over the ``S`` scorers in SCIP; return the raw outcome."""
     mdl, variables = build_scip_model(
-        Xl, y_pm[:, None], Xc, bud, C, M[:, None], fixed_out, fixed_in, formulation, limits
+        Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, formulation, limits, boxes
     )
     accepted = False
     if start is not None:
         free = np.flatnonzero(~fixed_out & ~fixed_in)
-        sel = start_eta(bud, fixed_in, free, Xc @ start[0] + start[1])
-        W0, b0 = np.asarray(start[0], dtype=np.float64)[None, :], np.array([start[1]])
-        accepted = scip_warm_start(mdl, variables, Xl, y_pm[:, None], W0, b0, sel)
+        W0, b0 = start
+        sel = start_eta(bud, fixed_in, free, _scores(W0, b0, Xc).max(axis=1))
+        accepted = scip_warm_start(mdl, variables, Xl, Y, W0, b0, sel)
     status = scip_optimize(mdl)
     W, b = scip_best_point(mdl, variables)
     return {
-        "w": None if W is None else W[0],
-        "b": None if b is None else float(b[0]),
+        "w": W,
+        "b": b,
         "bound": float(mdl.getDualbound()),
         "status": status,
         "n_nodes": int(mdl.getNNodes()),
@@ -624,9 +748,48 @@ def _solve_scip(Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation
     }
 
 
-def _solve_gurobi(gp, Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits):
-    """Build and solve the MIQP in Gurobi (native quadratic objective)."""
-    n, d = Xl.shape
+def _gurobi_scorers(gp, mdl, Xl, Y, Xc, M, fixed_out, free, eta, formulation):
+    """Per scorer: ``w_s``, ``b_s``, ``xi_s`` and their hinge, fixed-out and big-M rows."""
+    (n, d), S = Xl.shape, Y.shape[1]
+    out = np.flatnonzero(fixed_out)
+    ones = lambda r: np.ones((r, 1))  # noqa: E731
+    w_vars, b_vars, xi_vars = [], [], []
+    for s in range(S):
+        tag, y = ("" if S == 1 else str(s)), Y[:, s]
+        w = mdl.addMVar(d, lb=-gp.GRB.INFINITY, name=f"w{tag}")
+        b = mdl.addMVar(1, lb=-gp.GRB.INFINITY, name=f"b{tag}")
+        xi = mdl.addMVar(n, lb=0.0, name=f"xi{tag}")
+        mdl.addConstr((y[:, None] * Xl) @ w + y[:, None] @ b + xi >= 1.0)
+        if out.size:
+            mdl.addConstr(Xc[out] @ w + ones(out.size) @ b <= 0.0)
+        if free.size and formulation == "indicator":
+            for pos, j in enumerate(free):
+                mdl.addGenConstrIndicator(eta[pos].item(), False, Xc[j] @ w + b[0] <= 0.0)
+        elif free.size:
+            mdl.addConstr(Xc[free] @ w + ones(free.size) @ b - np.diag(M[free, s]) @ eta <= 0.0)
+        w_vars.append(w)
+        b_vars.append(b)
+        xi_vars.append(xi)
+    return w_vars, b_vars, xi_vars
+
+
+def _gurobi_objective(C, w_vars, xi_vars):
+    """``0.5 sum_s ||w_s||^2 + sum_s C_s . xi_s`` (one scorer: the single model's terms)."""
+    obj = None
+    for s, (w, xi) in enumerate(zip(w_vars, xi_vars, strict=True)):
+        c = C if np.ndim(C) == 0 else (C[:, s] if np.ndim(C) == 2 else C)
+        term = 0.5 * (w @ w) + (c * xi.sum() if np.ndim(c) == 0 else c @ xi)
+        obj = term if obj is None else obj + term
+    return obj
+
+
+def _solve_gurobi(gp, Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits,
+                  boxes):  # fmt: skip
+    """Build and solve the MIQP over the ``S`` scorers in Gurobi (native quadratic objective).
+
+    ``boxes`` is not used: Gurobi presolves its own bounds.
+    """
+    del boxes
     free = np.flatnonzero(~fixed_out & ~fixed_in)
     k_rem, knapsack = bud.row(fixed_in, free)
     env = gp.Env(empty=True)
@@ -636,42 +799,32 @@ def _solve_gurobi(gp, Xl, y_pm, Xc, bud, C, M, fixed_out, fixed_in, start, formu
     mdl.Params.TimeLimit = max(limits["time"], 0.01)
     mdl.Params.MIPGap = limits["gap"]
     mdl.Params.Threads = limits["threads"]
-    w = mdl.addMVar(d, lb=-gp.GRB.INFINITY, name="w")
-    b = mdl.addMVar(1, lb=-gp.GRB.INFINITY, name="b")
-    xi = mdl.addMVar(n, lb=0.0, name="xi")
-    mdl.addConstr((y_pm[:, None] * Xl) @ w + y_pm[:, None] @ b + xi >= 1.0)
-    out = np.flatnonzero(fixed_out)
-    ones = lambda r: np.ones((r, 1))  # noqa: E731
-    if out.size:
-        mdl.addConstr(Xc[out] @ w + ones(out.size) @ b <= 0.0)
+    eta = mdl.addMVar(free.size, vtype=gp.GRB.BINARY, name="eta") if free.size else None
+    w_vars, b_vars, xi_vars = _gurobi_scorers(gp, mdl, Xl, Y, Xc, M, fixed_out, free, eta,
+                                              formulation)  # fmt: skip
     if free.size:
-        eta = mdl.addMVar(free.size, vtype=gp.GRB.BINARY, name="eta")
-        if formulation == "indicator":
-            for pos, j in enumerate(free):
-                mdl.addGenConstrIndicator(eta[pos].item(), False, Xc[j] @ w + b[0] <= 0.0)
-        else:
-            mdl.addConstr(Xc[free] @ w + ones(free.size) @ b - np.diag(M[free]) @ eta <= 0.0)
         if knapsack is not None:
             mdl.addConstr(knapsack[0] @ eta <= knapsack[1])
         elif free.size >= k_rem:
             mdl.addConstr(eta.sum() == k_rem)
         else:
             mdl.addConstr(eta.sum() <= k_rem)
-    mdl.setObjective(0.5 * (w @ w) + (C * xi.sum() if np.ndim(C) == 0 else C @ xi), gp.GRB.MINIMIZE)
+    mdl.setObjective(_gurobi_objective(C, w_vars, xi_vars), gp.GRB.MINIMIZE)
     if start is not None:
-        w0, b0 = start
-        w.Start = w0
-        b.Start = np.array([b0])
-        xi.Start = np.maximum(0.0, 1.0 - y_pm * (Xl @ w0 + b0))
+        W0, b0 = start
+        for s, (w, b, xi) in enumerate(zip(w_vars, b_vars, xi_vars, strict=True)):
+            w.Start = W0[s]
+            b.Start = np.array([b0[s]])
+            xi.Start = np.maximum(0.0, 1.0 - Y[:, s] * (Xl @ W0[s] + b0[s]))
         if free.size:
-            sel = _start_eta(bud, fixed_in, free, Xc @ w0 + b0, k_rem)
+            sel = start_eta(bud, fixed_in, free, _scores(W0, b0, Xc).max(axis=1))
             eta.Start = sel.astype(float)
     mdl.optimize()
     code = int(mdl.Status)
     wv = bv = None
     if mdl.SolCount > 0:
-        wv = np.asarray(w.X, dtype=float)
-        bv = float(b.X[0])
+        wv = np.vstack([np.asarray(w.X, dtype=float) for w in w_vars])
+        bv = np.array([float(b.X[0]) for b in b_vars])
     res = {
         "w": wv,
         "b": bv,
@@ -746,12 +899,14 @@ def certify_gap(
 # --------------------------------------------------------------------------------------------
 
 
-def _check_C(C, n: int):
-    """``C`` a positive float, or per-row weights: ``(n,)``, finite, ``>= 0``, some ``> 0``."""
+def _check_C(C, n: int, S: int):
+    """``C`` a positive float, or per-row weights: ``(n,)`` (or ``(n, S)``), finite, ``>= 0``,
+    some ``> 0``."""
     if np.ndim(C) == 0:
         return check_positive_real(C, "C")
     Cv = np.asarray(C, dtype=np.float64)
-    if Cv.shape != (n,) or not np.isfinite(Cv).all() or (Cv < 0).any() or not (Cv > 0).any():
+    shape_ok = Cv.shape == (n,) or (S > 1 and Cv.shape == (n, S))
+    if not shape_ok or not np.isfinite(Cv).all() or (Cv < 0).any() or not (Cv > 0).any():
         raise InvalidInputError(
             f"C must be a positive number or one finite weight >= 0 per labelled row ({n}), "
             f"not all 0; received an array of shape {Cv.shape}. Pass e.g. C=1.0."
@@ -764,28 +919,37 @@ def _check_inputs(
 ):
     Xl = np.ascontiguousarray(X_lab, dtype=np.float64)
     Xc = np.ascontiguousarray(X_cand, dtype=np.float64)
-    y = np.asarray(y_pm, dtype=np.float64).ravel()
+    Y = np.asarray(y_pm, dtype=np.float64)
+    Y = Y.reshape(Y.shape[0], -1) if Y.ndim == 2 and Y.shape[1] else Y.reshape(-1, 1)
     if Xl.ndim != 2 or Xc.ndim != 2 or Xl.shape[1] != Xc.shape[1]:
         raise InvalidInputError(
             f"X_lab and X_cand must be 2-D with the same number of columns; received shapes "
             f"{np.shape(X_lab)} and {np.shape(X_cand)}. Pass (n, d) and (m, d) arrays."
         )
-    if y.shape[0] != Xl.shape[0]:
+    if Y.shape[0] != Xl.shape[0]:
         raise InvalidInputError(
             f"y_pm must have one label per row of X_lab ({Xl.shape[0]}); received "
-            f"{y.shape[0]}. Pass labels in {{-1, +1}} aligned with X_lab."
+            f"{Y.shape[0]}. Pass labels in {{-1, +1}} aligned with X_lab."
         )
-    if not np.isin(y, (-1.0, 1.0)).all() or np.unique(y).size < 2:
+    one_class = Y.shape[0] == 0 or (Y.min(axis=0) == Y.max(axis=0)).any()
+    if not np.isin(Y, (-1.0, 1.0)).all() or one_class:
         raise InvalidInputError(
-            "y_pm must contain both -1 and +1 and nothing else; received values "
-            f"{np.unique(y)[:5].tolist()}. Map labels 0/1 to -1/+1 first."
+            "y_pm must contain both -1 and +1 (in every column) and nothing else; received "
+            f"values {np.unique(Y)[:5].tolist()}. Map labels 0/1 to -1/+1 first."
         )
     if not (np.isfinite(Xl).all() and np.isfinite(Xc).all()):
         raise InvalidInputError(
             "X_lab and X_cand must be finite; received NaN or infinite values. "
             "Impute or drop those rows before solving."
         )
-    m = Xc.shape[0]
+    m, S = Xc.shape[0], Y.shape[1]
+    if S > 1 and (cost is not None or budget is not None or solver == "bnb"):
+        asked = "solver='bnb'" if solver == "bnb" else "a money budget"
+        raise InvalidInputError(
+            f"y_pm has {S} columns (scorers) but {asked} was asked for; several scorers share "
+            "k cells, solved by SCIP or Gurobi only: pass k and solver='auto', 'scip' or "
+            "'gurobi'."
+        )
     if isinstance(budget, Budget):
         if cost is not None or budget.cost.shape != (m,):
             raise InvalidInputError(
@@ -808,7 +972,7 @@ def _check_inputs(
                 "the selected candidates may cost in total)."
             )
         bud = Budget(*check_cost_budget(cost, budget, np.arange(m), m))
-    C = _check_C(C, Xl.shape[0])
+    C = _check_C(C, Xl.shape[0], S)
     time_limit = check_positive_real(time_limit, "time_limit")
     mip_gap = check_positive_real(mip_gap, "mip_gap", allow_zero=True)
     if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
@@ -826,7 +990,7 @@ def _check_inputs(
             f"formulation must be one of {', '.join(map(repr, FORMULATIONS))}; received "
             f"{formulation!r}. Use 'tight' (the default)."
         )
-    return Xl, y, Xc, bud, C, time_limit, mip_gap, int(threads)
+    return Xl, Y, Xc, bud, C, time_limit, mip_gap, int(threads)
 
 
 def solve_ttk_mip(
@@ -849,47 +1013,46 @@ def solve_ttk_mip(
 
     Parameters
     ----------
-    X_lab, y_pm, X_cand : ndarray of shape (n, d), (n,), (m, d)
-        Labelled rows, their labels in {-1, +1} (both occur), candidate rows; ``(w, b)`` come
-        back in this feature space (centred internally and exactly undone; never scaled).
+    X_lab, y_pm, X_cand : ndarray of shape (n, d), (n,) or (n, S), (m, d)
+        Labelled rows, their labels in {-1, +1} (both in every column), candidate rows; ``S``
+        columns are ``S`` scorers sharing the ``k`` cells (multi-species TTK: one binary per
+        cell). ``(w, b)`` come back in this feature space (centred internally and undone).
     k, C : int or None, float
         The cell budget ``0 < k < m`` (not used with ``cost``); the hinge weight ``> 0``.
     warm_start : tuple (w, b) or None
-        A point from the feasible-direction solver. If the positive candidates break the
-        budget, ``b`` is lowered until they fit. Its objective (or that of its
-        fixed-set polish, if lower) is the upper bound behind the big-M values, and the
-        returned objective is never above it. Without it a shifted, polished SVM is used.
+        A feasible-direction point (``w`` (S, d), ``b`` (S,) for ``S`` scorers); ``b`` is
+        lowered until its positive candidates fit. Its objective (or its fixed-set polish's)
+        is the upper bound behind the big-M values; the returned objective is never above
+        it. Default: a shifted, polished SVM per scorer.
     time_limit, mip_gap : float
-        Seconds for the whole call (tightening included; on expiry the best point comes back
-        with ``status == "time_limit"``); stop once ``(objective - bound) / objective <=
-        mip_gap`` is proved.
+        Seconds for the whole call (tightening included; on expiry the best point, with
+        ``status == "time_limit"``); stop once ``(objective - bound) / objective <= mip_gap``.
     threads : int
         Threads for Gurobi (SCIP's standard solve is sequential).
     solver : {"auto", "scip", "gurobi", "bnb"}
         ``"auto"``: Gurobi if installed with a licence that fits the model (the pip licence
-        stops at 200 variables), else SCIP. ``"bnb"``: the package's own branch and bound with
-        convex-QP nodes (:mod:`reserve.solvers._bnb`; proves sonar, which SCIP leaves open).
+        stops at 200 variables), else SCIP. ``"bnb"``: the package's own branch and bound
+        (:mod:`reserve.solvers._bnb`; proves sonar, which SCIP leaves open), one scorer only.
     formulation : {"tight", "simple", "indicator"}
         ``"tight"``: per-candidate big-M from one convex bound problem each, with fixing.
         ``"simple"``: ``M_j = sqrt(2 UB) ||z_j|| + b_max`` in closed form.
         ``"indicator"``: indicator constraints (no big-M), fixing from the tight bounds.
     cost, budget : ndarray of shape (m,) or None, float or Budget or None
         Candidate costs (finite, ``> 0``) and the money budget their positives fit (to a
-        relative 1e-12); or ``budget`` a :class:`reserve.solvers.Budget` alone. ``None``: ``k``.
+        relative 1e-12); or a :class:`reserve.solvers.Budget` alone; one scorer only.
 
     Returns
     -------
     MIPResult
+        ``w``, ``b`` of shape (d,) and a float for 1-D ``y_pm``; (S, d) and (S,) for 2-D.
 
     Raises
     ------
     InvalidInputError
         Bad shapes, labels, ``k``, ``C``, ``time_limit``, ``mip_gap``, ``threads``, ``cost``
-        or ``budget``.
-    MissingDependencyError
-        ``pyscipopt`` missing when SCIP is needed, or ``gurobipy`` for ``solver="gurobi"``.
-    SolverError
-        The MIP solver failed numerically.
+        or ``budget``; ``solver="bnb"`` or a money budget with several scorers.
+    MissingDependencyError, SolverError
+        ``pyscipopt`` (or ``gurobipy`` for ``solver="gurobi"``) missing; a numerical failure.
 
     Examples
     --------
@@ -907,44 +1070,51 @@ def solve_ttk_mip(
     checked = _check_inputs(
         X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation, cost, budget
     )
-    return _solve(t0, *checked, warm_start, solver, formulation)
+    res = _solve(t0, *checked, warm_start, solver, formulation)
+    return res if np.ndim(y_pm) == 2 else replace(res, w=res.w[0], b=float(res.b[0]))
 
 
-def _solve(t0, Xl, y, Xc, bud, C, time_limit, mip_gap, threads, warm_start, solver, formulation):
-    """:func:`solve_ttk_mip` on checked inputs."""
+def _solve(t0, Xl, Y, Xc, bud, C, time_limit, mip_gap, threads, warm_start, solver, formulation):
+    """:func:`solve_ttk_mip` on checked inputs; ``w`` of shape (S, d), ``b`` of shape (S,)."""
     gp = _backend(solver)
     # Centre: scores and objective are unchanged with b' = b + mu . w.
     mu = np.vstack([Xl, Xc]).mean(axis=0)
     Xl0, Xc0 = Xl - mu, Xc - mu
-    w0, b0 = _start(warm_start, Xl0, y, C, mu)
-    ub, w0, b0 = _polish(Xl0, y, Xc0, bud, C, w0, b0)
-    bounds = _bounds(Xl0, y, Xc0, C, bud, ub, w0, b0, formulation, t0 + time_limit, mip_gap)
+    W0, b0 = _start(warm_start, Xl0, Y, C, mu)
+    ub, W0, b0 = _polish(Xl0, Y, Xc0, bud, C, W0, b0)
+    lb = _scorer_lower_bounds(Xl0, Y, C)
+    bounds = _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, t0 + time_limit, mip_gap)
     limits = {"time": t0 + time_limit - time.perf_counter(), "gap": mip_gap, "threads": threads}
-    args = (Xl0, y, Xc0, bud, C, np.maximum(bounds["M"], 0.0), bounds["M"] <= 0.0)
-    args += (bounds["fixed_in"], (w0, b0), formulation, limits)
+    if Y.shape[1] > 1:
+        # As the S-scorer model always ran: SCIP's primal figure uses t >= w^2 only to its 1e-6
+        # feasibility tolerance, so half the target gap leaves room for the recomputed one.
+        limits.update(gap=0.5 * mip_gap, fast_heuristics=False)
+    fixed_out = (bounds["M"] <= 0.0).all(axis=1)
+    args = (Xl0, Y, Xc0, bud, C, np.maximum(bounds["M"], 0.0), fixed_out, bounds["fixed_in"])
+    args += ((W0, b0), formulation, limits, bounds["boxes"])
     t_m = time.perf_counter()
     raw, note = _run_backend(solver, gp, args, t0 + time_limit)
     t_mip = time.perf_counter() - t_m
-    # The MIP's bound and the relaxation's are both valid: the model only cuts off points
+    # The MIP's bound and the relaxations' are all valid: the model only cuts off points
     # worse than the start.
-    best_lb = max(bounds["best_lb"], raw["bound"])
+    best_lb = max(bounds["best_lb"], raw["bound"], float(lb.sum()))
     if raw["w"] is not None:
-        b_new = bud.make_feasible(raw["w"], raw["b"], Xc0)
-        obj_new = hinge_objective(raw["w"], b_new, Xl0, y, C)
+        b_new = _feasible(bud, raw["w"], raw["b"], Xc0)
+        obj_new = _objective(raw["w"], b_new, Xl0, Y, C)
         if obj_new < ub:  # else keep the start (SCIP may have dropped it)
-            ub, w0, b0 = obj_new, raw["w"], b_new
+            ub, W0, b0 = obj_new, raw["w"], b_new
     # Recompute everything from (w, b) in the caller's space.
-    w_out = np.asarray(w0, dtype=np.float64).copy()
-    b_out = bud.make_feasible(w_out, float(b0 - mu @ w_out), Xc)
-    objective = hinge_objective(w_out, b_out, Xl, y, C)
+    W_out = np.asarray(W0, dtype=np.float64).copy()
+    b_out = _feasible(bud, W_out, b0 - _mu_dot(W_out, mu), Xc)
+    objective = _objective(W_out, b_out, Xl, Y, C)
     bound, gap, status = certify_gap(
         objective, best_lb, raw["status"], mip_gap,
         "Retry with formulation='simple' and report this instance.",
     )  # fmt: skip
     details = _details(bounds, raw, t_mip, formulation, note)
     return MIPResult(
-        w=w_out,
-        b=float(b_out),
+        w=W_out,
+        b=b_out,
         objective=objective,
         bound=float(bound),
         gap=float(gap),
@@ -952,7 +1122,7 @@ def _solve(t0, Xl, y, Xc, bud, C, time_limit, mip_gap, threads, warm_start, solv
         n_nodes=raw["n_nodes"],
         runtime=time.perf_counter() - t0,
         solver=raw["solver"],
-        selected=bud.select(Xc @ w_out + b_out),
+        selected=_select(bud, W_out, b_out, Xc),
         details=details,
     )
 
@@ -972,52 +1142,88 @@ def _backend(solver: str):
     return gp
 
 
-def _start(warm_start, Xl0, y, C, mu):
-    """The start in the centred space: the warm start, or the SVM on the labelled rows."""
+def _start(warm_start, Xl0, Y, C, mu):
+    """The start in the centred space: the warm start, or the SVM of each scorer."""
+    S, d = Y.shape[1], Xl0.shape[1]
     if warm_start is None:
-        svm = solve_fixed_set(Xl0, y, C)
-        return svm.w, svm.b
-    w0 = np.asarray(warm_start[0], dtype=np.float64).ravel()
-    b0 = float(warm_start[1])
-    if w0.shape[0] != Xl0.shape[1] or not (np.isfinite(w0).all() and math.isfinite(b0)):
+        fits = [solve_fixed_set(Xl0, *_scorer(Y, C, s)) for s in range(S)]
+        return np.vstack([r.w for r in fits]), np.array([r.b for r in fits], dtype=np.float64)
+    W0 = np.asarray(warm_start[0], dtype=np.float64)
+    W0 = W0.reshape(1, -1) if S == 1 else W0
+    b0 = np.asarray(warm_start[1], dtype=np.float64).reshape(-1)
+    if (
+        W0.shape != (S, d)
+        or b0.shape != (S,)
+        or not (np.isfinite(W0).all() and np.isfinite(b0).all())
+    ):
+        shape = f"of length {d}" if S == 1 else f"of shape ({S}, {d})"
         raise InvalidInputError(
-            f"warm_start must be (w, b) with w of length {Xl0.shape[1]} and finite values; "
+            f"warm_start must be (w, b) with w {shape} and finite values; "
             f"received w of shape {np.shape(warm_start[0])}. Pass the FD solver's (w, b)."
         )
-    return w0, b0 + float(mu @ w0)
+    return W0, b0 + _mu_dot(W0, mu)
 
 
-def _bounds(Xl0, y, Xc0, C, bud, ub, w0, b0, formulation, deadline, mip_gap) -> dict:
-    """Big-M values tightened against the start's objective ``ub``, and what they proved.
+def _scorer_lower_bounds(Xl0, Y, C) -> np.ndarray:
+    """Per scorer, a lower bound on its objective at any point: its SVM's, padded down.
 
+    One scorer needs none (zero): its bound is the objective's own.
+    """
+    if Y.shape[1] == 1:
+        return np.zeros(1)
+    svm = np.array([solve_fixed_set(Xl0, *_scorer(Y, C, s)).objective for s in range(Y.shape[1])])
+    # Clarabel solves them to 1e-9; pad tenfold and more.
+    return np.maximum(svm * (1.0 - 1e-6), 0.0)
+
+
+def _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, deadline, mip_gap) -> dict:
+    """Big-M values of shape (m, S) tightened against the start's objective ``ub``.
+
+    Scorer ``s`` has ``objective_s <= ub_s = ub - sum_{s' != s} lb_s'`` at every point no
+    worse than the start (``lb``: :func:`_scorer_lower_bounds`). Several scorers also get the
+    boxes ``|w_sl| <= sqrt(2 ub_s)`` and :func:`intercept_box` (as their model always had).
     (Re-tightening after a short MIP run had found a better incumbent was measured worse on
     ionosphere.)
     """
     ub_safe = ub * (1.0 + 1e-7) + 1e-9
-    m = Xc0.shape[0]
-    simple = _simple_upper(Xl0, y, Xc0, C, ub_safe)
+    ub_s = ub_safe - (lb.sum() - lb)
+    m, S = Xc0.shape[0], Y.shape[1]
+    columns = []
+    for s in range(S):
+        y, c = _scorer(Y, C, s)
+        columns.append(_simple_upper(Xl0, y, Xc0, c, ub_s[s]))
+    simple = np.column_stack(columns)
     M, fixed_in = simple.copy(), np.zeros(m, dtype=bool)
     best_lb, lb_history, t_bounds = 0.0, [], 0.0
     if formulation in ("tight", "indicator"):
         t_b = time.perf_counter()
-        M, _, fixed_in, best_lb, lb_history = _tighten(
-            Xl0, y, Xc0, C, bud, ub_safe, M, fixed_in, Xc0 @ w0 + b0,
+        M, fixed_in, best_lb, lb_history = _tighten(
+            Xl0, Y, Xc0, C, bud, ub_s, ub_safe, M, fixed_in, _scores(W0, b0, Xc0),
             t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0), _MAX_BOUND_ROUNDS,
             ub * (1.0 - mip_gap),
         )  # fmt: skip
         t_bounds = time.perf_counter() - t_b
+    boxes = None
+    if S > 1:
+        box = np.array([intercept_box(Xl0, *_scorer(Y, C, s), ub_s[s]) for s in range(S)])
+        boxes = (np.sqrt(2.0 * ub_s), box[:, 0], box[:, 1])
     return {
         "M": M, "fixed_in": fixed_in, "best_lb": best_lb, "lb_history": lb_history,
-        "simple": simple, "ub_start": ub, "t_bounds": t_bounds,
+        "simple": simple, "ub_start": ub, "t_bounds": t_bounds, "boxes": boxes,
     }  # fmt: skip
 
 
 def _run_backend(solver, gp, args, deadline):
     """Run the chosen MIP backend; ``(raw result, note or None)``."""
-    if solver == "bnb":
+    if solver == "bnb":  # one scorer (checked): its own arrays
         from reserve.solvers._bnb import solve_bnb
 
-        return solve_bnb(*args), None
+        Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, (W0, b0), formulation, limits, _ = args
+        start = (W0[0], float(b0[0]))
+        raw = solve_bnb(Xl, np.ascontiguousarray(Y[:, 0]), Xc, bud, C, M[:, 0], fixed_out,
+                        fixed_in, start, formulation, limits)  # fmt: skip
+        raw["w"], raw["b"] = np.asarray(raw["w"])[None, :], np.array([raw["b"]], dtype=float)
+        return raw, None
     note = None
     if gp is not None:
         try:
@@ -1026,14 +1232,14 @@ def _run_backend(solver, gp, args, deadline):
             if solver == "gurobi" or getattr(exc, "errno", None) != _GUROBI_SIZE_LIMIT:
                 raise SolverError(f"Gurobi failed on the TTK model: {exc}") from None
             note = f"gurobi skipped: {exc}"
-            args[-1]["time"] = deadline - time.perf_counter()
+            args[-2]["time"] = deadline - time.perf_counter()
     return _solve_scip(*args), note
 
 
 def _details(bounds: dict, raw: dict, t_mip: float, formulation: str, note) -> dict:
     """The diagnostics of :attr:`MIPResult.details`."""
     M, fixed_in, simple = bounds["M"], bounds["fixed_in"], bounds["simple"]
-    fixed_out = M <= 0.0
+    fixed_out = (M <= 0.0).all(axis=1)
     free = ~fixed_out & ~fixed_in
     details = {
         "upper_bound_start": bounds["ub_start"],

@@ -15,11 +15,13 @@ import scipy.sparse as sp
 from reserve.errors import InvalidInputError
 
 __all__ = [
+    "MultiData",
     "TransductiveData",
     "as_float_matrix",
     "check_budget",
     "check_cost_budget",
     "check_hinge_weights",
+    "check_multi_transductive",
     "check_positive_real",
     "check_solver_params",
     "check_transductive",
@@ -67,6 +69,29 @@ class TransductiveData:
     def X_cand(self) -> np.ndarray:
         """Feature rows of the candidate set."""
         return self.X[self.candidates]
+
+
+@dataclass(frozen=True)
+class MultiData:
+    """Validated arrays of a multi-species transductive top-k problem.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n_samples, n_features), float64
+    Y : ndarray of shape (n_samples, n_species), int64 in {-1, 0, 1}
+    labelled, candidates : ndarray of int64
+        Row indices, increasing.
+    Y_pm : ndarray of shape (n_labelled, n_species)
+        Labels of the labelled rows mapped to {-1, +1}.
+    k : int
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    labelled: np.ndarray
+    candidates: np.ndarray
+    Y_pm: np.ndarray
+    k: int
 
 
 def check_solver_params(est: object, counts: dict[str, int]) -> float:
@@ -317,25 +342,26 @@ def as_float_matrix(X: object) -> np.ndarray:
     return arr
 
 
-def _label_values(ya: np.ndarray) -> np.ndarray:
-    """``ya`` as float64 holding only 1, 0 and -1, or a one-line error."""
+def _label_values(ya: np.ndarray, name: str = "y") -> np.ndarray:
+    """``ya`` (``y``, or the species table ``Y``) as float64 holding only 1, 0 and -1, or a
+    one-line error."""
     try:
         yf = ya.astype(np.float64)
     except (TypeError, ValueError):
         raise InvalidInputError(
-            f"y must hold the numbers 1, 0 or -1; received dtype {ya.dtype}. "
+            f"{name} must hold the numbers 1, 0 or -1; received dtype {ya.dtype}. "
             "Encode detected as 1, not detected as 0, candidates as -1."
         ) from None
     if np.any(yf != np.round(yf)):
         raise InvalidInputError(
-            "Unknown label type: continuous. y must hold 1 (positive), 0 (negative) or "
+            f"Unknown label type: continuous. {name} must hold 1 (positive), 0 (negative) or "
             "-1 (candidate); recode the labels."
         )
     bad = ~np.isin(yf, (-1.0, 0.0, 1.0))
     if bad.any():
         vals = np.unique(ya[bad])[:5].tolist()
         raise InvalidInputError(
-            "Only binary classification is supported. y must contain only 1 (positive), "
+            f"Only binary classification is supported. {name} must contain only 1 (positive), "
             f"0 (negative) and -1 (candidate); received other values {vals}. Recode the labels."
         )
     return yf
@@ -389,25 +415,97 @@ def check_transductive(X: object, y: object, k: object | None) -> TransductiveDa
             f"X and y disagree: X has {Xa.shape[0]} rows, y has {ya.shape[0]} labels. "
             "Pass one label per row (1, 0, or -1 for candidates)."
         )
-    yf = _label_values(ya)
-    yi = yf.astype(np.int64)
-    candidates = np.flatnonzero(yi == -1)
-    labelled = np.flatnonzero(yi != -1)
-    if candidates.size == 0:
+    yi = _label_values(ya).astype(np.int64)
+    labelled, candidates, y_pm, kk = _roles(yi[:, None], k, multi=False)
+    return TransductiveData(
+        X=Xa, y=yi, labelled=labelled, candidates=candidates, y_pm=y_pm[:, 0], k=kk
+    )
+
+
+def _roles(Yi: np.ndarray, k: object | None, *, multi: bool):
+    """``(labelled, candidates, Y_pm, k)`` of checked labels ``Yi`` of shape (n, S).
+
+    Candidates are the rows of -1 (in every column: mixed rows are refused before); every
+    column needs both classes among the labelled rows. ``multi`` words the errors for the
+    species table ``Y`` rather than ``y``.
+    """
+    is_cand = Yi[:, 0] == -1
+    candidates, labelled = np.flatnonzero(is_cand), np.flatnonzero(~is_cand)
+    if candidates.size == 0 and not multi:
         raise InvalidInputError(
             "y has no candidate rows (y == -1): there is nothing to select from. "
             "Append the candidate rows to X with label -1."
         )
-    classes = np.unique(yi[labelled])
-    if classes.size < 2:
-        got = classes.tolist()
+    if candidates.size == 0:
         raise InvalidInputError(
-            f"labelled rows must contain both classes 0 and 1; received only {got}. "
-            "Add labelled rows of the missing class."
+            "Y has no candidate rows (-1 in every column): there is nothing to select from. "
+            "Append the candidate rows to X with labels -1."
+        )
+    Yl = Yi[labelled]
+    one_class = np.flatnonzero(Yl.min(axis=0) == Yl.max(axis=0)) if labelled.size else [0]
+    if len(one_class):
+        s = int(one_class[0])
+        got = np.unique(Yl[:, s]).tolist() if labelled.size else []
+        where = f"Y column {s} (species {s})" if multi else "labelled rows"
+        among, drop = (" among labelled rows", " or drop the species") if multi else ("", "")
+        raise InvalidInputError(
+            f"{where} must contain both classes 0 and 1{among}; received only {got}. "
+            f"Add labelled rows of the missing class{drop}."
         )
     kk = None if k is None else check_budget(k, candidates.size)
-    y_pm = np.where(yi[labelled] == 1, 1.0, -1.0)
-    return TransductiveData(X=Xa, y=yi, labelled=labelled, candidates=candidates, y_pm=y_pm, k=kk)
+    return labelled, candidates, np.where(Yl == 1, 1.0, -1.0), kk
+
+
+def check_multi_transductive(X: object, Y: object, k: object) -> MultiData:
+    """Validate a multi-species problem: 0/1 in every column of a labelled row, -1 in every
+    column of a candidate row.
+
+    A 1-D ``Y`` is read as a single species. The checks are :func:`check_transductive`'s,
+    column by column, plus the refusal of rows that mix -1 with labels.
+
+    Raises
+    ------
+    InvalidInputError
+        One line naming the parameter, what was received and the fix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> d = check_multi_transductive(np.eye(4), [[0, 1], [1, 0], [-1, -1], [-1, -1]], 1)
+    >>> d.candidates.tolist(), d.Y_pm.shape
+    ([2, 3], (2, 2))
+    """
+    if Y is None:
+        raise InvalidInputError(
+            "Y is None; this estimator needs labels. Pass Y of shape (n_samples, n_species): "
+            "1 / 0 for labelled rows, -1 in every column for candidates."
+        )
+    Xa = as_float_matrix(X)
+    Ya = np.asarray(Y)
+    if Ya.ndim == 1:
+        Ya = Ya[:, None]
+    if Ya.ndim != 2 or Ya.shape[1] == 0:
+        raise InvalidInputError(
+            f"Y must be 2-D (n_samples, n_species) with at least one species column; received "
+            f"shape {Ya.shape}. Pass one column of labels per species."
+        )
+    if Ya.shape[0] != Xa.shape[0]:
+        raise InvalidInputError(
+            f"X and Y disagree: X has {Xa.shape[0]} rows, Y has {Ya.shape[0]}. "
+            "Pass one row of labels per row of X."
+        )
+    Yi = _label_values(Ya, "Y").astype(np.int64)
+    is_cand = Yi == -1
+    mixed = np.flatnonzero(is_cand.any(axis=1) & ~is_cand.all(axis=1))
+    if mixed.size:
+        r = int(mixed[0])
+        raise InvalidInputError(
+            f"Y row {r} mixes -1 with 0/1 labels ({Yi[r].tolist()}; {mixed.size} such row(s)); "
+            "a row is either labelled for every species (0/1 in every column) or a candidate "
+            "(-1 in every column). Label the row for every species or mark it -1 throughout."
+        )
+    labelled, candidates, Y_pm, kk = _roles(Yi, k, multi=True)
+    return MultiData(X=Xa, Y=Yi, labelled=labelled, candidates=candidates, Y_pm=Y_pm, k=kk)
 
 
 def _class_weights(class_weight: object, y01: np.ndarray) -> np.ndarray:

@@ -20,8 +20,8 @@ Solvers, each reusing the single-species pieces:
 * **Polish**: TTK's own swap search (:func:`reserve.solvers._polish.polish`); for a fixed set
   of ``k`` cells the problem separates into one fixed-set QP per species (each scorer must
   score the outsiders ``<= 0``).
-* **MIP** (:func:`reserve.solvers._mip_stacked.solve_stacked_mip`): one binary per cell shared
-  by all species, SCIP.
+* **MIP**: TTK's own (:func:`reserve.solvers._mip.solve_ttk_mip` with one label column per
+  species): one binary per cell shared by all species, SCIP (or Gurobi).
 
 ``MultiSVM`` is the baseline: one SVM per species, cells ranked by the sum of the scores.
 """
@@ -29,7 +29,6 @@ Solvers, each reusing the single-species pieces:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -39,13 +38,13 @@ from reserve.errors import InvalidInputError
 from reserve.solvers._base import canonical_order, feasible_intercepts, top_k
 from reserve.solvers._fd import feasible_direction
 from reserve.solvers._hinge import species_objectives
-from reserve.solvers._mip_stacked import solve_stacked_mip
+from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import solve_fixed_set
 from reserve.solvers._validation import (
-    as_float_matrix,
-    check_budget,
+    MultiData,
     check_hinge_weights,
+    check_multi_transductive,
     check_positive_real,
     check_solver_params,
 )
@@ -59,116 +58,6 @@ __all__ = [
     "feasible_intercepts",
     "species_objectives",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# Input checks
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MultiData:
-    """Validated arrays of a multi-species transductive top-k problem.
-
-    Attributes
-    ----------
-    X : ndarray of shape (n_samples, n_features), float64
-    Y : ndarray of shape (n_samples, n_species), int64 in {-1, 0, 1}
-    labelled, candidates : ndarray of int64
-        Row indices, increasing.
-    Y_pm : ndarray of shape (n_labelled, n_species)
-        Labels of the labelled rows mapped to {-1, +1}.
-    k : int
-    """
-
-    X: np.ndarray
-    Y: np.ndarray
-    labelled: np.ndarray
-    candidates: np.ndarray
-    Y_pm: np.ndarray
-    k: int
-
-
-def check_multi_transductive(X: object, Y: object, k: object) -> MultiData:
-    """Validate a multi-species problem: 0/1 in every column of a labelled row, -1 in every
-    column of a candidate row.
-
-    A 1-D ``Y`` is read as a single species.
-
-    Raises
-    ------
-    InvalidInputError
-        One line naming the parameter, what was received and the fix.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> d = check_multi_transductive(np.eye(4), [[0, 1], [1, 0], [-1, -1], [-1, -1]], 1)
-    >>> d.candidates.tolist(), d.Y_pm.shape
-    ([2, 3], (2, 2))
-    """
-    if Y is None:
-        raise InvalidInputError(
-            "Y is None; this estimator needs labels. Pass Y of shape (n_samples, n_species): "
-            "1 / 0 for labelled rows, -1 in every column for candidates."
-        )
-    Xa = as_float_matrix(X)
-    Ya = np.asarray(Y)
-    if Ya.ndim == 1:
-        Ya = Ya[:, None]
-    if Ya.ndim != 2 or Ya.shape[1] == 0:
-        raise InvalidInputError(
-            f"Y must be 2-D (n_samples, n_species) with at least one species column; received "
-            f"shape {Ya.shape}. Pass one column of labels per species."
-        )
-    if Ya.shape[0] != Xa.shape[0]:
-        raise InvalidInputError(
-            f"X and Y disagree: X has {Xa.shape[0]} rows, Y has {Ya.shape[0]}. "
-            "Pass one row of labels per row of X."
-        )
-    try:
-        Yf = Ya.astype(np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInputError(
-            f"Y must hold the numbers 1, 0 or -1; received dtype {Ya.dtype}. "
-            "Encode detected as 1, not detected as 0, candidates as -1."
-        ) from None
-    bad = ~np.isin(Yf, (-1.0, 0.0, 1.0))
-    if bad.any():
-        vals = np.unique(Ya[bad])[:5].tolist()
-        raise InvalidInputError(
-            f"Y must contain only 1, 0 and -1; received other values {vals}. "
-            "Recode the labels (1 detected, 0 not detected, -1 candidate)."
-        )
-    Yi = Yf.astype(np.int64)
-    is_cand = Yi == -1
-    mixed = np.flatnonzero(is_cand.any(axis=1) & ~is_cand.all(axis=1))
-    if mixed.size:
-        r = int(mixed[0])
-        raise InvalidInputError(
-            f"Y row {r} mixes -1 with 0/1 labels ({Yi[r].tolist()}; {mixed.size} such row(s)); "
-            "a row is either labelled for every species (0/1 in every column) or a candidate "
-            "(-1 in every column). Label the row for every species or mark it -1 throughout."
-        )
-    candidates = np.flatnonzero(is_cand[:, 0])
-    labelled = np.flatnonzero(~is_cand[:, 0])
-    if candidates.size == 0:
-        raise InvalidInputError(
-            "Y has no candidate rows (-1 in every column): there is nothing to select from. "
-            "Append the candidate rows to X with labels -1."
-        )
-    Yl = Yi[labelled]
-    one_class = np.flatnonzero(Yl.min(axis=0) == Yl.max(axis=0)) if labelled.size else [0]
-    if len(one_class):
-        s = int(one_class[0])
-        got = np.unique(Yl[:, s]).tolist() if labelled.size else []
-        raise InvalidInputError(
-            f"Y column {s} (species {s}) must contain both classes 0 and 1 among labelled rows; "
-            f"received only {got}. Add labelled rows of the missing class or drop the species."
-        )
-    kk = check_budget(k, candidates.size)
-    Y_pm = np.where(Yl == 1, 1.0, -1.0)
-    return MultiData(X=Xa, Y=Yi, labelled=labelled, candidates=candidates, Y_pm=Y_pm, k=kk)
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,8 +174,8 @@ class MultiTTK(_MultiTopKMixin):
     mip_gap : float
         Relative gap at which the MIP may stop.
     threads : int
-        Accepted for the same interface as :class:`reserve.solvers.TTK`; SCIP's standard solve
-        is sequential.
+        Threads for Gurobi, as for :class:`reserve.solvers.TTK`; SCIP's standard solve is
+        sequential.
     random_state : int or None
         The fit is deterministic; accepted for the common interface.
     class_weight : None, "balanced" or dict
@@ -318,7 +207,8 @@ class MultiTTK(_MultiTopKMixin):
         ``"local"`` for FD (+ polish); the MIP's status otherwise (``"optimal"``,
         ``"gap_limit"``, ``"time_limit"``, ``"not_proved"``, ...).
     bound_, gap_, n_nodes_, mip_solver_ : MIP only
-        Proven lower bound, relative gap, branch-and-bound nodes, ``"scip"``.
+        Proven lower bound, relative gap, branch-and-bound nodes, ``"scip"`` (or
+        ``"gurobi"``, as for :class:`reserve.solvers.TTK`).
     runtime_ : float
         Seconds spent in ``fit``.
 
@@ -396,7 +286,7 @@ class MultiTTK(_MultiTopKMixin):
         Y_pm = data.Y_pm[lab_pos]
         X_cand = data.X[canonical_order(data.X, data.candidates)]
 
-        W, b, svm_obj = _svm_per_species(X_lab, Y_pm, C)
+        W, b, _ = _svm_per_species(X_lab, Y_pm, C)
         b = feasible_intercepts(X_cand @ W.T, b, k)
         self.init_objective_ = float(species_objectives(W, b, X_lab, Y_pm, C).sum())
         fd = feasible_direction(X_lab, Y_pm, X_cand, k, C, W, b, max_iter=self.max_iter)
@@ -416,18 +306,9 @@ class MultiTTK(_MultiTopKMixin):
             self.n_swaps_ = pol.n_swaps
         self.status_ = "local"
         if self.solver == "mip":
-            res = solve_stacked_mip(
-                X_lab,
-                Y_pm,
-                X_cand,
-                k,
-                C,
-                W,
-                b,
-                svm_obj,
-                time_limit=float(self.time_limit),
-                mip_gap=float(self.mip_gap),
-            )
+            res = solve_ttk_mip(X_lab, Y_pm, X_cand, k, C, warm_start=(W, b),
+                                time_limit=float(self.time_limit), mip_gap=float(self.mip_gap),
+                                threads=int(self.threads))  # fmt: skip
             W, b = res.w, res.b
             self.status_ = res.status
             self.bound_ = res.bound

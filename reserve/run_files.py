@@ -1,0 +1,183 @@
+"""The files of one selection run: its inputs checked before any work, its outputs written.
+
+:func:`reserve.select.run_selection` asks this module, in order: where the outputs go
+(:func:`check_outputs`, nothing created yet), whether the map's public-land and outline files
+exist (:func:`check_decoration`), which species the ingest recorded (:func:`ingest_species`),
+and finally to write the GeoPackage and the map together (:func:`write_outputs`: both
+replaced, or neither).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reserve.errors import DataFileError, InvalidInputError, ReserveError
+from reserve.export import prepare_outputs, write_result
+from reserve.io.atomic import write_together
+
+if TYPE_CHECKING:
+    from reserve.config import SelectOptions
+    from reserve.result import SelectionResult
+
+__all__ = [
+    "check_decoration",
+    "check_outputs",
+    "default_region_cached",
+    "ingest_species",
+    "write_outputs",
+]
+
+
+def ingest_species(path: Any) -> str:
+    """The species ``reserve ingest`` recorded in the file's ``ingest_summary`` ('' if none).
+
+    A multi-species ingest records ``"A; B"``; its ``label`` (what a run without
+    ``--species`` selects for) is the first species'.
+
+    Parameters
+    ----------
+    path : path-like
+        A planning-units GeoPackage.
+
+    Returns
+    -------
+    str
+    """
+    import pyogrio
+
+    try:
+        table = pyogrio.read_dataframe(path, layer="ingest_summary", columns=["item", "value"])
+    except Exception:  # no such table (a hand-made file): the species is simply not named
+        return ""
+    hit = table.loc[table["item"] == "species", "value"]
+    return str(hit.iloc[0]).split(";")[0].strip() if len(hit) else ""
+
+
+def write_outputs(
+    result: SelectionResult,
+    say: Callable[[str], None],
+    t0: float,
+    public: Any,
+    outline: Any,
+) -> None:
+    """Write the map and the GeoPackage asked for, together (both replaced, or neither).
+
+    Each goes to a temporary file beside its target; the map first (quick), so that the
+    renames happen only once the GeoPackage is complete (:func:`write_together`).
+
+    Parameters
+    ----------
+    result : reserve.result.SelectionResult
+        With ``gpkg_path`` and ``map_path`` set (``None``: not written).
+    say : callable
+        Progress messages.
+    t0 : float
+        ``time.perf_counter()`` at the start of the run (for ``runtime_seconds``).
+    public, outline : path-like or None
+        Polygons drawn on the map.
+
+    Raises
+    ------
+    DataFileError
+        An output cannot be written; nothing was changed.
+    """
+    jobs: list[tuple[Any, str, Callable[[Path], object]]] = []
+    result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
+    if result.map_path is not None:
+        from reserve.maps import build_map
+
+        def draw(tmp: Path) -> None:
+            say(f"drawing the map {result.map_path}")
+            page = build_map(result.planning_units, summary=result.summary,
+                             main_features=result.main_features(), public=public,
+                             outline=outline)  # fmt: skip
+            tmp.write_text(page, encoding="utf-8")
+
+        jobs.append((result.map_path, ".html", draw))
+    if result.gpkg_path is not None:
+
+        def store(tmp: Path) -> None:
+            say(f"writing {result.gpkg_path}")
+            write_result(result, tmp, overwrite=True)
+
+        jobs.append((result.gpkg_path, ".gpkg", store))
+    try:
+        write_together(jobs)
+    except ReserveError:
+        raise
+    except OSError as exc:
+        raise DataFileError(
+            f"cannot write the outputs {[str(t) for t, _, _ in jobs]} ({exc.strerror or exc}); "
+            "nothing was changed: pass a writable --out folder (and --map path)"
+        ) from None
+
+
+def check_outputs(opts: SelectOptions, cells_path: Path) -> tuple[Path | None, Path | None]:
+    """``(gpkg_path, map_path)`` of the run, checked (none when ``opts.out`` is None).
+
+    Parameters
+    ----------
+    opts : reserve.config.SelectOptions
+    cells_path : Path
+        The planning units read (an output may not replace them).
+
+    Returns
+    -------
+    gpkg_path, map_path : Path or None
+
+    Raises
+    ------
+    OutputExistsError, DataFileError, InvalidInputError
+        As :func:`reserve.export.prepare_outputs`; ``--out`` would replace ``--cells``.
+    """
+    if opts.out is None:
+        return None, None
+    map_path = opts.map_path(cells_path)
+    gpkg_path = prepare_outputs(opts.out, map_path, overwrite=opts.overwrite)
+    if opts.cells is not None and gpkg_path.resolve() == cells_path.resolve():
+        raise InvalidInputError(
+            f"--out {str(opts.out)!r} would replace the --cells file {str(cells_path)!r} "
+            "itself; pass another --out folder"
+        )
+    return gpkg_path, map_path
+
+
+def default_region_cached() -> bool:
+    """Whether the embedded region's planning units are already in the cache.
+
+    Returns
+    -------
+    bool
+    """
+    try:
+        from reserve.default_region import cache_key, default_cache_dir
+    except ImportError:
+        return False
+    return (default_cache_dir() / f"default_region-{cache_key()[:16]}.gpkg").is_file()
+
+
+def check_decoration(public: Any, outline: Any) -> None:
+    """Refuse a missing public-land or outline file before any work (they are drawn last).
+
+    Parameters
+    ----------
+    public, outline : path-like or None
+
+    Raises
+    ------
+    InvalidInputError
+        Not a path.
+    DataFileError
+        Not a file.
+    """
+    for name, path in (("public", public), ("outline", outline)):
+        if path is None:
+            continue
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidInputError(f"{name} must be a path to a polygon file; received {path!r}")
+        if not Path(path).is_file():
+            raise DataFileError(f"{name}={str(path)!r} is not a file; pass a polygon file")
