@@ -73,9 +73,10 @@ def _estimator(opts: SelectOptions, problem: Problem, C: float, *, money: bool) 
     n_species = problem.y.shape[1] if problem.y.ndim == 2 else 1
     model = opts.effective_model
     Cs = None if model == "linear" or opts.C in (None, "cv") else (float(opts.C),)
+    effort = tuple(i for i, f in enumerate(problem.features) if f in problem.effort) or None
     return make_estimator(opts.method, k=problem.k_fit, C=C, budget=budget, n_species=n_species,
                           random_state=opts.seed, time_limit=opts.time_limit, model=model,
-                          Cs=Cs, n_jobs=opts.n_jobs)  # fmt: skip
+                          Cs=Cs, n_jobs=opts.n_jobs, effort_columns=effort)  # fmt: skip
 
 
 def _choose_C(
