@@ -199,3 +199,15 @@ def test_select_passes_the_effort_columns_to_the_default_model():
     assert [on.features[i] for i in est.effort_columns] == NAMES
     off = build_problem(units, SelectOptions(budget=5, effort=False), "mem")
     assert _estimator(SelectOptions(budget=5), off, 1.0, money=False).effort_columns is None
+
+
+def test_select_C_scores_held_out_rows_at_the_standard_effort():
+    from reserve.model_selection import select_C
+    from reserve.solvers import SVM
+
+    X, y = _effort_only_problem(3)
+    kw = {"Cs": (0.1, 1.0), "n_repeats": 2, "k_fraction": 0.1, "random_state": 0}
+    own = select_C(SVM(k=5), X, y, **kw)
+    std = select_C(SVM(k=5), X, y, effort_columns=(1,), **kw)
+    assert own.mean_scores.max() > 0.9  # effort alone separates held-out rows at own effort
+    assert std.mean_scores.max() < y[y != -1].mean() + 0.25  # at one effort: habitat, noise
