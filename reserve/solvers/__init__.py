@@ -9,7 +9,7 @@ from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
-from reserve.solvers.auto import AutoTTK, fold_k
+from reserve.solvers.auto import AutoTTK, at_standard_effort, fold_k
 from reserve.solvers.budget import Budget
 from reserve.solvers.features import FEATURE_MAPS, ForestScore
 from reserve.solvers.multi import MultiSVM, MultiTTK
@@ -35,6 +35,7 @@ __all__ = [
     "MultiTTK",
     "SVMPerf",
     "TopPush",
+    "at_standard_effort",
     "budget_select",
     "canonical_method",
     "check_transductive",

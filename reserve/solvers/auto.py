@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -29,11 +29,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._base import budget_select
-from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers._validation import (
+    TransductiveData,
+    check_positive_real,
+    check_transductive,
+)
 from reserve.solvers.features import FEATURE_MAPS, feature_map
 from reserve.solvers.ttk import TTK
 
-__all__ = ["AUTO_CS", "AUTO_MODELS", "CLASS_WEIGHTS", "AutoTTK", "fold_k"]
+__all__ = ["AUTO_CS", "AUTO_MODELS", "CLASS_WEIGHTS", "AutoTTK", "at_standard_effort", "fold_k"]
 
 #: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
 AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
@@ -69,6 +73,28 @@ def fold_k(n_held: int, n_pos_held: int, k: int, n_candidates: int) -> int:
     """
     share = round(n_held * k / max(n_candidates, 1))
     return int(min(max(share, math.ceil(n_pos_held / 2), 1), max(n_held - 1, 1)))
+
+
+def at_standard_effort(X: np.ndarray, fit_rows: np.ndarray, score_rows: np.ndarray,
+                       columns: np.ndarray) -> np.ndarray:  # fmt: skip
+    """A copy of ``X`` whose ``score_rows`` carry the standard effort in ``columns``.
+
+    The standard effort of a column is the median of its ``fit_rows`` (the labelled rows a
+    model learns from). Rows scored at it differ in habitat only: that is how the candidates
+    are scored (:func:`reserve.design.effort_covariates`), and how a cross-validation fold's
+    held-out rows, which play the candidates, must be scored too.
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 1.0], [1.0, 3.0], [2.0, 8.0], [3.0, 50.0]])
+    >>> at_standard_effort(X, np.array([0, 1, 2]), np.array([3]), np.array([1]))[3].tolist()
+    [3.0, 3.0]
+    """
+    out = np.array(X, dtype=np.float64, copy=True)
+    if columns.size and score_rows.size and fit_rows.size:
+        standard = np.median(out[np.ix_(fit_rows, columns)], axis=0)
+        out[np.ix_(score_rows, columns)] = standard
+    return out
 
 
 @dataclass(frozen=True)
@@ -189,6 +215,16 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
         Parallel folds (joblib).
+    effort_columns : sequence of int or None, default=None
+        Columns of ``X`` that hold survey effort covariates (``reserve select --effort``:
+        :func:`reserve.design.effort_covariates`). The candidates are scored at the
+        *standard effort*, the median of the labelled rows in each of these columns: ``fit``
+        sets the candidates' entries to it (a no-op when they already carry it, as in
+        ``reserve select``). In the cross-validation each held-out fold plays the candidates,
+        so its rows are set to the median of the fold's training rows: the CV then scores a
+        model as the candidates will be scored, by habitat at one effort, and cannot reward
+        a ranking that rests on the held-out rows' own effort. ``decision_function`` scores
+        rows as given.
     class_weight : {"cv", "auto", None, "balanced"}, default="cv"
         TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
         of the cross-validation. ``"auto"``: the guard against the trivial scorer
@@ -223,6 +259,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         Rank of each candidate (0 = best; aligned with ``candidates_``).
     n_tied_at_cutoff_ : int
         Candidates whose TTK score ties (within 1e-7 relative) the last selected one's.
+    standard_effort_ : ndarray
+        The standard effort of each of ``effort_columns`` (empty without them).
 
     Examples
     --------
@@ -238,7 +276,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     def __init__(self, k: int = 10, budget: float | None = None,
                  models: tuple[str, ...] = AUTO_MODELS, Cs: tuple[float, ...] = AUTO_CS,
                  cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
-                 n_jobs: int | None = None, class_weight: str | None = "cv") -> None:  # fmt: skip
+                 n_jobs: int | None = None, class_weight: str | None = "cv",
+                 effort_columns: tuple[int, ...] | None = None) -> None:  # fmt: skip
         self.k = k
         self.budget = budget
         self.models = models
@@ -248,6 +287,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.class_weight = class_weight
+        self.effort_columns = effort_columns
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
         tags = super().__sklearn_tags__()
@@ -304,9 +344,13 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         if not folds:
             return np.empty((len(grid), 0))
         k = int(self.k) if self.budget is None else max(int(self.k), 1)
+        cols, m = self._effort_cols, data.candidates.size
+
+        def rows(f: _Fold) -> np.ndarray:  # the held-out rows play the candidates
+            return at_standard_effort(X_lab, f.train, f.held, cols) if cols.size else X_lab
+
         runs = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fold_scores)(X_lab, y_cv, f, grid, k, data.candidates.size, self.random_state)
-            for f in folds
+            delayed(_fold_scores)(rows(f), y_cv, f, grid, k, m, self.random_state) for f in folds
         )
         return np.column_stack(runs)
 
@@ -370,6 +414,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"groups must have one entry per row of X ({data.X.shape[0]}); "
                 f"received {g.shape[0]}"
             )
+        data = self._standard_effort(data)
         scores = self._cross_validate(data.X, data, g, grid)
         best = self._record(grid, scores)
         model, C, cw = grid[best]
@@ -377,6 +422,25 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.best_params_ = {"model": model, "C": C, "class_weight": cw}
         self.runtime_ = time.perf_counter() - t0
         return self
+
+    def _standard_effort(self, data: TransductiveData) -> TransductiveData:
+        """Check ``effort_columns``; the candidates at the labelled rows' median effort."""
+        n_features = data.X.shape[1]
+        cols = np.atleast_1d(np.asarray(() if self.effort_columns is None
+                                        else self.effort_columns))  # fmt: skip
+        if cols.size and (cols.dtype.kind not in "iu" or cols.ndim != 1 or cols.min() < 0
+                          or cols.max() >= n_features):  # fmt: skip
+            raise InvalidInputError(
+                f"effort_columns must be column indices of X (0 to {n_features - 1}); "
+                f"received {self.effort_columns!r}"
+            )
+        self._effort_cols = np.unique(cols).astype(np.int64)
+        if not self._effort_cols.size:
+            self.standard_effort_ = np.empty(0)
+            return data
+        X = at_standard_effort(data.X, data.labelled, data.candidates, self._effort_cols)
+        self.standard_effort_ = X[data.candidates[0], self._effort_cols]
+        return replace(data, X=X)
 
     def _fit_final(self, data: object, model: str, C: float, cw: str | None, cost: object) -> None:
         steps, Z = _fit_map(model, data.X, data.y, self.random_state)
