@@ -169,3 +169,15 @@ def test_class_weight_cv_puts_both_weightings_in_the_grid():
     assert AutoTTK().class_weight == "cv"  # the default
     with pytest.raises(InvalidInputError, match="class_weight must be one of"):
         AutoTTK(k=5, class_weight="rare").fit(X, y)
+
+
+def test_parallel_folds_give_the_sequential_answer():
+    # reserve select runs the folds on every processor by default: that must not change a thing.
+    X, y, _ = quadratic_problem(8, n=90, m=60)
+    kw = dict(k=5, models=("linear", "spline"), Cs=(1.0,), random_state=1)
+    seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
+    par = AutoTTK(n_jobs=2, **kw).fit(X, y)
+    for key, value in seq.cv_results_.items():
+        if key.startswith(("split", "mean", "std")):
+            np.testing.assert_array_equal(par.cv_results_[key], value, err_msg=key)
+    np.testing.assert_array_equal(par.selected_, seq.selected_)

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold, StratifiedKFold
@@ -188,7 +188,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
-        Parallel folds (joblib).
+        Folds run in parallel (joblib; never more workers than folds). The results do not
+        depend on it. ``reserve select`` passes one per processor.
     class_weight : {"cv", "auto", None, "balanced"}, default="cv"
         TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
         of the cross-validation. ``"auto"``: the guard against the trivial scorer
@@ -304,7 +305,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         if not folds:
             return np.empty((len(grid), 0))
         k = int(self.k) if self.budget is None else max(int(self.k), 1)
-        runs = Parallel(n_jobs=self.n_jobs)(
+        # No more workers than folds: each extra one costs a process start and imports.
+        jobs = max(1, min(effective_n_jobs(self.n_jobs), len(folds)))
+        runs = Parallel(n_jobs=jobs)(
             delayed(_fold_scores)(X_lab, y_cv, f, grid, k, data.candidates.size, self.random_state)
             for f in folds
         )
