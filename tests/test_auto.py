@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reserve.errors import InvalidInputError
-from reserve.solvers.auto import AutoTTK, fold_k
+from reserve.solvers.auto import AutoTTK, fold_k, nearly_balanced
 from reserve.solvers.features import (
     FEATURE_MAPS,
     MAX_EXPANDED_BYTES,
@@ -169,6 +169,21 @@ def test_class_weight_cv_puts_both_weightings_in_the_grid():
     assert AutoTTK().class_weight == "cv"  # the default
     with pytest.raises(InvalidInputError, match="class_weight must be one of"):
         AutoTTK(k=5, class_weight="rare").fit(X, y)
+
+
+def test_nearly_balanced_classes_skip_the_balanced_twins():
+    # 8 of 120 positives keep both weightings (above); 55 of 120 are nearly balanced: the
+    # balanced twin is almost the unweighted problem, so the CV does not pay for it.
+    X, y = _rare_positives(1)
+    y[:120] = 0
+    y[np.random.default_rng(3).choice(120, 55, replace=False)] = 1
+    assert nearly_balanced(y[:120]) and not nearly_balanced(y[:120][y[:120] == 0][:50])
+    est = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), random_state=0).fit(X, y)
+    assert est.cv_results_["class_weight"].tolist() == ["auto", "auto"]
+    assert "nearly balanced" in est.cv_note_ and est.best_params_["class_weight"] == "auto"
+    # Asked for explicitly, the balanced loss is still used.
+    bal = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), class_weight="balanced").fit(X, y)
+    assert bal.cv_results_["class_weight"].tolist() == ["balanced", "balanced"]
 
 
 def test_parallel_folds_give_the_sequential_answer():

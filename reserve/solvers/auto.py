@@ -33,7 +33,15 @@ from reserve.solvers._validation import check_positive_real, check_transductive
 from reserve.solvers.features import FEATURE_MAPS, feature_map
 from reserve.solvers.ttk import TTK
 
-__all__ = ["AUTO_CS", "AUTO_MODELS", "CLASS_WEIGHTS", "AutoTTK", "fold_k"]
+__all__ = [
+    "AUTO_CS",
+    "AUTO_MODELS",
+    "BALANCE_RATIO",
+    "CLASS_WEIGHTS",
+    "AutoTTK",
+    "fold_k",
+    "nearly_balanced",
+]
 
 #: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
 AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
@@ -50,6 +58,27 @@ _MAX_CV_ROWS = 4000
 
 #: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
 _TIE_RTOL = 1e-7
+
+#: With ``class_weight="cv"`` the ``"balanced"`` twins are tried only when the larger class
+#: of the labelled rows outnumbers the smaller by more than this: below it the balanced
+#: weights ``n / (2 n_class)`` stay within 0.83-1.25 of 1, a nudge far finer than the grid's
+#: tenfold steps of ``C``, and the twins cost half the CV to rank what is nearly one problem.
+BALANCE_RATIO = 1.5
+
+
+def nearly_balanced(y_lab: np.ndarray, ratio: float = BALANCE_RATIO) -> bool:
+    """Whether neither class of the 0/1 labels outnumbers the other by more than ``ratio``.
+
+    Examples
+    --------
+    >>> nearly_balanced(np.r_[np.ones(200), np.zeros(196)])
+    True
+    >>> nearly_balanced(np.r_[np.ones(24), np.zeros(206)])
+    False
+    """
+    n_pos = int(np.sum(y_lab == 1))
+    n_neg = int(np.size(y_lab)) - n_pos
+    return min(n_pos, n_neg) > 0 and max(n_pos, n_neg) <= ratio * min(n_pos, n_neg)
 
 
 def fold_k(n_held: int, n_pos_held: int, k: int, n_candidates: int) -> int:
@@ -192,9 +221,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         depend on it. ``reserve select`` passes one per processor.
     class_weight : {"cv", "auto", None, "balanced"}, default="cv"
         TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
-        of the cross-validation. ``"auto"``: the guard against the trivial scorer
-        (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0; in every fold
-        and in the final fit). ``None`` / ``"balanced"``: always that.
+        of the cross-validation (``"auto"`` alone when the classes are nearly balanced,
+        :data:`BALANCE_RATIO`; ``cv_note_`` says so). ``"auto"``: the guard against the
+        trivial scorer (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0;
+        in every fold and in the final fit). ``None`` / ``"balanced"``: always that.
 
     Attributes
     ----------
@@ -373,7 +403,15 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"groups must have one entry per row of X ({data.X.shape[0]}); "
                 f"received {g.shape[0]}"
             )
+        twin_note = ""
+        if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
+            grid = [p for p in grid if p[2] != "balanced"]
+            twin_note = (
+                f"classes nearly balanced (at most {BALANCE_RATIO:g} to 1): "
+                "class_weight='balanced' not tried"
+            )
         scores = self._cross_validate(data.X, data, g, grid)
+        self.cv_note_ = "; ".join(n for n in (self.cv_note_, twin_note) if n)
         best = self._record(grid, scores)
         model, C, cw = grid[best]
         self._fit_final(data, model, C, cw, cost)
