@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from reserve.errors import InvalidInputError
+from reserve.solvers import auto
 from reserve.solvers.auto import AutoTTK, fold_k, nearly_balanced
 from reserve.solvers.features import (
     FEATURE_MAPS,
@@ -186,12 +187,24 @@ def test_nearly_balanced_classes_skip_the_balanced_twins():
     assert bal.cv_results_["class_weight"].tolist() == ["balanced", "balanced"]
 
 
-def test_parallel_folds_give_the_sequential_answer():
+def test_parallel_folds_give_the_sequential_answer(monkeypatch):
     # reserve select runs the folds on every processor by default: that must not change a thing.
     X, y, _ = quadratic_problem(8, n=90, m=60)
     kw = dict(k=5, models=("linear", "spline"), Cs=(1.0,), random_state=1)
     seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
+    asked = []
+
+    class Spy(auto.Parallel):
+        def __init__(self, n_jobs=None, **kw):
+            asked.append(n_jobs)
+            super().__init__(n_jobs=n_jobs, **kw)
+
+    monkeypatch.setattr(auto, "Parallel", Spy)
+    AutoTTK(n_jobs=2, **kw).fit(X, y)
+    assert asked == [1]  # 90 labelled rows: too small a CV to pay for worker processes
+    monkeypatch.setattr(auto, "PARALLEL_MIN_ROWS", 2)
     par = AutoTTK(n_jobs=2, **kw).fit(X, y)
+    assert asked == [1, 2]
     for key, value in seq.cv_results_.items():
         if key.startswith(("split", "mean", "std")):
             np.testing.assert_array_equal(par.cv_results_[key], value, err_msg=key)

@@ -38,6 +38,7 @@ __all__ = [
     "AUTO_MODELS",
     "BALANCE_RATIO",
     "CLASS_WEIGHTS",
+    "PARALLEL_MIN_ROWS",
     "AutoTTK",
     "fold_k",
     "nearly_balanced",
@@ -58,6 +59,9 @@ _MAX_CV_ROWS = 4000
 
 #: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
 _TIE_RTOL = 1e-7
+
+#: Labelled rows in the CV below which the folds run in this process whatever ``n_jobs``.
+PARALLEL_MIN_ROWS = 1000
 
 #: With ``class_weight="cv"`` the ``"balanced"`` twins are tried only when the larger class
 #: of the labelled rows outnumbers the smaller by more than this: below it the balanced
@@ -217,8 +221,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
-        Folds run in parallel (joblib; never more workers than folds). The results do not
-        depend on it. ``reserve select`` passes one per processor.
+        Folds run in parallel (joblib; never more workers than folds, and none when the CV
+        holds fewer than :data:`PARALLEL_MIN_ROWS` labelled rows: starting a worker costs
+        more than such a fold). The results do not depend on it. ``reserve select`` passes
+        one per processor.
     class_weight : {"cv", "auto", None, "balanced"}, default="cv"
         TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
         of the cross-validation (``"auto"`` alone when the classes are nearly balanced,
@@ -335,8 +341,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         if not folds:
             return np.empty((len(grid), 0))
         k = int(self.k) if self.budget is None else max(int(self.k), 1)
-        # No more workers than folds: each extra one costs a process start and imports.
-        jobs = max(1, min(effective_n_jobs(self.n_jobs), len(folds)))
+        # No more workers than folds, and none for a small CV: a worker process costs about
+        # 2 s of CPU to start and import, more than a fold of a few hundred rows takes.
+        jobs = min(effective_n_jobs(self.n_jobs), len(folds))
+        jobs = jobs if y_cv.size >= PARALLEL_MIN_ROWS else 1
         runs = Parallel(n_jobs=jobs)(
             delayed(_fold_scores)(X_lab, y_cv, f, grid, k, data.candidates.size, self.random_state)
             for f in folds
