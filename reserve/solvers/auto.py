@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold, StratifiedKFold
@@ -37,7 +37,17 @@ from reserve.solvers._validation import (
 from reserve.solvers.features import FEATURE_MAPS, feature_map
 from reserve.solvers.ttk import TTK
 
-__all__ = ["AUTO_CS", "AUTO_MODELS", "CLASS_WEIGHTS", "AutoTTK", "at_standard_effort", "fold_k"]
+__all__ = [
+    "AUTO_CS",
+    "AUTO_MODELS",
+    "BALANCE_RATIO",
+    "CLASS_WEIGHTS",
+    "PARALLEL_MIN_ROWS",
+    "AutoTTK",
+    "at_standard_effort",
+    "fold_k",
+    "nearly_balanced",
+]
 
 #: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
 AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
@@ -54,6 +64,30 @@ _MAX_CV_ROWS = 4000
 
 #: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
 _TIE_RTOL = 1e-7
+
+#: Labelled rows in the CV below which the folds run in this process whatever ``n_jobs``.
+PARALLEL_MIN_ROWS = 1000
+
+#: With ``class_weight="cv"`` the ``"balanced"`` twins are tried only when the larger class
+#: of the labelled rows outnumbers the smaller by more than this: below it the balanced
+#: weights ``n / (2 n_class)`` stay within 0.83-1.25 of 1, a nudge far finer than the grid's
+#: tenfold steps of ``C``, and the twins cost half the CV to rank what is nearly one problem.
+BALANCE_RATIO = 1.5
+
+
+def nearly_balanced(y_lab: np.ndarray, ratio: float = BALANCE_RATIO) -> bool:
+    """Whether neither class of the 0/1 labels outnumbers the other by more than ``ratio``.
+
+    Examples
+    --------
+    >>> nearly_balanced(np.r_[np.ones(200), np.zeros(196)])
+    True
+    >>> nearly_balanced(np.r_[np.ones(24), np.zeros(206)])
+    False
+    """
+    n_pos = int(np.sum(y_lab == 1))
+    n_neg = int(np.size(y_lab)) - n_pos
+    return min(n_pos, n_neg) > 0 and max(n_pos, n_neg) <= ratio * min(n_pos, n_neg)
 
 
 def fold_k(n_held: int, n_pos_held: int, k: int, n_candidates: int) -> int:
@@ -214,7 +248,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
-        Parallel folds (joblib).
+        Folds run in parallel (joblib; never more workers than folds, and none when the CV
+        holds fewer than :data:`PARALLEL_MIN_ROWS` labelled rows: starting a worker costs
+        more than such a fold). The results do not depend on it. ``reserve select`` passes
+        one per processor.
     effort_columns : sequence of int or None, default=None
         Columns of ``X`` that hold survey effort covariates (``reserve select --effort``:
         :func:`reserve.design.effort_covariates`). The candidates are scored at the
@@ -227,9 +264,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         rows as given.
     class_weight : {"cv", "auto", None, "balanced"}, default="cv"
         TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
-        of the cross-validation. ``"auto"``: the guard against the trivial scorer
-        (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0; in every fold
-        and in the final fit). ``None`` / ``"balanced"``: always that.
+        of the cross-validation (``"auto"`` alone when the classes are nearly balanced,
+        :data:`BALANCE_RATIO`; ``cv_note_`` says so). ``"auto"``: the guard against the
+        trivial scorer (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0;
+        in every fold and in the final fit). ``None`` / ``"balanced"``: always that.
 
     Attributes
     ----------
@@ -349,7 +387,11 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         def rows(f: _Fold) -> np.ndarray:  # the held-out rows play the candidates
             return at_standard_effort(X_lab, f.train, f.held, cols) if cols.size else X_lab
 
-        runs = Parallel(n_jobs=self.n_jobs)(
+        # No more workers than folds, and none for a small CV: a worker process costs about
+        # 2 s of CPU to start and import, more than a fold of a few hundred rows takes.
+        jobs = min(effective_n_jobs(self.n_jobs), len(folds))
+        jobs = jobs if y_cv.size >= PARALLEL_MIN_ROWS else 1
+        runs = Parallel(n_jobs=jobs)(
             delayed(_fold_scores)(rows(f), y_cv, f, grid, k, m, self.random_state) for f in folds
         )
         return np.column_stack(runs)
@@ -415,7 +457,15 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"received {g.shape[0]}"
             )
         data = self._standard_effort(data)
+        twin_note = ""
+        if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
+            grid = [p for p in grid if p[2] != "balanced"]
+            twin_note = (
+                f"classes nearly balanced (at most {BALANCE_RATIO:g} to 1): "
+                "class_weight='balanced' not tried"
+            )
         scores = self._cross_validate(data.X, data, g, grid)
+        self.cv_note_ = "; ".join(n for n in (self.cv_note_, twin_note) if n)
         best = self._record(grid, scores)
         model, C, cw = grid[best]
         self._fit_final(data, model, C, cw, cost)
