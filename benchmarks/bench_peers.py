@@ -5,7 +5,8 @@ Every method is one entry of :data:`METHODS`, a callable
 labelled and the candidate rows (standardised as ``reserve select`` does, over both), ``y`` is
 0/1 on labelled rows and -1 on candidates, and the callable returns ``k`` candidate rows of
 ``X_all``, best first. ``context`` carries what a method may use besides (``cell_id`` of every
-row when the rows are grid cells; methods ignore what they do not need). Adding a method is
+row when the rows are grid cells, ``effort_columns``: the columns of ``X_all`` that hold the
+effort covariates, empty without them; methods ignore what they do not need). Adding a method is
 adding one entry. The peers get honest library defaults, the same features and the same rows,
 and select their ``k`` best-scoring candidates:
 
@@ -40,8 +41,11 @@ method ``reserve select`` runs by default) against every other, and mean seconds
 Effort (``--effort on|off|both``, default as ``reserve select``'s): the region and BCR 27 rows
 get the survey-effort covariates of ``reserve select --effort`` (:func:`with_effort`: ``log1p``
 checklists, hours and km; BCR 27 has checklists only), the same for every method, candidates at
-the labelled rows' median; ``both`` runs each suite twice (``region`` and ``region + effort``)
-and adds a section pairing every method with and without them. UCI rows have no effort.
+the labelled rows' median (the peers fit on the labelled rows with the covariates and score the
+candidates at that standard effort; ``auto``'s cross-validation also scores each held-out fold
+at the standard effort, see ``AutoTTK(effort_columns=...)``); ``both`` runs each suite twice
+(``region`` and ``region + effort``) and adds a section pairing every method with and without
+them. UCI rows have no effort.
 
 Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
 (writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
@@ -98,10 +102,15 @@ def ttk_linear(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) 
 
 
 def auto_ttk(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
-    """``reserve select``'s default: AutoTTK (feature map and C chosen by transductive CV)."""
+    """``reserve select``'s default: AutoTTK (feature map and C chosen by transductive CV).
+
+    With the effort covariates (``context["effort_columns"]``) its CV scores each held-out
+    fold at the standard effort, as ``reserve select --effort`` runs it.
+    """
     from reserve.solvers import AutoTTK
 
-    return np.asarray(AutoTTK(k=k, random_state=seed).fit(X, y).selected_, dtype=np.int64)
+    est = AutoTTK(k=k, random_state=seed, effort_columns=context.get("effort_columns"))
+    return np.asarray(est.fit(X, y).selected_, dtype=np.int64)
 
 
 def shifted_svm(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
@@ -235,18 +244,20 @@ def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...],
         rows = np.flatnonzero(np.isin(role, ("train", "candidate")) & ~locked)
         is_cand = role[rows] == "candidate"
         raw = units[features].to_numpy(dtype=np.float64)[rows]
+        n_habitat = raw.shape[1]
         if effort:
             raw = with_effort(raw, units[list(EFFORT_COLUMNS)].iloc[rows].reset_index(drop=True),
                               ~is_cand)  # fmt: skip
         X = standardise(raw)
         ids = units["cell_id"].to_numpy()[rows]
+        context = {"cell_id": ids, "effort_columns": tuple(range(n_habitat, X.shape[1]))}
         for i, species in enumerate(DEFAULT_REGION.species_all):
             label = units[SPECIES_LABEL_PREFIX + species_slug(species)].to_numpy()[rows]
             y = np.where(is_cand, -1, label).astype(np.int64)
             key = "truth" if i == 0 else f"truth_{species_slug(species)}"
             truth = read_truth(folder / FILES[key]).loc[ids, "occupied"].to_numpy(dtype=np.int64)
             yield Problem("region" + effort_suffix(effort), species, f"seed {seed}", X, y,
-                          truth, budgets, {"cell_id": ids})  # fmt: skip
+                          truth, budgets, context)  # fmt: skip
 
 
 def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.ndarray]:
@@ -284,6 +295,7 @@ def bcr27_problems(n_folds: int, min_checklists: int = 5,
                 if effort:
                     frame = pd.DataFrame({"n_checklists": inst.n_checklists[rows]})
                     Xr = with_effort(Xr, frame, y != -1)
+                context["effort_columns"] = tuple(range(raw.shape[1], Xr.shape[1]))
                 X = standardise(Xr)
                 yield Problem(f"bcr27 ({variant}){effort_suffix(effort)}", common, f"fold {j}", X,
                               y, truth, (k,), context)  # fmt: skip

@@ -12,7 +12,13 @@ from typing import Any
 import click
 
 from reserve import __version__
-from reserve.config import INGEST_DEFAULTS, SELECT_DEFAULTS, SELECT_METHODS, SELECT_MODELS
+from reserve.config import (
+    INGEST_DEFAULTS,
+    MAX_DEFAULT_JOBS,
+    SELECT_DEFAULTS,
+    SELECT_METHODS,
+    SELECT_MODELS,
+)
 from reserve.errors import InvalidInputError, ReserveError
 
 __all__ = ["main"]
@@ -388,7 +394,8 @@ def ingest_command(**kw: object) -> None:
 @click.option(
     "--n-jobs",
     type=_INT,
-    help="Worker processes for the bootstrap refits and AutoTTK's folds (default 1).",
+    help="Worker processes for the bootstrap refits and AutoTTK's folds (default: one per "
+    f"processor, at most {MAX_DEFAULT_JOBS}).",
 )
 @click.option(
     "--effort/--no-effort",

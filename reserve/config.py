@@ -7,7 +7,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ __all__ = [
     "EFFORT_COLUMNS",
     "EFFORT_PREFIX",
     "INGEST_DEFAULTS",
+    "MAX_DEFAULT_JOBS",
     "MULTI_SPECIES_METHODS",
     "PLANNING_UNIT_COLUMNS",
     "SELECT_DEFAULTS",
@@ -61,6 +62,19 @@ EFFORT_COLUMNS = ("n_checklists", "effort_hours", "effort_km")
 #: Prefix of the effort covariate columns ``reserve select`` adds (``effort__log_n_checklists``);
 #: never read back as habitat features.
 EFFORT_PREFIX = "effort__"
+
+
+#: Most worker processes ``n_jobs`` defaults to (one per processor up to this many).
+MAX_DEFAULT_JOBS = 8
+
+
+def _available_cpus(cap: int) -> int:
+    """Processors this process may run on (its affinity mask where the OS has one), capped."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity masks (macOS, Windows)
+        n = os.cpu_count() or 1
+    return max(1, min(n, cap))
 
 
 @dataclass(frozen=True)
@@ -227,7 +241,10 @@ class SelectDefaults:
     bootstrap : int
         Refits on resampled training cells for ``selection_frequency``; 0 for none.
     n_jobs : int
-        Worker processes for the bootstrap refits (results do not depend on it).
+        Worker processes for AutoTTK's cross-validation folds and the bootstrap refits
+        (results do not depend on it): the processors this process may use, at most
+        :data:`MAX_DEFAULT_JOBS`. On 2 cores the default model's 6 folds then run 2 at a
+        time (docs/benchmarks.md, "Speed of the default run").
     model : str
         What TTK learns from the features: ``auto`` (the feature map and C chosen by
         cross-validation on the training cells, :class:`reserve.solvers.AutoTTK`), ``linear``
@@ -252,7 +269,7 @@ class SelectDefaults:
     time_limit: float = 60.0
     map_max_cells: int = 25_000
     bootstrap: int = 0
-    n_jobs: int = 1
+    n_jobs: int = field(default_factory=lambda: _available_cpus(MAX_DEFAULT_JOBS))
     model: str = "auto"
     effort: bool = False
 
@@ -451,7 +468,7 @@ class SelectOptions:
     bootstrap : int
         Refits on resampled training cells (0: none).
     n_jobs : int
-        Worker processes of the bootstrap refits.
+        Worker processes of AutoTTK's folds and of the bootstrap refits.
     cost_column : str or None
         Column of each cell's cost; makes ``budget`` a total cost.
     species : tuple of str or None

@@ -723,9 +723,11 @@ def effort_covariates(
     training cells keep their own value and every other cell (candidates, whose effort says
     nothing about their habitat, and the rest) gets the *standard effort*: the median of the
     training cells' values. A column with the same value on every training cell is left out
-    (nothing can be learned from it). Candidates then differ in habitat only; for a model
-    additive in its features the choice of the standard shifts every candidate's score
-    equally and does not change the ranking.
+    (nothing can be learned from it). Candidates then differ in habitat only. For a fitted
+    model additive in its features the choice of the standard shifts every candidate's score
+    equally; TTK's fit itself depends on the candidates' rows (the top-k constraint), so for
+    TTK the standard can change the ranking (docs/algorithm.md, "Survey effort in the
+    cross-validation").
 
     Parameters
     ----------

@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import StratifiedKFold
 
 from reserve.errors import InvalidInputError, SolverError
-from reserve.solvers import check_transductive
+from reserve.solvers import at_standard_effort, check_transductive
 
 __all__ = ["PAPER_CS", "CSelection", "select_C", "select_and_fit"]
 
@@ -136,6 +136,7 @@ def select_C(
     k_fraction: float = 0.05,
     random_state: int | None = None,
     n_jobs: int | None = 1,
+    effort_columns: tuple[int, ...] = (),
 ) -> CSelection:
     """Choose ``C`` by repeated ``n_folds``-fold transductive CV on the labelled rows.
 
@@ -156,6 +157,10 @@ def select_C(
         Seed of the fold assignment; the same seed gives the same folds and result.
     n_jobs : int or None
         Parallel runs (joblib); one task per (repeat, fold).
+    effort_columns : tuple of int
+        Columns of ``X`` holding survey effort covariates: each held-out fold, which plays
+        the candidates, is scored at the standard effort (the median of the fold's training
+        rows), as the candidates are (:func:`reserve.solvers.at_standard_effort`).
 
     Returns
     -------
@@ -181,8 +186,14 @@ def select_C(
     Xl = data.X[data.labelled]
     yl = data.y[data.labelled]
     tasks = _cv_folds(Xl, yl, n_folds, n_repeats, random_state)
+    cols = np.asarray(effort_columns, dtype=np.int64).reshape(-1)
+
+    def rows(tr: np.ndarray, he: np.ndarray) -> np.ndarray:  # held-out rows play candidates
+        return at_standard_effort(Xl, tr, he, cols) if cols.size else Xl
+
     runs = Parallel(n_jobs=n_jobs)(
-        delayed(_run_one)(estimator, Xl, yl, tr, he, Cs, float(k_fraction)) for tr, he in tasks
+        delayed(_run_one)(estimator, rows(tr, he), yl, tr, he, Cs, float(k_fraction))
+        for tr, he in tasks
     )
     scores = np.column_stack([r[0] for r in runs])
     means = scores.mean(axis=1)

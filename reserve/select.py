@@ -81,9 +81,10 @@ def _estimator(opts: SelectOptions, problem: Problem, C: float, *, money: bool) 
     n_species = problem.y.shape[1] if problem.y.ndim == 2 else 1
     model = opts.effective_model
     Cs = None if model == "linear" or opts.C in (None, "cv") else (float(opts.C),)
+    effort = tuple(i for i, f in enumerate(problem.features) if f in problem.effort) or None
     return make_estimator(opts.method, k=problem.k_fit, C=C, budget=budget, n_species=n_species,
                           random_state=opts.seed, time_limit=opts.time_limit, model=model,
-                          Cs=Cs, n_jobs=opts.n_jobs)  # fmt: skip
+                          Cs=Cs, n_jobs=opts.n_jobs, effort_columns=effort)  # fmt: skip
 
 
 def _choose_C(
@@ -103,9 +104,11 @@ def _choose_C(
     say(f"choosing C by cross-validation over {list(SELECT_DEFAULTS.Cs)}")
     est0 = make_estimator(opts.method, k=problem.k_fit, C=1.0, random_state=opts.seed,
                           time_limit=opts.time_limit)  # fmt: skip
+    effort = tuple(i for i, f in enumerate(problem.features) if f in problem.effort)
     cv = select_C(est0, Z_rows, problem.y, Cs=SELECT_DEFAULTS.Cs,
                   n_repeats=SELECT_DEFAULTS.cv_repeats, n_folds=SELECT_DEFAULTS.cv_folds,
-                  k_fraction=SELECT_DEFAULTS.cv_k_fraction, random_state=opts.seed)  # fmt: skip
+                  k_fraction=SELECT_DEFAULTS.cv_k_fraction, random_state=opts.seed,
+                  effort_columns=effort)  # fmt: skip
     return float(cv.best_C), "cv", cv
 
 

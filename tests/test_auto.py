@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from reserve.errors import InvalidInputError
-from reserve.solvers.auto import AutoTTK, fold_k
+from reserve.solvers import auto
+from reserve.solvers.auto import AutoTTK, fold_k, nearly_balanced
 from reserve.solvers.features import (
     FEATURE_MAPS,
     MAX_EXPANDED_BYTES,
@@ -169,3 +170,42 @@ def test_class_weight_cv_puts_both_weightings_in_the_grid():
     assert AutoTTK().class_weight == "cv"  # the default
     with pytest.raises(InvalidInputError, match="class_weight must be one of"):
         AutoTTK(k=5, class_weight="rare").fit(X, y)
+
+
+def test_nearly_balanced_classes_skip_the_balanced_twins():
+    # 8 of 120 positives keep both weightings (above); 55 of 120 are nearly balanced: the
+    # balanced twin is almost the unweighted problem, so the CV does not pay for it.
+    X, y = _rare_positives(1)
+    y[:120] = 0
+    y[np.random.default_rng(3).choice(120, 55, replace=False)] = 1
+    assert nearly_balanced(y[:120]) and not nearly_balanced(y[:120][y[:120] == 0][:50])
+    est = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), random_state=0).fit(X, y)
+    assert est.cv_results_["class_weight"].tolist() == ["auto", "auto"]
+    assert "nearly balanced" in est.cv_note_ and est.best_params_["class_weight"] == "auto"
+    # Asked for explicitly, the balanced loss is still used.
+    bal = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), class_weight="balanced").fit(X, y)
+    assert bal.cv_results_["class_weight"].tolist() == ["balanced", "balanced"]
+
+
+def test_parallel_folds_give_the_sequential_answer(monkeypatch):
+    # reserve select runs the folds on every processor by default: that must not change a thing.
+    X, y, _ = quadratic_problem(8, n=90, m=60)
+    kw = dict(k=5, models=("linear", "spline"), Cs=(1.0,), random_state=1)
+    seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
+    asked = []
+
+    class Spy(auto.Parallel):
+        def __init__(self, n_jobs=None, **kw):
+            asked.append(n_jobs)
+            super().__init__(n_jobs=n_jobs, **kw)
+
+    monkeypatch.setattr(auto, "Parallel", Spy)
+    AutoTTK(n_jobs=2, **kw).fit(X, y)
+    assert asked == [1]  # 90 labelled rows: too small a CV to pay for worker processes
+    monkeypatch.setattr(auto, "PARALLEL_MIN_ROWS", 2)
+    par = AutoTTK(n_jobs=2, **kw).fit(X, y)
+    assert asked == [1, 2]
+    for key, value in seq.cv_results_.items():
+        if key.startswith(("split", "mean", "std")):
+            np.testing.assert_array_equal(par.cv_results_[key], value, err_msg=key)
+    np.testing.assert_array_equal(par.selected_, seq.selected_)

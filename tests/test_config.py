@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from reserve.config import CONFIG_KEYS, SELECT_DEFAULTS, SelectOptions
+from reserve.config import CONFIG_KEYS, MAX_DEFAULT_JOBS, SELECT_DEFAULTS, SelectOptions
 from reserve.errors import InvalidInputError
 
 
@@ -17,6 +17,18 @@ def test_defaults_come_from_select_defaults():
     # C is chosen with the default model; a linear fit without a C uses TTK's default
     assert opts.C is None and opts.fixed_C == SELECT_DEFAULTS.C
     assert CONFIG_KEYS == tuple(f.name for f in dataclasses.fields(SelectOptions))
+
+
+def test_default_n_jobs_is_one_per_available_processor_capped(monkeypatch):
+    import os
+
+    from reserve import config
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(3)), raising=False)
+    assert config.SelectDefaults().n_jobs == min(3, MAX_DEFAULT_JOBS)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert config.SelectDefaults().n_jobs == MAX_DEFAULT_JOBS
+    assert 1 <= SELECT_DEFAULTS.n_jobs <= MAX_DEFAULT_JOBS
 
 
 def test_options_are_frozen_and_normalised():

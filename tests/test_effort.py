@@ -119,3 +119,95 @@ def test_effort_option_is_checked():
     assert SelectOptions.from_sources({"budget": "3", "effort": False}).effort is False
     with pytest.raises(InvalidInputError, match="effort must be true or false"):
         SelectOptions(budget=3, effort="yes")
+
+
+def _effort_only_problem(seed: int = 0):
+    """Labels decided by effort alone: habitat is noise, effort separates the classes.
+
+    Column 0 is habitat (pure noise), column 1 effort; a labelled row is a detection exactly
+    when its effort is high. The candidates sit at the standard effort, as
+    :func:`reserve.design.effort_covariates` puts them.
+    """
+    rng = np.random.default_rng(seed)
+    n_lab, n_cand = 240, 120
+    X = rng.normal(size=(n_lab + n_cand, 2))
+    y = np.r_[(X[:n_lab, 1] > 0.8).astype(np.int64), -np.ones(n_cand, dtype=np.int64)]
+    X[n_lab:, 1] = np.median(X[:n_lab, 1])
+    return X, y
+
+
+def test_cv_scores_held_out_rows_at_the_standard_effort():
+    from reserve.solvers import AutoTTK
+
+    X, y = _effort_only_problem()
+    grid = {"k": 6, "models": ("linear",), "Cs": (0.1, 1.0), "class_weight": "auto"}
+    own = AutoTTK(**grid, random_state=0).fit(X, y)
+    std = AutoTTK(**grid, random_state=0, effort_columns=(1,)).fit(X, y)
+    prevalence = y[y != -1].mean()
+    # held out at their own effort, the folds reward reading effort: a near-perfect CV score
+    # that cannot carry over to candidates which all share one effort
+    assert np.nanmax(own.cv_results_["mean_test_score"]) > 0.9
+    # held out at the standard effort, the folds see what the candidates will: habitat only,
+    # here noise, so no grid point scores much above the prevalence
+    assert np.nanmax(std.cv_results_["mean_test_score"]) < prevalence + 0.25
+    np.testing.assert_allclose(std.standard_effort_, np.median(X[y != -1, 1]))
+
+
+def test_cv_folds_get_the_median_of_their_training_rows(monkeypatch):
+    import reserve.solvers.auto as auto
+
+    X, y = _effort_only_problem(1)
+    seen = []
+
+    def spy(X_lab, y_lab, fold, grid, k, m, seed):
+        seen.append((X_lab.copy(), fold))
+        return np.full(len(grid), 0.5)
+
+    monkeypatch.setattr(auto, "_fold_scores", spy)
+    auto.AutoTTK(k=6, models=("linear",), Cs=(0.1, 1.0), n_repeats=1, random_state=0,
+                 effort_columns=[1]).fit(X, y)  # fmt: skip
+    X_lab = X[y != -1]
+    assert len(seen) == 3
+    for Xf, fold in seen:
+        np.testing.assert_array_equal(Xf[fold.train], X_lab[fold.train])  # fitted as given
+        np.testing.assert_array_equal(Xf[fold.held, 0], X_lab[fold.held, 0])  # habitat kept
+        assert np.all(Xf[fold.held, 1] == np.median(X_lab[fold.train, 1]))
+
+
+def test_fit_sets_candidates_to_the_standard_effort():
+    from reserve.solvers import AutoTTK
+
+    X, y = _effort_only_problem(2)
+    grid = {"k": 6, "models": ("linear",), "Cs": (1.0,), "random_state": 0}
+    ref = AutoTTK(**grid, effort_columns=(1,)).fit(X, y)
+    moved = X.copy()
+    moved[y == -1, 1] = np.linspace(-5, 5, int((y == -1).sum()))  # the candidates' own effort
+    est = AutoTTK(**grid, effort_columns=(1,)).fit(moved, y)
+    np.testing.assert_array_equal(est.selected_, ref.selected_)
+    assert AutoTTK(**grid).fit(X, y).standard_effort_.size == 0
+    for bad in ((2,), (-1,), (0.5,), "1"):
+        with pytest.raises(InvalidInputError, match="effort_columns must be column indices"):
+            AutoTTK(**grid, effort_columns=bad).fit(X, y)
+
+
+def test_select_passes_the_effort_columns_to_the_default_model():
+    from reserve.select import _estimator
+
+    units = effort_units()
+    on = build_problem(units, SelectOptions(budget=5, effort=True), "mem")
+    est = _estimator(SelectOptions(budget=5, effort=True), on, 1.0, money=False)
+    assert [on.features[i] for i in est.effort_columns] == NAMES
+    off = build_problem(units, SelectOptions(budget=5, effort=False), "mem")
+    assert _estimator(SelectOptions(budget=5), off, 1.0, money=False).effort_columns is None
+
+
+def test_select_C_scores_held_out_rows_at_the_standard_effort():
+    from reserve.model_selection import select_C
+    from reserve.solvers import SVM
+
+    X, y = _effort_only_problem(3)
+    kw = {"Cs": (0.1, 1.0), "n_repeats": 2, "k_fraction": 0.1, "random_state": 0}
+    own = select_C(SVM(k=5), X, y, **kw)
+    std = select_C(SVM(k=5), X, y, effort_columns=(1,), **kw)
+    assert own.mean_scores.max() > 0.9  # effort alone separates held-out rows at own effort
+    assert std.mean_scores.max() < y[y != -1].mean() + 0.25  # at one effort: habitat, noise

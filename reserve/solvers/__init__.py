@@ -9,7 +9,7 @@ from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
-from reserve.solvers.auto import AutoTTK, fold_k
+from reserve.solvers.auto import AutoTTK, at_standard_effort, fold_k
 from reserve.solvers.boundary import Boundary, calibrate_penalty
 from reserve.solvers.budget import Budget
 from reserve.solvers.features import FEATURE_MAPS, ForestScore
@@ -37,6 +37,7 @@ __all__ = [
     "MultiTTK",
     "SVMPerf",
     "TopPush",
+    "at_standard_effort",
     "budget_select",
     "calibrate_penalty",
     "canonical_method",

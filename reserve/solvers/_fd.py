@@ -47,6 +47,7 @@ iteration; a full refresh happens when the bound can no longer vouch for the res
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -231,29 +232,36 @@ def _constrain(d: np.ndarray, A: np.ndarray, ip: np.ndarray, n_free: int, tol: f
     one re-orthogonalisation pass), and the inner products ``ip`` of the remaining rows are
     updated with each new basis vector, so the cost is O(|E| |B| p) <= O(|E|^2 p). Returns
     the positions (in ``A``) of the constrained rows.
+
+    The loop runs thousands of times per fit on a few short rows, so it is written for low
+    per-call overhead: ``np.dot`` on 1-D arrays, ``sqrt(a . a)`` for the norm and a threshold
+    computed once; the arithmetic is the same operation for operation (bit-identical).
     """
     nE = A.shape[0]
     row_norm = np.linalg.norm(A, axis=1)
     Q: list[np.ndarray] = []
     B: list[int] = []
     scale = max(float(np.linalg.norm(d)), 1e-300)
+    thr = tol * scale * row_norm
+    rising = ip > thr
+    dot = np.dot
     for jp in range(n_free, nE):
-        rest = ip[jp:]
-        if not np.any(rest > tol * scale * row_norm[jp:]):
+        if not rising[jp:].any():
             break
         a = A[jp].copy()
         for q in Q:
-            a -= (q @ a) * q
+            a -= dot(q, a) * q
         for q in Q:  # second pass keeps the basis orthogonal to working precision
-            a -= (q @ a) * q
-        na = float(np.linalg.norm(a))
+            a -= dot(q, a) * q
+        na = math.sqrt(dot(a, a))  # what np.linalg.norm computes for a 1-D array
         B.append(jp)
         if na <= tol * max(row_norm[jp], 1.0):
             continue  # dependent on rows already in B: d is already orthogonal to it
         q = a / na
-        coef = float(q @ d)
+        coef = float(dot(q, d))
         d -= coef * q
         ip -= coef * (A @ q)
+        rising = ip > thr
         Q.append(q)
         if len(Q) == d.shape[0]:
             d[:] = 0.0

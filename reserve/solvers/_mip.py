@@ -32,6 +32,13 @@ reachable score is ``> 0`` is always positive (``eta_j = 1``). The quadratic obj
 SCIP as one epigraph constraint per coordinate, ``t_l >= w_l^2``, which SCIP linearises
 coordinate by coordinate. Measurements behind these choices: benchmarks/results/mip.md.
 
+Several scorers (multi-species TTK, labels of shape ``(n, S)``) share the binaries: a cell is
+positive when any scorer scores it positive. Everything above is written once over scorers
+``W`` of shape ``(S, d)``: the first pass bounds each scorer over ``{hinge rows, objective_s
+<= UB_s}`` with ``UB_s = UB - sum_{s' != s} svm_s'`` (every other scorer's objective is at
+least its SVM optimum), the rounds run over the relaxation with all scorers. One scorer
+(``UB_s = UB``) builds exactly the single model.
+
 Features are centred internally (exactly equivalent: ``w`` is unchanged and the intercept is
 shifted back), which keeps the intercept and the big-M coefficients small. They are *not*
 rescaled: rescaling a column changes ``||w||`` and hence the problem being solved, so scaling
@@ -214,97 +221,90 @@ def _polish(Xl, Y, Xc, bud, C, W, b):
 
 
 class _Relaxation:
-    """The MIP's continuous relaxation, as one Clarabel conic problem.
+    """The MIP's continuous relaxation over ``S`` scorers, as one Clarabel conic problem.
 
-    Variables ``(w, b, xi, eta_free)``; constraints: hinge rows, ``w.z_j + b <= 0`` for
-    candidates fixed out, ``w.z_j + b <= M_j eta_j`` with ``0 <= eta_j <= 1`` for free ones,
-    ``sum eta = k_rem`` (or ``<=`` when fewer than ``k_rem`` are free), or with unequal costs
-    ``sum c_j eta_j <= room`` (``knapsack = (c_free, room)``). Candidates fixed in are
-    unconstrained.
+    Variables ``(w_1..w_S, b_1..b_S, xi_1..xi_S, eta_free)``; constraints: each scorer's hinge
+    rows, ``w_s.z_j + b_s <= 0`` for candidates fixed out and ``w_s.z_j + b_s <= M_js eta_j``
+    for free ones; ``0 <= eta_j <= 1`` and ``sum eta = k_rem`` (or ``<=`` when fewer than
+    ``k_rem`` are free), or with unequal costs ``sum c_j eta_j <= room`` (``knapsack = (c_free,
+    room)``). Candidates fixed in are unconstrained. One scorer builds the single model
+    (``y_pm`` and ``M`` 1-D, or with one column).
 
-    With ``ub`` given, the objective becomes the constraint ``0.5||w||^2 + C sum xi <= ub``
-    (rotated cone ``||w||^2 <= 2 s``, ``s = ub - C sum xi``, written as
-    ``||(s - 1/2, w)|| <= s + 1/2``) and :meth:`max_score` maximises one candidate's score
-    over it: the problem is built once, each candidate only changes the linear objective.
-    Without ``ub``, :meth:`lower_bound` returns the relaxation's optimum, a valid lower bound.
+    With ``ub`` given, the objective becomes the constraint ``0.5 ||w||^2 + C sum xi <= ub``
+    over all scorers (rotated cone ``||w||^2 <= 2 s``, ``s = ub - C sum xi``, written as
+    ``||(s - 1/2, w)|| <= s + 1/2``) and :meth:`max_score` maximises one scorer's score of one
+    candidate over it: the problem is built once, each candidate only changes the linear
+    objective. Without ``ub``, :meth:`lower_bound` returns the relaxation's optimum, a valid
+    lower bound.
     """
 
     def __init__(
         self, Xl, y_pm, Xc, C, k_rem, M, out_idx, free_idx, ub=None, knapsack=None
     ) -> None:
-        n, d = Xl.shape
+        Y = y_pm[:, None] if y_pm.ndim == 1 else y_pm
+        M = M[:, None] if M.ndim == 1 else M
+        (n, d), S = Xl.shape, Y.shape[1]
         f, o = free_idx.size, out_idx.size
-        self.d = d
-        nv = d + 1 + n + f
+        self.d, self.S = d, S
+        nw, nx = S * (d + 1), S * n  # the (w, b) columns, the xi columns
+        nv = nw + nx + f
 
         def zeros(r: int, c: int) -> sp.csr_matrix:
             return sp.csr_matrix((r, c))
 
         eye = lambda r: sp.identity(r, format="csr")  # noqa: E731
-        rows = [
-            sp.hstack([-(y_pm[:, None] * Xl), -y_pm[:, None], -eye(n), zeros(n, f)]),
-            sp.hstack([zeros(n, d + 1), -eye(n), zeros(n, f)]),
-        ]
-        rhs = [-np.ones(n), np.zeros(n)]
-        if o:
-            rows.append(sp.hstack([Xc[out_idx], np.ones((o, 1)), zeros(o, n + f)]))
-            rhs.append(np.zeros(o))
-        if f:
-            rows += [
-                sp.hstack([Xc[free_idx], np.ones((f, 1)), zeros(f, n), -sp.diags(M[free_idx])]),
-                sp.hstack([zeros(f, d + 1 + n), -eye(f)]),
-                sp.hstack([zeros(f, d + 1 + n), eye(f)]),
-            ]
-            rhs += [np.zeros(f), np.zeros(f), np.ones(f)]
+        rows, rhs = _scorer_rows(Xl, Y, Xc, M, out_idx, free_idx)
         n_nonneg = sum(r.shape[0] for r in rows)
         cones = []
         if f and knapsack is not None:
             c_free, room = knapsack
-            rows.append(sp.hstack([zeros(1, d + 1 + n), np.asarray(c_free)[None, :]]))
+            rows.append(sp.hstack([zeros(1, nw + nx), np.asarray(c_free)[None, :]]))
             rhs.append(np.array([float(room)]))
             n_nonneg += 1
         elif f:
-            rows.append(sp.hstack([zeros(1, d + 1 + n), np.ones((1, f))]))
+            rows.append(sp.hstack([zeros(1, nw + nx), np.ones((1, f))]))
             rhs.append(np.array([float(k_rem)]))
             if f > k_rem:
                 cones.append(clarabel.ZeroConeT(1))
             else:
                 n_nonneg += 1
         cones.insert(0, clarabel.NonnegativeConeT(n_nonneg))
+        c_xi = np.concatenate([np.full(n, _scorer(Y, C, s)[1]) for s in range(S)])
         if ub is not None:
-            cvec = sp.csr_matrix(np.r_[np.zeros(d + 1), np.full(n, C), np.zeros(f)][None, :])
-            rows += [cvec, cvec, sp.hstack([-eye(d), zeros(d, 1 + n + f)])]
-            rhs += [np.array([ub + 0.5]), np.array([ub - 0.5]), np.zeros(d)]
-            cones.append(clarabel.SecondOrderConeT(d + 2))
+            cvec = sp.csr_matrix(np.r_[np.zeros(nw), c_xi, np.zeros(f)][None, :])
+            rows += [cvec, cvec, sp.hstack([-eye(S * d), zeros(S * d, S + nx + f)])]
+            rhs += [np.array([ub + 0.5]), np.array([ub - 0.5]), np.zeros(S * d)]
+            cones.append(clarabel.SecondOrderConeT(S * d + 2))
             P = sp.csc_matrix((nv, nv))
             q = np.zeros(nv)
         else:
-            P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n + f)], format="csc")
-            q = np.r_[np.zeros(d + 1), np.full(n, C), np.zeros(f)]
+            P = sp.diags(np.r_[np.ones(S * d), np.zeros(S + nx + f)], format="csc")
+            q = np.r_[np.zeros(nw), c_xi, np.zeros(f)]
         A = sp.vstack(rows, format="csc")
         A.sort_indices()
-        # Data positions of the -M_j entries: in each eta column the big-M row comes first.
-        first = A.indptr[d + 1 + n : d + 1 + n + f]
-        if f and not np.array_equal(A.indices[first], 2 * n + o + np.arange(f)):
-            raise SolverError("internal error: unexpected sparsity pattern of the relaxation.")
+        # Data positions of the -M_js entries: in each eta column the S big-M rows come first.
+        first = A.indptr[nw + nx : nw + nx + f]
+        for s in range(S if f else 0):
+            if not np.array_equal(A.indices[first + s], 2 * nx + S * o + s * f + np.arange(f)):
+                raise SolverError("internal error: unexpected sparsity pattern of the relaxation.")
         self._m_pos = first.astype(np.int64)
         self._nv = nv
         self._solver = clarabel.DefaultSolver(
             P, q, A, np.concatenate(rhs), cones, clarabel_settings()
         )
 
-    def set_big_m(self, pos: int, value: float) -> None:
-        """Replace ``M`` of the ``pos``-th free candidate (same sparsity, no rebuild)."""
-        self._solver.update(A=(self._m_pos[pos : pos + 1], np.array([-max(value, 0.0)])))
+    def set_big_m(self, pos: int, value: float, s: int = 0) -> None:
+        """Replace scorer ``s``'s ``M`` of the ``pos``-th free candidate (no rebuild)."""
+        self._solver.update(A=(self._m_pos[pos : pos + 1] + s, np.array([-max(value, 0.0)])))
 
-    def max_score(self, z: np.ndarray, sign: float = 1.0) -> float | None:
-        """Upper bound on ``sign * (w . z + b)`` over the relaxation (``None`` on failure).
+    def max_score(self, z: np.ndarray, sign: float = 1.0, s: int = 0) -> float | None:
+        """Upper bound on ``sign * (w_s . z + b_s)`` over the relaxation (``None`` on failure).
 
         ``sign=-1`` gives minus a lower bound on the score.
         """
         q = np.zeros(self._nv)
-        q[: self.d] = -sign * z
-        q[self.d] = -sign
+        q[s * self.d : (s + 1) * self.d] = -sign * z
+        q[self.S * self.d + s] = -sign
         self._solver.update(q=q)
         sol = self._solver.solve()
         if str(sol.status) != "Solved":  # not "AlmostSolved": the bound must be reliable
@@ -323,15 +323,68 @@ class _Relaxation:
         return val - 1e-7 * (1.0 + abs(val))  # solved to 1e-8; pad tenfold
 
 
-def _tighten(Xl, Y, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, target):
+def _scorer_rows(Xl, Y, Xc, M, out_idx, free_idx):
+    """The relaxation's rows over the ``S`` scorers: hinge, ``xi >= 0``, fixed out, big-M and
+    ``0 <= eta <= 1``; ``(rows, rhs)``. One scorer gives the single model's blocks."""
+    (n, d), S = Xl.shape, Y.shape[1]
+    f, o = free_idx.size, out_idx.size
+    nw, nx = S * (d + 1), S * n
+
+    def zeros(r: int, c: int) -> sp.csr_matrix:
+        return sp.csr_matrix((r, c))
+
+    def per_scorer(blocks):  # block-diagonal over the scorers (one scorer: the block itself)
+        return blocks[0] if S == 1 else sp.block_diag(blocks)
+
+    eye = lambda r: sp.identity(r, format="csr")  # noqa: E731
+    ys = [np.ascontiguousarray(Y[:, s])[:, None] for s in range(S)]
+    rows = [
+        sp.hstack(
+            [
+                per_scorer([-(y * Xl) for y in ys]),
+                per_scorer([-y for y in ys]),
+                -eye(nx),
+                zeros(nx, f),
+            ]
+        ),
+        sp.hstack([zeros(nx, nw), -eye(nx), zeros(nx, f)]),
+    ]
+    rhs = [-np.ones(nx), np.zeros(nx)]
+    if o:
+        rows.append(sp.hstack([per_scorer([Xc[out_idx]] * S), per_scorer([np.ones((o, 1))] * S),
+                               zeros(S * o, nx + f)]))  # fmt: skip
+        rhs.append(np.zeros(S * o))
+    if f:
+        if S == 1:
+            big_m = sp.diags(M[free_idx, 0])
+        else:  # a scorer's M of 0 on a free candidate: kept as an entry (a hair above 0)
+            big_m = sp.vstack([sp.diags(np.maximum(M[free_idx, s], 1e-300)) for s in range(S)])
+        rows += [
+            sp.hstack(
+                [
+                    per_scorer([Xc[free_idx]] * S),
+                    per_scorer([np.ones((f, 1))] * S),
+                    zeros(S * f, nx),
+                    -big_m,
+                ]
+            ),
+            sp.hstack([zeros(f, nw + nx), -eye(f)]),
+            sp.hstack([zeros(f, nw + nx), eye(f)]),
+        ]
+        rhs += [np.zeros(S * f), np.zeros(f), np.ones(f)]
+    return rows, rhs
+
+
+def _tighten(Xl, Y, Xc, C, bud, ub, ub_total, M, fixed_in, s0, deadline, max_rounds, target):
     """Iterated bound tightening of the big-M values ``M`` of shape (m, S), with fixing.
 
     Pass 0, per scorer ``s``, maximises every candidate's score over the plain region
     ``{hinge rows, objective_s <= ub_s}`` (and, for candidates positive at the start point,
-    minimises it: a smallest score ``> 0`` fixes the candidate in, for every scorer). Then,
-    for one scorer, :func:`_rounds` over the MIP's continuous relaxation. Every point no
-    worse than the start lies in these regions, so the values stay valid. A candidate whose
-    largest score is ``<= 0`` for every scorer is fixed out.
+    minimises it: a smallest score ``> 0`` fixes the candidate in, for every scorer). Every
+    point no
+    worse than the start lies in these regions, so the values stay valid. Then
+    :func:`_rounds` over the MIP's continuous relaxation with ``objective <= ub_total``. A
+    candidate whose largest score is ``<= 0`` for every scorer is fixed out.
 
     Returns
     -------
@@ -358,36 +411,31 @@ def _tighten(Xl, Y, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, targe
             v = plain.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
             if v is not None and v < 0.0:
                 fixed_in[j] = True
-    if Y.shape[1] > 1:
-        # The rounds' relaxation couples the scorers through the shared eta; it is written
-        # for one scorer. Several scorers keep pass 0's values (the S-scorer MIP always did
-        # without rounds).
-        return M, fixed_in, -math.inf, []
-    y, c = _scorer(Y, C, 0)
-    lb, history = _rounds(Xl, y, Xc, c, bud, ub[0], M[:, 0], fixed_in, s0[:, 0], deadline,
-                          max_rounds, target)  # fmt: skip
+    lb, history = _rounds(Xl, Y, Xc, C, bud, ub_total, M, fixed_in, s0, deadline, max_rounds,
+                          target)  # fmt: skip
     return M, fixed_in, lb, history
 
 
-def _rounds(Xl, y_pm, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, target):
-    """Relaxation rounds of one scorer; ``M`` and ``fixed_in`` are updated in place.
+def _rounds(Xl, Y, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, target):
+    """Relaxation rounds over the ``S`` scorers; ``M`` (m, S) and ``fixed_in`` updated in place.
 
-    Each round maximises (and, for candidates positive at the start point, minimises) every
-    free candidate's score over the continuous relaxation built with the current ``M`` plus
-    ``objective <= ub``; each new value goes into the relaxation at once (Gauss-Seidel). Every
-    point with objective at most ``ub`` whose positive candidates fit the budget is feasible for
-    that relaxation, so the new values stay valid; smaller ``M`` tighten the relaxation in
-    turn. A candidate whose smallest score is ``> 0`` is fixed in (and uses up its cost of the
-    budget). Rounds stop once the relaxation's lower bound reaches ``target``, when it gains
-    less than 1% of the remaining gap while the sum of the free ``M`` shrank by less than 5%,
-    at ``max_rounds`` or at ``deadline``. Returns ``(lb, history)``.
+    Each round maximises (and, where a scorer is positive at the start point, minimises) every
+    free candidate's score of every scorer over the continuous relaxation built with the
+    current ``M`` plus ``objective <= ub``; each new value goes into the relaxation at once
+    (Gauss-Seidel). Every point with objective at most ``ub`` whose positive candidates fit
+    the budget is feasible for that relaxation, so the new values stay valid; smaller ``M``
+    tighten the relaxation in turn. A candidate with a scorer whose smallest score is ``> 0``
+    is fixed in (and uses up its cost of the budget). Rounds stop once the relaxation's lower
+    bound reaches ``target``, when it gains less than 1% of the remaining gap while the sum of
+    the free ``M`` shrank by less than 5%, at ``max_rounds`` or at ``deadline``. Returns
+    ``(lb, history)``.
     """
     lb, history, shrink = -math.inf, [], 1.0
     for _ in range(max_rounds):
-        fixed_out = M <= 0.0
+        fixed_out = (M <= 0.0).all(axis=1)
         free = np.flatnonzero(~fixed_out & ~fixed_in)
         k_rem, knapsack = bud.row(fixed_in, free)
-        args = (Xl, y_pm, Xc, C, k_rem, np.maximum(M, 0.0), np.flatnonzero(fixed_out), free)
+        args = (Xl, Y, Xc, C, k_rem, np.maximum(M, 0.0), np.flatnonzero(fixed_out), free)
         new_lb = _Relaxation(*args, knapsack=knapsack).lower_bound()
         history.append(new_lb)
         stalled = (new_lb - lb) < 0.01 * (ub - lb) and shrink < 0.05
@@ -401,23 +449,26 @@ def _rounds(Xl, y_pm, Xc, C, bud, ub, M, fixed_in, s0, deadline, max_rounds, tar
             lb = max(lb, new_lb)
             break
         lb = new_lb
-        before = float(np.maximum(M[free], 0.0).sum())
+        before = float(np.maximum(M[free], 0.0).ravel().sum())
         rel = _Relaxation(*args, ub=ub, knapsack=knapsack)
-        for pos, j in enumerate(free):
-            if time.perf_counter() > deadline:
-                break
-            v = rel.max_score(Xc[j])
-            if v is not None and v < M[j]:
-                M[j] = v
-                # Gauss-Seidel: the next candidates already see this tighter value.
-                rel.set_big_m(pos, v)
-        for j in free[s0[free] > 0]:
+        for s in range(M.shape[1]):
+            for pos, j in enumerate(free):
+                if time.perf_counter() > deadline:
+                    break
+                v = rel.max_score(Xc[j], s=s)
+                if v is not None and v < M[j, s]:
+                    M[j, s] = v
+                    # Gauss-Seidel: the next candidates already see this tighter value.
+                    rel.set_big_m(pos, v, s)
+        for j in free[(s0[free] > 0).any(axis=1)]:
             if time.perf_counter() > deadline or not bud.fits_with(fixed_in, j):
                 break
-            v = rel.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
-            if v is not None and v < 0.0 and M[j] > 0.0:
-                fixed_in[j] = True
-        shrink = 1.0 - float(np.maximum(M[free], 0.0).sum()) / max(before, 1e-300)
+            for s in np.flatnonzero(s0[j] > 0):
+                v = rel.max_score(Xc[j], sign=-1.0, s=s)  # v >= -(smallest score)
+                if v is not None and v < 0.0 and M[j, s] > 0.0:
+                    fixed_in[j] = True
+                    break
+        shrink = 1.0 - float(np.maximum(M[free], 0.0).ravel().sum()) / max(before, 1e-300)
     return lb, history
 
 
@@ -1153,7 +1204,7 @@ def _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, deadline, mip_gap)
     if formulation in ("tight", "indicator"):
         t_b = time.perf_counter()
         M, fixed_in, best_lb, lb_history = _tighten(
-            Xl0, Y, Xc0, C, bud, ub_s, M, fixed_in, _scores(W0, b0, Xc0),
+            Xl0, Y, Xc0, C, bud, ub_s, ub_safe, M, fixed_in, _scores(W0, b0, Xc0),
             t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0), _MAX_BOUND_ROUNDS,
             ub * (1.0 - mip_gap),
         )  # fmt: skip

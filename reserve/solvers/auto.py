@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold, StratifiedKFold
@@ -30,11 +30,25 @@ from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._base import budget_select
-from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers._validation import (
+    TransductiveData,
+    check_positive_real,
+    check_transductive,
+)
 from reserve.solvers.features import FEATURE_MAPS, feature_map
 from reserve.solvers.ttk import TTK
 
-__all__ = ["AUTO_CS", "AUTO_MODELS", "CLASS_WEIGHTS", "AutoTTK", "fold_k"]
+__all__ = [
+    "AUTO_CS",
+    "AUTO_MODELS",
+    "BALANCE_RATIO",
+    "CLASS_WEIGHTS",
+    "PARALLEL_MIN_ROWS",
+    "AutoTTK",
+    "at_standard_effort",
+    "fold_k",
+    "nearly_balanced",
+]
 
 #: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
 AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
@@ -51,6 +65,30 @@ _MAX_CV_ROWS = 4000
 
 #: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
 _TIE_RTOL = 1e-7
+
+#: Labelled rows in the CV below which the folds run in this process whatever ``n_jobs``.
+PARALLEL_MIN_ROWS = 1000
+
+#: With ``class_weight="cv"`` the ``"balanced"`` twins are tried only when the larger class
+#: of the labelled rows outnumbers the smaller by more than this: below it the balanced
+#: weights ``n / (2 n_class)`` stay within 0.83-1.25 of 1, a nudge far finer than the grid's
+#: tenfold steps of ``C``, and the twins cost half the CV to rank what is nearly one problem.
+BALANCE_RATIO = 1.5
+
+
+def nearly_balanced(y_lab: np.ndarray, ratio: float = BALANCE_RATIO) -> bool:
+    """Whether neither class of the 0/1 labels outnumbers the other by more than ``ratio``.
+
+    Examples
+    --------
+    >>> nearly_balanced(np.r_[np.ones(200), np.zeros(196)])
+    True
+    >>> nearly_balanced(np.r_[np.ones(24), np.zeros(206)])
+    False
+    """
+    n_pos = int(np.sum(y_lab == 1))
+    n_neg = int(np.size(y_lab)) - n_pos
+    return min(n_pos, n_neg) > 0 and max(n_pos, n_neg) <= ratio * min(n_pos, n_neg)
 
 
 def fold_k(n_held: int, n_pos_held: int, k: int, n_candidates: int) -> int:
@@ -70,6 +108,28 @@ def fold_k(n_held: int, n_pos_held: int, k: int, n_candidates: int) -> int:
     """
     share = round(n_held * k / max(n_candidates, 1))
     return int(min(max(share, math.ceil(n_pos_held / 2), 1), max(n_held - 1, 1)))
+
+
+def at_standard_effort(X: np.ndarray, fit_rows: np.ndarray, score_rows: np.ndarray,
+                       columns: np.ndarray) -> np.ndarray:  # fmt: skip
+    """A copy of ``X`` whose ``score_rows`` carry the standard effort in ``columns``.
+
+    The standard effort of a column is the median of its ``fit_rows`` (the labelled rows a
+    model learns from). Rows scored at it differ in habitat only: that is how the candidates
+    are scored (:func:`reserve.design.effort_covariates`), and how a cross-validation fold's
+    held-out rows, which play the candidates, must be scored too.
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 1.0], [1.0, 3.0], [2.0, 8.0], [3.0, 50.0]])
+    >>> at_standard_effort(X, np.array([0, 1, 2]), np.array([3]), np.array([1]))[3].tolist()
+    [3.0, 3.0]
+    """
+    out = np.array(X, dtype=np.float64, copy=True)
+    if columns.size and score_rows.size and fit_rows.size:
+        standard = np.median(out[np.ix_(fit_rows, columns)], axis=0)
+        out[np.ix_(score_rows, columns)] = standard
+    return out
 
 
 @dataclass(frozen=True)
@@ -190,12 +250,26 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
-        Parallel folds (joblib).
+        Folds run in parallel (joblib; never more workers than folds, and none when the CV
+        holds fewer than :data:`PARALLEL_MIN_ROWS` labelled rows: starting a worker costs
+        more than such a fold). The results do not depend on it. ``reserve select`` passes
+        one per processor.
+    effort_columns : sequence of int or None, default=None
+        Columns of ``X`` that hold survey effort covariates (``reserve select --effort``:
+        :func:`reserve.design.effort_covariates`). The candidates are scored at the
+        *standard effort*, the median of the labelled rows in each of these columns: ``fit``
+        sets the candidates' entries to it (a no-op when they already carry it, as in
+        ``reserve select``). In the cross-validation each held-out fold plays the candidates,
+        so its rows are set to the median of the fold's training rows: the CV then scores a
+        model as the candidates will be scored, by habitat at one effort, and cannot reward
+        a ranking that rests on the held-out rows' own effort. ``decision_function`` scores
+        rows as given.
     class_weight : {"cv", "auto", None, "balanced"}, default="cv"
         TTK's class weights. ``"cv"``: ``"auto"`` and ``"balanced"`` are both grid points
-        of the cross-validation. ``"auto"``: the guard against the trivial scorer
-        (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0; in every fold
-        and in the final fit). ``None`` / ``"balanced"``: always that.
+        of the cross-validation (``"auto"`` alone when the classes are nearly balanced,
+        :data:`BALANCE_RATIO`; ``cv_note_`` says so). ``"auto"``: the guard against the
+        trivial scorer (unweighted, refitted ``"balanced"`` when a fit ends at ``w`` near 0;
+        in every fold and in the final fit). ``None`` / ``"balanced"``: always that.
     boundary_penalty : float, default=0.0
         The final fit's :attr:`reserve.solvers.TTK.boundary_penalty` (``boundary=`` in
         :meth:`fit`); the cross-validation chooses the model without it. With a penalty the
@@ -229,6 +303,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         Rank of each candidate (0 = best; aligned with ``candidates_``).
     n_tied_at_cutoff_ : int
         Candidates whose TTK score ties (within 1e-7 relative) the last selected one's.
+    standard_effort_ : ndarray
+        The standard effort of each of ``effort_columns`` (empty without them).
 
     Examples
     --------
@@ -245,6 +321,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                  models: tuple[str, ...] = AUTO_MODELS, Cs: tuple[float, ...] = AUTO_CS,
                  cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
                  n_jobs: int | None = None, class_weight: str | None = "cv",
+                 effort_columns: tuple[int, ...] | None = None,
                  boundary_penalty: float = 0.0) -> None:  # fmt: skip
         self.k = k
         self.budget = budget
@@ -255,6 +332,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.class_weight = class_weight
+        self.effort_columns = effort_columns
         self.boundary_penalty = boundary_penalty
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
@@ -312,9 +390,17 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         if not folds:
             return np.empty((len(grid), 0))
         k = int(self.k) if self.budget is None else max(int(self.k), 1)
-        runs = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fold_scores)(X_lab, y_cv, f, grid, k, data.candidates.size, self.random_state)
-            for f in folds
+        cols, m = self._effort_cols, data.candidates.size
+
+        def rows(f: _Fold) -> np.ndarray:  # the held-out rows play the candidates
+            return at_standard_effort(X_lab, f.train, f.held, cols) if cols.size else X_lab
+
+        # No more workers than folds, and none for a small CV: a worker process costs about
+        # 2 s of CPU to start and import, more than a fold of a few hundred rows takes.
+        jobs = min(effective_n_jobs(self.n_jobs), len(folds))
+        jobs = jobs if y_cv.size >= PARALLEL_MIN_ROWS else 1
+        runs = Parallel(n_jobs=jobs)(
+            delayed(_fold_scores)(rows(f), y_cv, f, grid, k, m, self.random_state) for f in folds
         )
         return np.column_stack(runs)
 
@@ -383,13 +469,41 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"groups must have one entry per row of X ({data.X.shape[0]}); "
                 f"received {g.shape[0]}"
             )
+        data = self._standard_effort(data)
+        twin_note = ""
+        if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
+            grid = [p for p in grid if p[2] != "balanced"]
+            twin_note = (
+                f"classes nearly balanced (at most {BALANCE_RATIO:g} to 1): "
+                "class_weight='balanced' not tried"
+            )
         scores = self._cross_validate(data.X, data, g, grid)
+        self.cv_note_ = "; ".join(n for n in (self.cv_note_, twin_note) if n)
         best = self._record(grid, scores)
         model, C, cw = grid[best]
         self._fit_final(data, model, C, cw, cost, boundary)
         self.best_params_ = {"model": model, "C": C, "class_weight": cw}
         self.runtime_ = time.perf_counter() - t0
         return self
+
+    def _standard_effort(self, data: TransductiveData) -> TransductiveData:
+        """Check ``effort_columns``; the candidates at the labelled rows' median effort."""
+        n_features = data.X.shape[1]
+        cols = np.atleast_1d(np.asarray(() if self.effort_columns is None
+                                        else self.effort_columns))  # fmt: skip
+        if cols.size and (cols.dtype.kind not in "iu" or cols.ndim != 1 or cols.min() < 0
+                          or cols.max() >= n_features):  # fmt: skip
+            raise InvalidInputError(
+                f"effort_columns must be column indices of X (0 to {n_features - 1}); "
+                f"received {self.effort_columns!r}"
+            )
+        self._effort_cols = np.unique(cols).astype(np.int64)
+        if not self._effort_cols.size:
+            self.standard_effort_ = np.empty(0)
+            return data
+        X = at_standard_effort(data.X, data.labelled, data.candidates, self._effort_cols)
+        self.standard_effort_ = X[data.candidates[0], self._effort_cols]
+        return replace(data, X=X)
 
     def _fit_final(self, data: object, model: str, C: float, cw: str | None, cost: object,
                    boundary: object = None) -> None:  # fmt: skip

@@ -71,6 +71,7 @@ def make_estimator(
     model: str = "linear",
     Cs: tuple[float, ...] | None = None,
     n_jobs: int | None = None,
+    effort_columns: tuple[int, ...] | None = None,
 ) -> Any:
     """A fresh, unfitted estimator for method ``name``.
 
@@ -105,6 +106,10 @@ def make_estimator(
         :data:`~reserve.solvers.auto.AUTO_CS`; ``C`` is then not used).
     n_jobs : int or None, default=None
         With ``model != "linear"``: parallel cross-validation folds (same result).
+    effort_columns : tuple of int or None, default=None
+        With ``model != "linear"``: the columns holding survey effort covariates; the
+        cross-validation scores its held-out folds at the standard effort
+        (:class:`~reserve.solvers.AutoTTK`).
 
     Returns
     -------
@@ -119,7 +124,8 @@ def make_estimator(
     method = canonical_method(name)
     if model != "linear":
         return _auto(method, model, k=k, C=C, Cs=Cs, budget=budget, n_species=n_species,
-                     random_state=random_state, n_jobs=n_jobs)  # fmt: skip
+                     random_state=random_state, n_jobs=n_jobs,
+                     effort_columns=effort_columns)  # fmt: skip
     return _linear(method, k=k, C=C, budget=budget, n_species=n_species,
                    random_state=random_state, time_limit=time_limit,
                    fit_time_limit=fit_time_limit, polish=polish)  # fmt: skip
@@ -158,7 +164,8 @@ def _linear(method: str, *, k: int, C: float, budget: float | None, n_species: i
 
 def _auto(method: str, model: str, *, k: int, C: float, Cs: tuple[float, ...] | None,
           budget: float | None, n_species: int, random_state: int | None,
-          n_jobs: int | None = None) -> Any:  # fmt: skip
+          n_jobs: int | None = None,
+          effort_columns: tuple[int, ...] | None = None) -> Any:  # fmt: skip
     """:class:`~reserve.solvers.AutoTTK` for ``model`` (a feature map, or ``"auto"``)."""
     from reserve.solvers.auto import AUTO_CS, AUTO_MODELS, AutoTTK
     from reserve.solvers.features import FEATURE_MAPS
@@ -174,4 +181,5 @@ def _auto(method: str, model: str, *, k: int, C: float, Cs: tuple[float, ...] | 
         )
     models = AUTO_MODELS if model == "auto" else (model,)
     return AutoTTK(k=k, budget=budget, models=models, Cs=tuple(Cs) if Cs else AUTO_CS,
-                   random_state=random_state, n_jobs=n_jobs)  # fmt: skip
+                   random_state=random_state, n_jobs=n_jobs,
+                   effort_columns=effort_columns)  # fmt: skip
