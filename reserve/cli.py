@@ -27,7 +27,7 @@ __all__ = ["main"]
 class _Typed(click.ParamType):
     """A typed option whose bad values are left to the library to refuse.
 
-    The help shows the type (INTEGER, FLOAT, NUMBER, FLOAT|CV) and good values arrive
+    The help shows the type (INTEGER, FLOAT, NUMBER, FLOAT|CV, FLOAT|AUTO) and good values arrive
     converted; a value that does not convert is passed on as typed, so that
     :class:`reserve.config.SelectOptions` refuses it with the same one-line message as the
     Python API (``budget must be ...``), not with click's usage text.
@@ -54,8 +54,15 @@ def _cv(value: str) -> str:
     return "cv"
 
 
+def _auto(value: str) -> str:
+    if value.lower() != "auto":
+        raise ValueError(value)
+    return "auto"
+
+
 _INT, _FLOAT = _Typed("integer", int), _Typed("float", float)
 _NUMBER, _C_VALUE = _Typed("number", int, float), _Typed("float|cv", float, _cv)
+_PENALTY = _Typed("float|auto", float, _auto)
 
 
 def _as_flag(message: str, group: click.Group, ctx: click.Context) -> str:
@@ -405,6 +412,7 @@ def ingest_command(**kw: object) -> None:
 )
 @click.option(
     "--boundary-penalty",
+    type=_PENALTY,
     metavar="LAMBDA|auto",
     help="Trade objective for compact patches: LAMBDA times the selection's boundary length "
     "(metres, as Marxan's BLM) joins TTK's objective; 'auto' calibrates it (Cohon's method) "

@@ -28,7 +28,8 @@ TEXT_OPTIONS = {
 
 #: Options that must be numbers.
 NUMERIC = {"seed": "integer", "n_jobs": "integer", "bootstrap": "integer",
-           "time_limit": "float", "budget": "number", "C": "float|cv"}  # fmt: skip
+           "time_limit": "float", "budget": "number", "C": "float|cv",
+           "boundary_penalty": "float|auto"}  # fmt: skip
 
 
 def _commands(group: click.Group, prefix: str = "reserve"):
