@@ -11,7 +11,6 @@ from reserve.solvers.auto import AutoTTK, fold_k, nearly_balanced
 from reserve.solvers.features import (
     FEATURE_MAPS,
     MAX_EXPANDED_BYTES,
-    BoostScore,
     ForestScore,
     expanded_width,
     feature_map,
@@ -38,48 +37,6 @@ def test_forest_score_is_out_of_bag_on_labelled_rows():
     # Candidates get the whole forest's score in both; labelled rows differ (out-of-bag).
     np.testing.assert_allclose(Z[~lab, -1], later[~lab])
     assert not np.allclose(Z[lab, -1], later[lab])
-
-
-def test_boost_score_is_out_of_fold_on_labelled_rows():
-    X, y, _ = quadratic_problem(0)
-    bs = BoostScore(random_state=0)
-    Z = bs.fit_transform(X, y)
-    assert Z.shape == (X.shape[0], X.shape[1] + 1)
-    np.testing.assert_array_equal(Z[:, :3], X)
-    later = bs.transform(X)[:, -1]
-    lab = y != -1
-    # Candidates get the whole model's score in both; labelled rows differ (out-of-fold).
-    np.testing.assert_allclose(Z[~lab, -1], later[~lab])
-    assert not np.allclose(Z[lab, -1], later[lab])
-    # An independent oracle: each labelled row's score is that of a model fitted without its
-    # fold (sklearn's cross_val_predict with the same stratified folds).
-    from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
-
-    folds = StratifiedKFold(5, shuffle=True, random_state=0)
-    p = cross_val_predict(HistGradientBoostingClassifier(random_state=0), X[lab], y[lab],
-                          cv=folds, method="predict_proba")[:, 1]  # fmt: skip
-    p = np.clip(p, 1e-3, 1 - 1e-3)
-    np.testing.assert_allclose(Z[lab, -1], np.log(p / (1 - p)))
-
-
-def test_boost_score_with_one_labelled_minority_row_uses_the_whole_model():
-    X, y, _ = quadratic_problem(1, n=40, m=10)
-    y[:40] = 0
-    y[3] = 1
-    Z = BoostScore(random_state=0).fit_transform(X, y)
-    assert np.isfinite(Z).all() and Z.shape == (50, 4)
-
-
-def test_stack_map_appends_both_tree_ensembles_views():
-    X, y, _ = quadratic_problem(3)
-    Z = X
-    for _, step in feature_map("stack", n_features=3, n_samples=X.shape[0], random_state=0):
-        Z = step.fit_transform(Z, y)
-    forest = ForestScore(random_state=0).fit_transform((X - X.mean(0)) / X.std(0), y)[:, -1]
-    # The forest's column is the ForestScore logit, rescaled (correlation 1).
-    assert Z.shape == (X.shape[0], 5)
-    assert np.corrcoef(Z[:, 3], forest)[0, 1] > 0.999999
 
 
 def test_feature_map_widths_match_the_transformers():

@@ -19,7 +19,6 @@ from reserve.solvers import (
     TSVM,
     TTK,
     AutoTTK,
-    BoostScore,
     ForestScore,
     MultiSVM,
     MultiTTK,
@@ -168,12 +167,6 @@ EXPECTED_FAILED = {
     # No n_iter_: it passes that check. Its class_weight parameter brings sklearn's check.
     AutoTTK: _COMMON | {"check_class_weight_classifiers": _CANDIDATES},
     ForestScore: {},  # a plain transformer: every check passes
-    # Cross-fitting, like sklearn's own TargetEncoder: fit_transform gives the labelled rows
-    # their out-of-fold score, transform the whole model's, so the two differ by design.
-    BoostScore: {
-        name: "fit_transform scores the labelled rows out of fold, transform in sample (by design)"
-        for name in ("check_transformer_data_not_an_array", "check_transformer_general")
-    },
     # The pipeline's scaler (reserve.design): every check but one passes.
     MomentScaler: {
         "check_estimators_nan_inf": (
@@ -188,8 +181,6 @@ def _instance(cls):
     """A small instance of ``cls`` (the selectors select ``k = 1``)."""
     if cls is MomentScaler:
         return cls()
-    if cls is BoostScore:
-        return cls(cv=2)
     return cls(n_estimators=10) if cls is ForestScore else cls(k=1)
 
 

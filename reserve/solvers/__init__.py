@@ -12,7 +12,7 @@ from reserve.solvers.aatp import AATP
 from reserve.solvers.auto import AutoTTK, at_standard_effort, fold_k
 from reserve.solvers.boundary import Boundary, calibrate_penalty
 from reserve.solvers.budget import Budget
-from reserve.solvers.features import FEATURE_MAPS, BoostScore, ForestScore
+from reserve.solvers.features import FEATURE_MAPS, ForestScore
 from reserve.solvers.multi import MultiSVM, MultiTTK
 from reserve.solvers.registry import METHODS, TTK_METHODS, canonical_method, make_estimator
 from reserve.solvers.svm import SVM
@@ -30,7 +30,6 @@ __all__ = [
     "TTK",
     "TTK_METHODS",
     "AutoTTK",
-    "BoostScore",
     "Boundary",
     "Budget",
     "ForestScore",

@@ -4,7 +4,7 @@ TTK learns a linear scorer; these maps let it learn a nonlinear one in a richer 
 is a list of ``(name, transformer)`` steps for an sklearn :class:`~sklearn.pipeline.Pipeline`
 whose last step is the TTK estimator. The transformers are fitted on every row given to
 ``fit``, labelled and candidate alike (that is what transductive means here); only
-:class:`ForestScore` and :class:`BoostScore` read the labels.
+:class:`ForestScore` reads the labels.
 
 ==================  ==========================================================================
 map                 what it adds
@@ -14,9 +14,8 @@ map                 what it adds
                     shapes of a GAM or of Maxent's hinge features
 ``interactions``    all pairwise products and squares (a quadratic response surface)
 ``rbf``             a Nystroem approximation of the Gaussian (RBF) kernel
-``stack``           the standardised features plus the logits of a random forest's out-of-bag
-                    and a gradient-boosted model's out-of-fold presence probability (two tree
-                    ensembles' views under TTK's top-k constraint)
+``stack``           the standardised features plus the logit of a random forest's out-of-bag
+                    presence probability (a tree ensemble's view under TTK's top-k constraint)
 ==================  ==========================================================================
 """
 
