@@ -21,24 +21,18 @@ map                 what it adds
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.kernel_approximation import Nystroem
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
-from sklearn.pipeline import FeatureUnion
 from sklearn.preprocessing import PolynomialFeatures, SplineTransformer, StandardScaler
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
 
 from reserve.errors import InvalidInputError
 
 __all__ = [
     "FEATURE_MAPS",
     "MAX_EXPANDED_BYTES",
-    "BoostScore",
     "ForestScore",
     "expanded_width",
     "feature_map",
@@ -53,10 +47,6 @@ MAX_EXPANDED_BYTES: int = 4 * 2**30
 _SPLINE_KNOTS = 4
 _SPLINE_DEGREE = 3
 _RBF_COMPONENTS = 200
-#: Probabilities of :class:`BoostScore` are clipped to [eps, 1 - eps] before the logit.
-_BOOST_EPS = 1e-3
-#: Labelled rows from which :class:`BoostScore` lets the boosting use OpenMP threads.
-_THREADED_ROWS = 20000
 
 
 def expanded_width(name: str, n_features: int, n_samples: int) -> int:
@@ -77,7 +67,7 @@ def expanded_width(name: str, n_features: int, n_samples: int) -> int:
     if name == "rbf":
         return min(_RBF_COMPONENTS, int(n_samples))
     if name == "stack":
-        return d + 2
+        return d + 1
     return d
 
 
@@ -140,39 +130,8 @@ def feature_map(
         )  # fmt: skip
         steps += [("rbf", rbf), ("rescale", StandardScaler())]
     elif name == "stack":
-        trees = FeatureUnion([
-            ("features", "passthrough"),
-            ("forest", ForestScore(passthrough=False, random_state=random_state)),
-            ("boost", BoostScore(passthrough=False, random_state=random_state)),
-        ])  # fmt: skip
-        steps += [("stack", trees), ("rescale", StandardScaler())]
+        steps += [("forest", ForestScore(random_state=random_state)), ("rescale", StandardScaler())]
     return steps
-
-
-def _few_threads(n_rows: int) -> object:
-    """One OpenMP thread for a small fit: on a few thousand rows the boosting's threads cost
-    more in start-up and spinning than they save (tenfold on a busy 2-core machine)."""
-    return threadpool_limits(1, user_api="openmp") if n_rows < _THREADED_ROWS else nullcontext()
-
-
-def _labelled_rows(est: object, y: object, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Positions and labels of the labelled rows (``y != -1``) of a score transformer's ``y``."""
-    name = type(est).__name__
-    if y is None:
-        raise InvalidInputError(
-            f"{name} requires y to be passed, but the target y is None; pass y "
-            "(1/0, -1 for candidates)"
-        )
-    yy = np.asarray(y).reshape(-1)
-    if yy.shape[0] != n:
-        raise InvalidInputError(f"y must have {n} entries like X; received {yy.shape[0]}")
-    lab = np.flatnonzero(yy != -1)
-    if np.unique(yy[lab]).size < 2:
-        raise InvalidInputError(
-            f"{name} needs labelled rows (y != -1) of at least two classes; received "
-            "one class. Pass presences (1) and absences (0)."
-        )
-    return lab, yy[lab]
 
 
 class ForestScore(TransformerMixin, BaseEstimator):
@@ -236,7 +195,21 @@ class ForestScore(TransformerMixin, BaseEstimator):
         return tags
 
     def _labelled(self, y: object, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _labelled_rows(self, y, n)
+        if y is None:
+            raise InvalidInputError(
+                "ForestScore requires y to be passed, but the target y is None; pass y "
+                "(1/0, -1 for candidates)"
+            )
+        yy = np.asarray(y).reshape(-1)
+        if yy.shape[0] != n:
+            raise InvalidInputError(f"y must have {n} entries like X; received {yy.shape[0]}")
+        lab = np.flatnonzero(yy != -1)
+        if np.unique(yy[lab]).size < 2:
+            raise InvalidInputError(
+                "ForestScore needs labelled rows (y != -1) of at least two classes; received "
+                "one class. Pass presences (1) and absences (0)."
+            )
+        return lab, yy[lab]
 
     def fit(self, X: object, y: object = None) -> ForestScore:
         """Fit the forest on the labelled rows; return ``self``."""
@@ -274,90 +247,3 @@ class ForestScore(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "forest_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return self._out(X, self.forest_.predict_proba(X)[:, -1])
-
-
-class BoostScore(TransformerMixin, BaseEstimator):
-    """Append the logit of a gradient-boosted trees model's out-of-fold presence probability.
-
-    The second tree ensemble of the ``stack`` map, beside :class:`ForestScore`: a
-    :class:`~sklearn.ensemble.HistGradientBoostingClassifier` with its library defaults. In
-    ``fit_transform`` each labelled row gets the probability of a model fitted on the other
-    ``cv`` - 1 folds of the labelled rows (stratified, as ``cross_val_predict`` does), so a
-    downstream model fitted on them never sees an in-sample score; every other row, and every
-    row passed to ``transform`` later, gets the probability of the model fitted on all
-    labelled rows. With fewer than 2 labelled rows in the smaller class no out-of-fold score
-    exists and the labelled rows get the whole model's score.
-
-    Parameters
-    ----------
-    cv : int, default=5
-        Folds of the labelled rows for the out-of-fold scores (fewer when the smaller class
-        has fewer rows).
-    passthrough : bool, default=True
-        Return the input features with the score appended (else the score alone).
-    random_state : int or None, default=None
-        Seed of the folds and of the boosting.
-
-    Attributes
-    ----------
-    booster_ : HistGradientBoostingClassifier
-        Fitted on all labelled rows.
-    n_features_in_ : int
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(80, 2)); y = (X[:, 0] > 0).astype(int); y[60:] = -1
-    >>> BoostScore(random_state=0).fit_transform(X, y).shape
-    (80, 3)
-    """
-
-    def __init__(
-        self, cv: int = 5, passthrough: bool = True, random_state: int | None = None
-    ) -> None:
-        self.cv = cv
-        self.passthrough = passthrough
-        self.random_state = random_state
-
-    def __sklearn_tags__(self):  # sklearn protocol: the labels are needed to fit
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags
-
-    def _model(self) -> HistGradientBoostingClassifier:
-        return HistGradientBoostingClassifier(random_state=self.random_state)
-
-    def fit(self, X: object, y: object = None) -> BoostScore:
-        """Fit the boosting on the labelled rows; return ``self``."""
-        X = validate_data(self, X, dtype=np.float64)
-        lab, yl = _labelled_rows(self, y, X.shape[0])
-        with _few_threads(lab.size):
-            self.booster_ = self._model().fit(X[lab], yl)
-        return self
-
-    def _out(self, X: np.ndarray, score: np.ndarray) -> np.ndarray:
-        p = np.clip(score, _BOOST_EPS, 1.0 - _BOOST_EPS)
-        col = (np.log(p) - np.log1p(-p))[:, None]
-        return np.hstack([X, col]) if self.passthrough else col
-
-    def fit_transform(self, X: object, y: object = None, **fit_params: object) -> np.ndarray:
-        """Fit, then score: out-of-fold for the labelled rows, the whole model for the rest."""
-        self.fit(X, y)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        lab, yl = _labelled_rows(self, y, X.shape[0])
-        score = self.booster_.predict_proba(X)[:, -1]
-        n_splits = min(int(self.cv), int(np.unique(yl, return_counts=True)[1].min()))
-        if n_splits >= 2:
-            folds = StratifiedKFold(n_splits, shuffle=True, random_state=self.random_state)
-            with _few_threads(lab.size):
-                oof = cross_val_predict(self._model(), X[lab], yl, cv=folds,
-                                        method="predict_proba")  # fmt: skip
-            score[lab] = oof[:, -1]
-        return self._out(X, score)
-
-    def transform(self, X: object) -> np.ndarray:
-        """The whole model's score of every row (appended to ``X`` with ``passthrough``)."""
-        check_is_fitted(self, "booster_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return self._out(X, self.booster_.predict_proba(X)[:, -1])
