@@ -211,6 +211,22 @@ def test_select_reports_patches_and_a_penalty_shortens_the_boundary(tmp_path):
     assert "patches:" in res.stdout
 
 
+def test_select_ttk_bnb_with_a_penalty_proves_its_selection(tmp_path):
+    import pyogrio
+
+    heuristic, _ = _select(tmp_path, "ttk", "--boundary-penalty", "0.001")
+    exact, _ = _select(tmp_path, "bnb", "--boundary-penalty", "0.001", "--method", "ttk-bnb")
+    ttk = pyogrio.read_dataframe(heuristic, layer="run_summary").iloc[0]
+    bnb = pyogrio.read_dataframe(exact, layer="run_summary").iloc[0]
+    sel = pyogrio.read_dataframe(exact, layer="selected")
+    assert bnb["solver_status"] in ("optimal", "gap_limit") and bnb["gap"] <= 1e-6
+    assert bnb["bound"] <= bnb["objective"] <= ttk["objective"] * (1 + 1e-9)
+    assert bnb["boundary_length"] == pytest.approx(
+        union_boundary(sel.geometry.to_numpy(), np.arange(len(sel)), 1.0)
+        - 0.5 * _border_share(exact, sel.geometry.to_numpy()), rel=1e-9
+    )  # fmt: skip
+
+
 def _border_share(path, cells):
     """Length of the selection's boundary on the region's border (the union of all cells)."""
     import pyogrio
