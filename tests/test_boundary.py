@@ -248,7 +248,33 @@ def test_auto_penalty_writes_the_tradeoff_and_picks_its_knee(tmp_path):
     assert summary["boundary_penalty"] == pytest.approx(chosen["penalty"])
     assert summary["boundary_penalty_source"] == "auto"
     assert summary["boundary_length"] == pytest.approx(chosen["boundary_length"])
+    expected = table["expected_precision"].to_numpy(dtype=float)
+    assert np.all((expected > 0.0) & (expected < 1.0))
+    html = next((path.parent).glob("*.html")).read_text()
+    assert "expected precision" in html and f"{expected[0]:.2f}" in html
     # the ends of the curve: no penalty gives the longest boundary, the largest the shortest
     ends = table.sort_values("penalty")
     assert ends["boundary_length"].iloc[0] == ends["boundary_length"].max()
     assert ends["boundary_length"].iloc[-1] == ends["boundary_length"].min()
+
+
+def test_presence_probability_keeps_the_prevalence_and_scores_at_standard_effort():
+    from types import SimpleNamespace
+
+    from reserve.calibrate import presence_probability
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (rng.random(300) < 1.0 / (1.0 + np.exp(-2.0 * X[:, 0] - X[:, 2]))).astype(int)
+    y[200:] = -1
+    p = presence_probability(SimpleNamespace(), X, y)
+    # calibration in the large: an unweighted logistic fit's mean is the training prevalence
+    assert p[:200].mean() == pytest.approx(y[:200].mean(), abs=1e-4)
+    assert np.all((p > 0) & (p < 1))
+    # effort column 2: candidates are scored at the training median, so two candidates that
+    # differ only in effort get the same probability
+    X[201] = X[200]
+    X[201, 2] = X[200, 2] + 5.0
+    q = presence_probability(SimpleNamespace(effort_columns=(2,)), X, y)
+    assert q[200] == q[201]
+    assert presence_probability(SimpleNamespace(), X, y)[201] != q[201]
