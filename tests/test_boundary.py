@@ -272,3 +272,26 @@ def test_presence_probability_keeps_the_prevalence_and_scores_at_standard_effort
     q = presence_probability(SimpleNamespace(effort_columns=(2,)), X, y)
     assert q[200] == q[201]
     assert presence_probability(SimpleNamespace(), X, y)[201] != q[201]
+
+
+def test_the_swap_bound_never_exceeds_the_swapped_qp():
+    from reserve.solvers._polish import _swap_bound, solve_subset
+
+    rng = np.random.default_rng(4)
+    X_lab, X_cand = rng.normal(size=(40, 3)), rng.normal(size=(25, 3))
+    y_pm = np.where(X_lab[:, 0] + 0.5 * rng.normal(size=40) > 0, 1.0, -1.0)
+    in_S = np.zeros(25, dtype=bool)
+    in_S[np.argsort(-X_cand[:, 0])[:4]] = True
+    res, beta, _ = solve_subset(X_lab, y_pm, X_cand, in_S, 1.0)
+    scores = X_cand @ res.w + res.b
+    donors = np.argsort(-beta, kind="stable")[:8]
+    gaps = []
+    for i in np.flatnonzero(in_S):
+        for j in np.flatnonzero(~in_S):
+            trial = in_S.copy()
+            trial[i], trial[j] = False, True
+            qp = solve_subset(X_lab, y_pm, X_cand, trial, 1.0)[0].objective
+            bound = _swap_bound(X_cand, res, beta, scores, i, j, donors)
+            assert bound <= qp + 1e-7 * qp, (i, j)
+            gaps.append(bound - res.objective)
+    assert max(gaps) > 0  # the bound rises above the current optimum on some swaps
