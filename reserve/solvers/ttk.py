@@ -131,7 +131,8 @@ class TTK(TopKClassifierMixin):
         Adds ``boundary_penalty`` times the selection's boundary length (``boundary=`` in
         :meth:`fit`, a :class:`reserve.solvers.Boundary`) to the objective, as Marxan's
         boundary length modifier; the transductive constraint is unchanged. The polish (or
-        the MIP) minimises the sum; FD does not see it. 0 leaves the fit as it was.
+        the exact solver: SCIP, or ``mip_solver="bnb"``; not Gurobi) minimises the sum; FD
+        does not see it. 0 leaves the fit as it was.
 
     Attributes
     ----------
