@@ -112,6 +112,31 @@ def rf_curve(reg: dict[str, Any], k: int, seed: int, time_limit: float) -> list[
     return calibrate_penalty(fit)[1]
 
 
+def time_fit(reg: dict[str, Any], k: int, seed: int, penalty: float, reps: int) -> None:
+    """Seconds (wall and CPU) of the chosen pipeline's final fit without and with ``penalty``,
+    alternating, ``reps`` times each; prints one line per fit and the medians."""
+    from sklearn.base import clone
+
+    from reserve.solvers import AutoTTK
+
+    auto = AutoTTK(k=k, random_state=seed).fit(reg["X"], reg["y"])
+    seen: dict[float, list[tuple[float, float]]] = {0.0: [], penalty: []}
+    for _ in range(reps):
+        for lam in seen:
+            t0, c0 = time.perf_counter(), time.process_time()
+            pipe = clone(auto.best_estimator_).set_params(ttk__boundary_penalty=lam)
+            pipe.fit(reg["X"], reg["y"], ttk__boundary=reg["term"])
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            seen[lam].append((wall, cpu))
+            ttk = pipe.named_steps["ttk"]
+            print(f"penalty {lam:.3g}: wall {wall:.2f} s, CPU {cpu:.2f} s, objective "
+                  f"{ttk.objective_:.6f}, boundary {ttk.boundary_length_ / 1000:.1f} km",
+                  flush=True)  # fmt: skip
+    for lam, rows in seen.items():
+        wall, cpu = np.median(np.asarray(rows), axis=0)
+        print(f"median at penalty {lam:.3g}: wall {wall:.2f} s, CPU {cpu:.2f} s")
+
+
 def _table(records: list[dict[str, Any]]) -> list[str]:
     lines = ["| method | k | seed | penalty | chosen | precision | boundary km | patches | "
              "largest | s |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -211,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="Write the report from these records instead of running.",
     )
+    parser.add_argument(
+        "--time-penalty",
+        type=float,
+        default=None,
+        help="Only time the final fit without and with this penalty (first seed and k).",
+    )
+    parser.add_argument("--reps", type=int, default=3, help="Repetitions of --time-penalty.")
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     if args.from_csv is not None:
@@ -218,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
             records = [{**r, "chosen": r["chosen"] == "True", "penalty": float(r["penalty"])}
                        for r in csv.DictReader(fh)]  # fmt: skip
         _report(args.out, argv, records)
+        return 0
+    if args.time_penalty is not None:
+        seed, k = int(args.seeds.split(",")[0]), int(args.ks.split(",")[0])
+        time_fit(_region(seed, args.work, k), k, seed, args.time_penalty, args.reps)
         return 0
     records = []
     methods = args.methods.split(",")

@@ -544,9 +544,10 @@ class SelectOptions:
     def _check_penalty(self) -> None:
         if self.boundary_penalty == 0.0:
             return
-        if self.method not in ("ttk", "ttk-mip"):
+        if self.method not in ("ttk", "ttk-mip", "ttk-bnb"):
             raise InvalidInputError(
-                f"boundary_penalty needs method 'ttk' or 'ttk-mip' (received {self.method!r}); "
+                f"boundary_penalty needs method 'ttk', 'ttk-mip' or 'ttk-bnb' (received "
+                f"{self.method!r}); "
                 "drop --boundary-penalty or pass --method ttk"
             )
         if self.species is not None and len(self.species) > 1:

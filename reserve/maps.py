@@ -517,7 +517,8 @@ def _tradeoff_svg(summary: Mapping[str, Any], width: int = 260, height: int = 13
     """The boundary calibration (``--boundary-penalty auto``) as a small folded SVG plot.
 
     Each fit is a point: boundary length (km) across, the objective without the penalty up;
-    the chosen penalty is the filled point. '' when the run did not calibrate.
+    the chosen penalty is the filled point. Below it, the fits as a list with their expected
+    precision. '' when the run did not calibrate.
     """
     text = summary.get("boundary_tradeoff")
     if not text:
@@ -538,7 +539,7 @@ def _tradeoff_svg(summary: Mapping[str, Any], width: int = 260, height: int = 13
         f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{5 if r["chosen"] else 3}" '
         f'fill="{"#7a0177" if r["chosen"] else "#fff"}" stroke="#7a0177">'
         f"<title>penalty {r['penalty']:.3g}: boundary {bx:.4g} km, objective {r['objective']:.4g}"
-        "</title></circle>"
+        f"{_expected(r, ', expected precision ')}</title></circle>"
         for x, y, bx, r in zip(px, py, xs, rows, strict=True)
     )
     axes = (f'<text x="{width - 8}" y="{height - 6}" text-anchor="end">boundary (km)</text>'
@@ -547,8 +548,31 @@ def _tradeoff_svg(summary: Mapping[str, Any], width: int = 260, height: int = 13
         '<details class="reserve-tradeoff"><summary>boundary penalty trade-off</summary>'
         f'<svg width="{width}" height="{height}" font-size="10" role="img" '
         'aria-label="objective against boundary length for each penalty tried">'
-        f'<polyline points="{line}" fill="none" stroke="#999"/>{dots}{axes}</svg></details>'
+        f'<polyline points="{line}" fill="none" stroke="#999"/>{dots}{axes}</svg>'
+        f"{_tradeoff_list(rows)}</details>"
     )
+
+
+def _expected(row: Mapping[str, Any], prefix: str = "") -> str:
+    """The fit's expected precision as text ('' for tables written before it existed)."""
+    value = row.get("expected_precision")
+    return "" if value is None or not np.isfinite(value) else f"{prefix}{value:.2f}"
+
+
+def _tradeoff_list(rows: list[dict[str, Any]]) -> str:
+    """The calibration's fits as a small table: penalty, boundary, patches, expected precision."""
+    head = ("<tr><th>penalty</th><th>boundary km</th><th>patches</th>"
+            '<th title="mean presence probability of the selected cells, from a logistic '
+            'regression on the training cells">expected precision</th></tr>')  # fmt: skip
+    cells = []
+    for r in sorted(rows, key=lambda r: r["penalty"]):
+        mark = " (chosen)" if r["chosen"] else ""
+        cells.append(
+            f"<tr><td>{r['penalty']:.3g}{mark}</td><td>{r['boundary_length'] / 1000.0:.4g}</td>"
+            f"<td>{r.get('n_patches', '')}</td><td>{_expected(r)}</td></tr>"
+        )
+    body = "".join(cells)
+    return f'<table class="reserve-tradeoff-list">{head}{body}</table>'
 
 
 def _add_panels(

@@ -141,12 +141,7 @@ CASES = {
     "penalty_method": (
         ["--budget", "3", "--method", "svm", "--boundary-penalty", "1"],
         2,
-        "needs method 'ttk' or 'ttk-mip'",
-    ),
-    "penalty_bnb": (
-        ["--budget", "3", "--method", "ttk-bnb", "--boundary-penalty", "1"],
-        2,
-        "needs",
+        "needs method 'ttk', 'ttk-mip' or 'ttk-bnb'",
     ),
     "penalty_notgrid": (
         ["--budget", "3", "--cells", "@notgrid", "--boundary-penalty", "1"],

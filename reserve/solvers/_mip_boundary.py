@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from reserve.solvers._bnb import solve_bnb_boundary
 from reserve.solvers._mip import (
     MIPResult,
     build_scip_model,
@@ -34,7 +35,7 @@ from reserve.solvers._qp import hinge_objective
 from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
 
-__all__ = ["solve_boundary_mip"]
+__all__ = ["solve_boundary_bnb", "solve_boundary_mip"]
 
 
 def _pairs(term: Boundary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,6 +62,19 @@ def _add_boundary(mdl, eta, term: Boundary, penalty: float):
 
 def _total(w, b, X_lab, y_pm, C, term, penalty, in_S) -> float:
     return hinge_objective(w, b, X_lab, y_pm, C) + penalty * term.length(in_S)
+
+
+def _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set):
+    """The start ``(w0, b0, in0)``, its total ``ub`` and the simple big-M over ``{total <= ub}``.
+
+    The hinge part alone is below the total (``B >= 0``), so ``M`` stays valid.
+    """
+    w0, b0 = np.asarray(start[0], dtype=np.float64), float(start[1])
+    in0 = np.zeros(X_cand.shape[0], dtype=bool)
+    in0[np.asarray(start_set, dtype=np.int64)] = True
+    ub = _total(w0, b0, X_lab, y_pm, C, term, penalty, in0)
+    M = np.maximum(simple_upper(X_lab, y_pm, X_cand, C, ub * (1 + 1e-7) + 1e-9), 0.0)
+    return w0, b0, in0, ub, M
 
 
 def solve_boundary_mip(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, bud: Budget,
@@ -96,11 +110,7 @@ def solve_boundary_mip(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, 
     """
     t0 = time.perf_counter()
     m = X_cand.shape[0]
-    w0, b0 = np.asarray(start[0], dtype=np.float64), float(start[1])
-    in0 = np.zeros(m, dtype=bool)
-    in0[np.asarray(start_set, dtype=np.int64)] = True
-    ub = _total(w0, b0, X_lab, y_pm, C, term, penalty, in0)
-    M = np.maximum(simple_upper(X_lab, y_pm, X_cand, C, ub * (1 + 1e-7) + 1e-9), 0.0)
+    w0, b0, in0, ub, M = _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set)
     none = np.zeros(m, dtype=bool)
     limits = {"time": time_limit, "gap": mip_gap}
     mdl, variables = build_scip_model(X_lab, y_pm[:, None], X_cand, bud, C, M[:, None], none,
@@ -131,4 +141,31 @@ def solve_boundary_mip(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, 
         w=w, b=bb, objective=objective, bound=float(bound), gap=float(gap), status=status,
         n_nodes=int(mdl.getNNodes()), runtime=time.perf_counter() - t0, solver="scip",
         selected=chosen[np.lexsort((chosen, -score))],
+    )  # fmt: skip
+
+
+def solve_boundary_bnb(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, bud: Budget,
+                       C: object, term: Boundary, penalty: float, start: tuple,
+                       start_set: np.ndarray, time_limit: float,
+                       mip_gap: float) -> MIPResult:  # fmt: skip
+    """As :func:`solve_boundary_mip`, by the package's own branch and bound.
+
+    Its node QPs carry the same linearisation of the boundary
+    (:func:`reserve.solvers._bnb.solve_bnb_boundary`); the parameters and the result are
+    :func:`solve_boundary_mip`'s (``solver="bnb"``).
+    """
+    t0 = time.perf_counter()
+    w0, b0, in0, _, M = _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set)
+    raw = solve_bnb_boundary(X_lab, y_pm, X_cand, bud, C, term, penalty, M, (w0, b0),
+                             np.flatnonzero(in0), {"time": time_limit, "gap": mip_gap})  # fmt: skip
+    w, bb, in_S = raw["w"], raw["b"], raw["in_S"]
+    objective = _total(w, bb, X_lab, y_pm, C, term, penalty, in_S)
+    bound, gap, status = certify_gap(objective, raw["bound"], raw["status"], mip_gap,
+                                     "Report this instance.")  # fmt: skip
+    chosen = np.flatnonzero(in_S)
+    score = X_cand[chosen] @ w + bb
+    return MIPResult(
+        w=w, b=bb, objective=objective, bound=float(bound), gap=float(gap), status=status,
+        n_nodes=int(raw["n_nodes"]), runtime=time.perf_counter() - t0, solver="bnb",
+        selected=chosen[np.lexsort((chosen, -score))], details={"n_open": raw["n_open"]},
     )  # fmt: skip

@@ -492,6 +492,41 @@ def _make_room(ins, i, j, cost, cost_S, limit):
     return drop, after
 
 
+#: A swap is skipped when its lower bound exceeds the acceptance level by this (relative):
+#: far above the QP solver's 1e-9 tolerances, so the skipped QP would have been rejected.
+_SKIP_RTOL = 1e-6
+#: Active outsiders (largest multipliers) tried as donors in :func:`_swap_bound`.
+_DONORS = 8
+
+
+def _swap_bound(X_cand, res, beta, scores, i, j, donors) -> float:
+    """Lower bound on the fixed-set QP after swapping insider ``i`` for outsider ``j``.
+
+    Weak duality: the current multipliers ``beta`` with ``beta_j`` moved onto ``i``'s new
+    constraint, and a further ``t <= beta_k`` moved there from an active outsider ``k`` (one
+    of ``donors``), keep ``sum beta`` (the intercept's condition), so they are dual feasible
+    for the new set. With ``u = beta_j (z_j - z_i) + t (z_k - z_i)`` the dual function there
+    is the current optimum ``- beta_j (s_j - s_i) - t (s_k - s_i) - ||u||^2 / 2`` (``s`` the
+    current scores, whose intercept cancels), maximised over ``t`` in closed form.
+    """
+    bj = float(beta[j])
+    zi, dj = X_cand[i], X_cand[j] - X_cand[i]
+    base = float(res.objective) - bj * float(scores[j] - scores[i]) - 0.5 * bj * bj * float(dj @ dj)
+    best = base
+    for k in donors:
+        if k == j:
+            continue
+        dk = X_cand[k] - zi
+        kk = float(dk @ dk)
+        if kk <= 0.0:
+            continue
+        t = (float(scores[i] - scores[k]) - bj * float(dj @ dk)) / kk
+        t = min(max(t, 0.0), float(beta[k]))
+        best = max(best, base + t * float(scores[i] - scores[k]) - bj * t * float(dj @ dk)
+                   - 0.5 * t * t * kk)  # fmt: skip
+    return best
+
+
 def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen=None):
     """One round of swaps: the first improving trial ``(res, beta, in_S, cost_S)``, or None.
 
@@ -513,6 +548,7 @@ def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen=None):
     ins = ins[np.lexsort((ins, ins_key))]
     cost_min = float(cost.min()) if cost.size else 0.0
     current = res.objective + (0.0 if pen is None else pen.value(in_S))
+    donors = np.argsort(-beta, kind="stable")[:_DONORS] if pen is not None else ()
     n_tried, n_qp = 0, 0
     for a, c in _iter_pairs(ins.size, outs.size):
         if n_tried >= max_pairs:
@@ -529,6 +565,11 @@ def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen=None):
         # the trial exactly as its full solve would, so the search path is unchanged.
         target = current - tol * max(1.0, abs(current))
         extra = 0.0 if pen is None else pen.value(trial)
+        if pen is not None and added.size == 0 and len(drop) == 1 and np.ndim(hint) == 1:
+            # A lower bound proves the trial would be rejected: skip its QP (same path).
+            bound = _swap_bound(sets.X_cand, res, beta, hint, i, j, donors) + extra
+            if bound >= target + _SKIP_RTOL * max(1.0, abs(target)):
+                continue
         new, new_beta, used = sets.solve(trial, hint, target - extra, (drop, added, j))
         n_qp += used
         if new is not None and new.objective + extra < target:

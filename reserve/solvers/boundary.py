@@ -87,7 +87,14 @@ class Boundary:
 
     def length(self, in_S: np.ndarray) -> float:
         """``B`` of the set marked by ``in_S`` (a boolean mask of the units)."""
-        x = np.asarray(in_S, dtype=np.float64)
+        mask = np.asarray(in_S)
+        if mask.dtype == bool:
+            # Only the selected rows: no pass over every unit, no BLAS call (under load its
+            # threads cost more than the sum). Edge lengths on a grid add up exactly anyway.
+            idx = np.flatnonzero(mask)
+            inner = self.shared[idx] @ mask.astype(np.float64)
+            return float(self.const + self.own[idx].sum() - inner.sum())
+        x = mask.astype(np.float64)
         return float(self.const + self.own @ x - x @ (self.shared @ x))
 
     def add_cost(self, in_S: np.ndarray) -> np.ndarray:

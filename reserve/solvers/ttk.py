@@ -131,7 +131,8 @@ class TTK(TopKClassifierMixin):
         Adds ``boundary_penalty`` times the selection's boundary length (``boundary=`` in
         :meth:`fit`, a :class:`reserve.solvers.Boundary`) to the objective, as Marxan's
         boundary length modifier; the transductive constraint is unchanged. The polish (or
-        the MIP) minimises the sum; FD does not see it. 0 leaves the fit as it was.
+        the exact solver: SCIP, or ``mip_solver="bnb"``; not Gurobi) minimises the sum; FD
+        does not see it. 0 leaves the fit as it was.
 
     Attributes
     ----------
@@ -365,10 +366,11 @@ class TTK(TopKClassifierMixin):
                 f"boundary must be a reserve.solvers.Boundary over the {n} rows of X; received "
                 f"{type(boundary).__name__} over {getattr(boundary, 'm', '?')} rows"
             )
-        if lam > 0 and self.solver == "mip" and self.mip_solver not in ("auto", "scip"):
+        if lam > 0 and self.solver == "mip" and self.mip_solver not in ("auto", "scip", "bnb"):
             raise InvalidInputError(
-                f"boundary_penalty > 0 is solved exactly by SCIP only (received mip_solver="
-                f"{self.mip_solver!r}); pass mip_solver='scip' or 'auto'"
+                f"boundary_penalty > 0 is solved exactly by SCIP or the branch and bound only "
+                f"(received mip_solver={self.mip_solver!r}); pass mip_solver='scip', 'bnb' "
+                "or 'auto'"
             )
         if lam > 0 and not self.polish:
             raise InvalidInputError(
@@ -469,12 +471,14 @@ class TTK(TopKClassifierMixin):
         self.mip_runtime_ = res.runtime
 
     def _fit_boundary_mip(self, X_lab, y_pm, X_cand, C, w, b, budget):
-        """The exact fit with the boundary penalty (SCIP), from the polish's set."""
-        from reserve.solvers._mip_boundary import solve_boundary_mip
+        """The exact fit with the boundary penalty (SCIP, or the branch and bound), from the
+        polish's set."""
+        from reserve.solvers._mip_boundary import solve_boundary_bnb, solve_boundary_mip
 
-        res = solve_boundary_mip(X_lab, y_pm, X_cand, budget, C, self._term,
-                                 float(self.boundary_penalty), (w, b), self._chosen,
-                                 float(self.time_limit), float(self.mip_gap))  # fmt: skip
+        solve = solve_boundary_bnb if self.mip_solver == "bnb" else solve_boundary_mip
+        res = solve(X_lab, y_pm, X_cand, budget, C, self._term, float(self.boundary_penalty),
+                    (w, b), self._chosen, float(self.time_limit),
+                    float(self.mip_gap))  # fmt: skip
         self._record_mip(res)
         self._chosen = res.selected
         return res.w, res.b
