@@ -24,7 +24,6 @@ TEXT_OPTIONS = {
     "species", "region", "region_layer", "crs", "categorical", "continuous", "legend",
     "protocols", "start_date", "end_date", "months", "years", "scheduler", "cost_column",
     "method", "model", "locked_in", "cell_ids", "tables", "datasets", "methods",
-    "boundary_penalty",  # a number >= 0 or 'auto', checked by SelectOptions
 }  # fmt: skip
 
 #: Options that must be numbers.
