@@ -72,7 +72,8 @@ _FORK = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_s
 #: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
 _TIE_RTOL = 1e-7
 
-#: Labelled rows in the CV below which the folds run in this process whatever ``n_jobs``.
+#: Without fork (see ``_map_folds``): labelled rows in the CV below which the folds run in
+#: this process whatever ``n_jobs``.
 PARALLEL_MIN_ROWS = 1000
 
 #: With ``class_weight="cv"`` the ``"balanced"`` twins are tried only when the larger class
@@ -252,7 +253,12 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
     jobs = min(jobs, len(tasks))
     if jobs > 1 and _can_fork():
         mine = tasks[::jobs]
-        with multiprocessing.get_context("fork").Pool(jobs - 1) as pool:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns at every fork of a process with threads; here those are
+            # BLAS's, which re-initialise in the child, and the child runs folds only.
+            warnings.filterwarnings("ignore", "This process .* multi-threaded", DeprecationWarning)
+            pool = multiprocessing.get_context("fork").Pool(jobs - 1)
+        with pool:
             pending = [pool.apply_async(_fold_scores, task)
                        for i, task in enumerate(tasks) if i % jobs]  # fmt: skip
             ours = [_fold_scores(*task) for task in mine]
@@ -289,10 +295,12 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
-        Folds run in parallel (joblib; never more workers than folds, and none when the CV
-        holds fewer than :data:`PARALLEL_MIN_ROWS` labelled rows: starting a worker costs
-        more than such a fold). The results do not depend on it. ``reserve select`` passes
-        one per processor.
+        Processors the folds share (never more than the folds). On Linux this process runs
+        its share and forked children the rest, whatever the size of the CV; elsewhere
+        joblib's worker processes do, and only when the CV holds at least
+        :data:`PARALLEL_MIN_ROWS` labelled rows (a fresh worker's imports cost more than
+        such a fold). The results do not depend on it. ``reserve select`` passes one per
+        processor.
     effort_columns : sequence of int or None, default=None
         Columns of ``X`` that hold survey effort covariates (``reserve select --effort``:
         :func:`reserve.design.effort_covariates`). The candidates are scored at the
