@@ -15,8 +15,11 @@ docs/algorithm.md, "Class weights and the trivial scorer", for the measurements 
 
 from __future__ import annotations
 
+import ctypes
 import math
 import multiprocessing
+import os
+import signal
 import sys
 import threading
 import time
@@ -239,6 +242,19 @@ def _can_fork() -> bool:
     )
 
 
+def _die_with_parent(parent: int) -> None:
+    """Fork worker initializer: end this child when the parent ends (Linux ``prctl``).
+
+    Without it a parent killed mid-CV would leave its forked children computing folds.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the fold still ends
+        return
+    if os.getppid() != parent:  # the parent ended before prctl took effect
+        os._exit(1)
+
+
 def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
     """``_fold_scores(*task)`` for every task, in order, on up to ``jobs`` processors.
 
@@ -257,7 +273,9 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
             # Python 3.12+ warns at every fork of a process with threads; here those are
             # BLAS's, which re-initialise in the child, and the child runs folds only.
             warnings.filterwarnings("ignore", "This process .* multi-threaded", DeprecationWarning)
-            pool = multiprocessing.get_context("fork").Pool(jobs - 1)
+            pool = multiprocessing.get_context("fork").Pool(
+                jobs - 1, initializer=_die_with_parent, initargs=(os.getpid(),)
+            )
         with pool:
             pending = [pool.apply_async(_fold_scores, task)
                        for i, task in enumerate(tasks) if i % jobs]  # fmt: skip
