@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -187,8 +189,43 @@ def test_nearly_balanced_classes_skip_the_balanced_twins():
     assert bal.cv_results_["class_weight"].tolist() == ["balanced", "balanced"]
 
 
-def test_parallel_folds_give_the_sequential_answer(monkeypatch):
-    # reserve select runs the folds on every processor by default: that must not change a thing.
+_FOLD_PIDS: list[str] = []  # where _pid_fold_scores writes the process id of each fold
+
+
+def _pid_fold_scores(*task):  # module level: a forked child finds it by name
+    with open(_FOLD_PIDS[0], "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return _FOLD_SCORES(*task)
+
+
+_FOLD_SCORES = auto._fold_scores
+
+
+def _same_cv(par, seq):
+    for key, value in seq.cv_results_.items():
+        if key.startswith(("split", "mean", "std")):
+            np.testing.assert_array_equal(par.cv_results_[key], value, err_msg=key)
+    np.testing.assert_array_equal(par.selected_, seq.selected_)
+
+
+@pytest.mark.skipif(not auto._FORK, reason="forked fold workers are Linux only")
+def test_forked_folds_give_the_sequential_answer(monkeypatch, tmp_path):
+    # reserve select runs the folds on every processor by default: that must not change a
+    # thing. On Linux this process runs some folds and a forked child the others, whatever
+    # the size of the CV (a forked child costs no imports).
+    X, y, _ = quadratic_problem(8, n=90, m=60)
+    kw = dict(k=5, models=("linear", "spline"), Cs=(1.0,), random_state=1)
+    seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
+    _FOLD_PIDS[:] = [str(tmp_path / "pids.txt")]
+    monkeypatch.setattr(auto, "_fold_scores", _pid_fold_scores)
+    par = AutoTTK(n_jobs=2, **kw).fit(X, y)
+    pids = (tmp_path / "pids.txt").read_text().split()
+    assert len(pids) == 6 and pids.count(str(os.getpid())) == 3 and len(set(pids)) == 2
+    _same_cv(par, seq)
+
+
+def test_joblib_folds_give_the_sequential_answer(monkeypatch):
+    # Without fork (or off the main thread) joblib's workers run the folds of a large CV.
     X, y, _ = quadratic_problem(8, n=90, m=60)
     kw = dict(k=5, models=("linear", "spline"), Cs=(1.0,), random_state=1)
     seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
@@ -200,12 +237,10 @@ def test_parallel_folds_give_the_sequential_answer(monkeypatch):
             super().__init__(n_jobs=n_jobs, **kw)
 
     monkeypatch.setattr(auto, "Parallel", Spy)
+    monkeypatch.setattr(auto, "_FORK", False)
     AutoTTK(n_jobs=2, **kw).fit(X, y)
     assert asked == [1]  # 90 labelled rows: too small a CV to pay for worker processes
     monkeypatch.setattr(auto, "PARALLEL_MIN_ROWS", 2)
     par = AutoTTK(n_jobs=2, **kw).fit(X, y)
     assert asked == [1, 2]
-    for key, value in seq.cv_results_.items():
-        if key.startswith(("split", "mean", "std")):
-            np.testing.assert_array_equal(par.cv_results_[key], value, err_msg=key)
-    np.testing.assert_array_equal(par.selected_, seq.selected_)
+    _same_cv(par, seq)

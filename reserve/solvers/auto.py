@@ -15,7 +15,13 @@ docs/algorithm.md, "Class weights and the trivial scorer", for the measurements 
 
 from __future__ import annotations
 
+import ctypes
 import math
+import multiprocessing
+import os
+import signal
+import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -63,10 +69,14 @@ CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 _MAX_CV_ROWS = 4000
 
+#: Fold workers are forked where that is safe and cheap (see ``_map_folds``).
+_FORK = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
 #: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
 _TIE_RTOL = 1e-7
 
-#: Labelled rows in the CV below which the folds run in this process whatever ``n_jobs``.
+#: Without fork (see ``_map_folds``): labelled rows in the CV below which the folds run in
+#: this process whatever ``n_jobs``.
 PARALLEL_MIN_ROWS = 1000
 
 #: With ``class_weight="cv"`` the ``"balanced"`` twins are tried only when the larger class
@@ -223,6 +233,59 @@ def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[t
     return out
 
 
+def _can_fork() -> bool:
+    """Whether fold workers may be forked here: Linux, the main thread, not a daemon."""
+    return (
+        _FORK
+        and threading.current_thread() is threading.main_thread()
+        and not multiprocessing.current_process().daemon
+    )
+
+
+def _die_with_parent(parent: int) -> None:
+    """Fork worker initializer: end this child when the parent ends (Linux ``prctl``).
+
+    Without it a parent killed mid-CV would leave its forked children computing folds.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the fold still ends
+        return
+    if os.getppid() != parent:  # the parent ended before prctl took effect
+        os._exit(1)
+
+
+def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
+    """``_fold_scores(*task)`` for every task, in order, on up to ``jobs`` processors.
+
+    On Linux the folds are shared between this process and ``jobs - 1`` forked children:
+    a forked child inherits every module already imported and starts in milliseconds, so
+    even the few-second CV of a small region gains from a second core. Elsewhere (no fork,
+    or not the main thread) joblib's worker processes run the folds from
+    :data:`PARALLEL_MIN_ROWS` labelled rows: a fresh worker costs about 2 s of CPU to start
+    and import, more than the folds of a small CV take. Each fold is computed the same way
+    wherever it runs, so the scores never depend on ``jobs``.
+    """
+    jobs = min(jobs, len(tasks))
+    if jobs > 1 and _can_fork():
+        mine = tasks[::jobs]
+        with warnings.catch_warnings():
+            # Python 3.12+ warns at every fork of a process with threads; here those are
+            # BLAS's, which re-initialise in the child, and the child runs folds only.
+            warnings.filterwarnings("ignore", "This process .* multi-threaded", DeprecationWarning)
+            pool = multiprocessing.get_context("fork").Pool(
+                jobs - 1, initializer=_die_with_parent, initargs=(os.getpid(),)
+            )
+        with pool:
+            pending = [pool.apply_async(_fold_scores, task)
+                       for i, task in enumerate(tasks) if i % jobs]  # fmt: skip
+            ours = [_fold_scores(*task) for task in mine]
+            theirs = [p.get() for p in pending]
+        return [ours.pop(0) if i % jobs == 0 else theirs.pop(0) for i in range(len(tasks))]
+    jobs = jobs if n_rows >= PARALLEL_MIN_ROWS else 1
+    return Parallel(n_jobs=jobs)(delayed(_fold_scores)(*task) for task in tasks)
+
+
 class AutoTTK(ClassifierMixin, BaseEstimator):
     """TTK whose feature map and ``C`` are chosen by transductive cross-validation.
 
@@ -250,10 +313,12 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None
-        Folds run in parallel (joblib; never more workers than folds, and none when the CV
-        holds fewer than :data:`PARALLEL_MIN_ROWS` labelled rows: starting a worker costs
-        more than such a fold). The results do not depend on it. ``reserve select`` passes
-        one per processor.
+        Processors the folds share (never more than the folds). On Linux this process runs
+        its share and forked children the rest, whatever the size of the CV; elsewhere
+        joblib's worker processes do, and only when the CV holds at least
+        :data:`PARALLEL_MIN_ROWS` labelled rows (a fresh worker's imports cost more than
+        such a fold). The results do not depend on it. ``reserve select`` passes one per
+        processor.
     effort_columns : sequence of int or None, default=None
         Columns of ``X`` that hold survey effort covariates (``reserve select --effort``:
         :func:`reserve.design.effort_covariates`). The candidates are scored at the
@@ -305,6 +370,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         Candidates whose TTK score ties (within 1e-7 relative) the last selected one's.
     standard_effort_ : ndarray
         The standard effort of each of ``effort_columns`` (empty without them).
+    runtime_, cv_runtime_ : float
+        Seconds of the whole fit, and of its cross-validation.
 
     Examples
     --------
@@ -395,14 +462,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         def rows(f: _Fold) -> np.ndarray:  # the held-out rows play the candidates
             return at_standard_effort(X_lab, f.train, f.held, cols) if cols.size else X_lab
 
-        # No more workers than folds, and none for a small CV: a worker process costs about
-        # 2 s of CPU to start and import, more than a fold of a few hundred rows takes.
         jobs = min(effective_n_jobs(self.n_jobs), len(folds))
-        jobs = jobs if y_cv.size >= PARALLEL_MIN_ROWS else 1
-        runs = Parallel(n_jobs=jobs)(
-            delayed(_fold_scores)(rows(f), y_cv, f, grid, k, m, self.random_state) for f in folds
-        )
-        return np.column_stack(runs)
+        tasks = [(rows(f), y_cv, f, grid, k, m, self.random_state) for f in folds]
+        return np.column_stack(_map_folds(tasks, jobs, y_cv.size))
 
     def _record(self, grid: list[tuple], scores: np.ndarray) -> int:
         """Fill ``cv_results_`` and return the winner's grid position (first of the ties)."""
@@ -477,7 +539,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"classes nearly balanced (at most {BALANCE_RATIO:g} to 1): "
                 "class_weight='balanced' not tried"
             )
+        t_cv = time.perf_counter()
         scores = self._cross_validate(data.X, data, g, grid)
+        self.cv_runtime_ = time.perf_counter() - t_cv
         self.cv_note_ = "; ".join(n for n in (self.cv_note_, twin_note) if n)
         best = self._record(grid, scores)
         model, C, cw = grid[best]
