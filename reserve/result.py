@@ -127,6 +127,9 @@ class FitOutcome:
         The boundary calibration's fits (``--boundary-penalty auto``).
     boundary_penalty : float
         The boundary penalty of the fit (0: none).
+    model_choice : estimator or None
+        The fit whose cross-validation chose the model, when ``estimator`` is a refit of that
+        model without one (``--boundary-penalty auto``); None when they are the same.
     """
 
     estimator: Any
@@ -139,6 +142,7 @@ class FitOutcome:
     frequency: np.ndarray | None
     tradeoff: pd.DataFrame | None = None
     boundary_penalty: float = 0.0
+    model_choice: Any = None
 
 
 def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -284,7 +288,7 @@ def _solver_summary(opts: SelectOptions, fit: FitOutcome) -> dict[str, Any]:
         "fit_seconds": round(fit.fit_seconds, 3),
         "runtime_seconds": np.nan,  # set by the caller, after the outputs are written
         "seed": opts.seed,
-        **_model_summary(opts, est),
+        **_model_summary(opts, est if fit.model_choice is None else fit.model_choice),
     }  # fmt: skip
 
 

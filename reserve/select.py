@@ -135,8 +135,9 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
         C = float(est.best_params_["C"])
         C_source = "cv" if len({p["C"] for p in est.cv_results_["params"]}) > 1 else "given"
         say(f"model {est.best_params_['model']} with C={C:g} ({C_source})")
-    tradeoff = None
-    if penalty == "auto":
+    tradeoff, chooser = None, None
+    if penalty == "auto":  # the calibration refits the chosen model: its CV stays the record
+        chooser = est
         est, penalty, tradeoff = calibrate_boundary(opts, problem, est, Z_rows, cost, say)
         pipe.steps[-1] = ("select", est)
         say(f"boundary penalty {penalty:.4g} chosen at the knee of the trade-off")
@@ -148,7 +149,8 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     Z = pipe.named_steps["scale"].transform(X_all)
     return FitOutcome(estimator=est, Z=Z, picked=picked, C=C, C_source=C_source, cv=cv,
                       fit_seconds=fit_seconds, frequency=frequency, tradeoff=tradeoff,
-                      boundary_penalty=float(penalty))  # fmt: skip
+                      boundary_penalty=float(penalty),
+                      model_choice=None if chooser is est else chooser)  # fmt: skip
 
 
 def run_selection(

@@ -252,6 +252,19 @@ def test_auto_penalty_writes_the_tradeoff_and_picks_its_knee(tmp_path):
     assert ends["boundary_length"].iloc[-1] == ends["boundary_length"].min()
 
 
+def test_auto_penalty_keeps_the_model_choice_cross_validation_on_record(tmp_path):
+    # the calibration refits the chosen model without a CV; the run still reports the CV
+    # that chose it (the map's "how sure" line, the summary's cv_precision)
+    import pyogrio
+
+    path, _ = _select(tmp_path, "cv", "--boundary-penalty", "auto", "--model", "auto")
+    summary = pyogrio.read_dataframe(path, layer="run_summary").iloc[0]
+    assert 0.0 <= summary["cv_precision"] <= 1.0
+    assert summary["model_fitted"] in ("linear", "spline", "stack")
+    html = next((path.parent).glob("*.html")).read_text()
+    assert "In cross-validation on the" in html and "Not measured by cross-validation" not in html
+
+
 def test_presence_probability_keeps_the_prevalence_and_scores_at_standard_effort():
     from types import SimpleNamespace
 
