@@ -259,12 +259,17 @@ class _Search:
         self.n_nodes = 0
         self.gap = 0.0
 
-    def evaluate(self, outs: tuple[int, ...], ins: tuple[int, ...], parent: float):
-        """Solve a node; ``None`` if it is closed (pruned, solved or failed), else its data."""
+    def masks(self, outs: tuple[int, ...], ins: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The node's fixed-out and fixed-in candidates: the root's plus its branchings."""
         out_mask = self.fixed_out.copy()
         out_mask[list(outs)] = True
         in_mask = self.fixed_in.copy()
         in_mask[list(ins)] = True
+        return out_mask, in_mask
+
+    def evaluate(self, outs: tuple[int, ...], ins: tuple[int, ...], parent: float):
+        """Solve a node; ``None`` if it is closed (pruned, solved or failed), else its data."""
+        out_mask, in_mask = self.masks(outs, ins)
         self.n_nodes += 1
         value, w, b = self.node_qp.solve(out_mask, in_mask)
         if w is None:
@@ -375,10 +380,7 @@ class _BoundarySearch(_Search):
 
     def evaluate(self, outs: tuple[int, ...], ins: tuple[int, ...], parent: float):
         """Solve a node; ``None`` if it is closed (pruned, solved, failed or empty)."""
-        out_mask = self.fixed_out.copy()
-        out_mask[list(outs)] = True
-        in_mask = self.fixed_in.copy()
-        in_mask[list(ins)] = True
+        out_mask, in_mask = self.masks(outs, ins)
         if self.bud.card is not None and (~out_mask).sum() < min(self.bud.card, out_mask.size):
             return None  # too few candidates left for the cell budget: the node holds no point
         self.n_nodes += 1
