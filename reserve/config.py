@@ -555,6 +555,12 @@ class SelectOptions:
                 "boundary_penalty with several --species is not supported yet; pass one "
                 "--species, or drop --boundary-penalty"
             )
+        if self.bootstrap:
+            raise InvalidInputError(
+                f"boundary_penalty with bootstrap={self.bootstrap} is not supported: the "
+                "bootstrap refits resample the cells, which breaks the grid the boundary is "
+                "measured on; drop --bootstrap or --boundary-penalty"
+            )
 
     def _check_model(self) -> None:
         if self.model in ("auto", "linear") or self.effective_model == self.model:

@@ -138,6 +138,11 @@ CASES = {
     "penalty_negative": (["--budget", "3", "--boundary-penalty", "-1"], 2, "must be a number >= 0"),
     "penalty_word": (["--budget", "3", "--boundary-penalty", "much"], 2, "or 'auto'"),
     "penalty_inf": (["--budget", "3", "--boundary-penalty", "inf"], 2, "must be a number >= 0"),
+    "penalty_bootstrap": (
+        ["--budget", "3", "--bootstrap", "2", "--boundary-penalty", "1"],
+        2,
+        "drop --bootstrap or --boundary-penalty",
+    ),
     "penalty_method": (
         ["--budget", "3", "--method", "svm", "--boundary-penalty", "1"],
         2,
