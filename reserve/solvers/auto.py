@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -234,10 +235,15 @@ def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[t
 
 
 def _can_fork() -> bool:
-    """Whether fold workers may be forked here: Linux, the main thread, not a daemon."""
+    """Whether fold workers may be forked here: Linux, the only Python thread, not a daemon.
+
+    A fork copies one thread; a lock another Python thread held at that moment would stay
+    locked in the child forever.
+    """
     return (
         _FORK
         and threading.current_thread() is threading.main_thread()
+        and threading.active_count() == 1
         and not multiprocessing.current_process().daemon
     )
 
@@ -260,8 +266,8 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
 
     On Linux the folds are shared between this process and ``jobs - 1`` forked children:
     a forked child inherits every module already imported and starts in milliseconds, so
-    even the few-second CV of a small region gains from a second core. Elsewhere (no fork,
-    or not the main thread) joblib's worker processes run the folds from
+    even the few-second CV of a small region gains from a second core. Elsewhere (no fork, not
+    the main thread, or other Python threads running) joblib's worker processes run the folds from
     :data:`PARALLEL_MIN_ROWS` labelled rows: a fresh worker costs about 2 s of CPU to start
     and import, more than the folds of a small CV take. Each fold is computed the same way
     wherever it runs, so the scores never depend on ``jobs``.
@@ -269,18 +275,19 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
     jobs = min(jobs, len(tasks))
     if jobs > 1 and _can_fork():
         mine = tasks[::jobs]
-        with warnings.catch_warnings():
-            # Python 3.12+ warns at every fork of a process with threads; here those are
-            # BLAS's, which re-initialise in the child, and the child runs folds only.
-            warnings.filterwarnings("ignore", "This process .* multi-threaded", DeprecationWarning)
-            pool = multiprocessing.get_context("fork").Pool(
-                jobs - 1, initializer=_die_with_parent, initargs=(os.getpid(),)
-            )
-        with pool:
-            pending = [pool.apply_async(_fold_scores, task)
-                       for i, task in enumerate(tasks) if i % jobs]  # fmt: skip
+        fork = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(jobs - 1, mp_context=fork, initializer=_die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:  # fmt: skip
+            with warnings.catch_warnings():
+                # Python 3.12+ warns at every fork of a process with threads; here those are
+                # BLAS's (no other Python thread: _can_fork), and the child runs folds only.
+                warnings.filterwarnings("ignore", "This process .* multi-threaded",
+                                        DeprecationWarning)  # fmt: skip
+                pending = [pool.submit(_fold_scores, *task)
+                           for i, task in enumerate(tasks) if i % jobs]  # fmt: skip
             ours = [_fold_scores(*task) for task in mine]
-            theirs = [p.get() for p in pending]
+            # a child that dies (out of memory, a crash) raises BrokenProcessPool here
+            theirs = [f.result() for f in pending]
         return [ours.pop(0) if i % jobs == 0 else theirs.pop(0) for i in range(len(tasks))]
     jobs = jobs if n_rows >= PARALLEL_MIN_ROWS else 1
     return Parallel(n_jobs=jobs)(delayed(_fold_scores)(*task) for task in tasks)
