@@ -356,7 +356,7 @@ class _BoundarySearch(_Search):
         return hinge + self.penalty * self.term.length(in_S)
 
     def _incumbent(self, w: np.ndarray, b: float, eta: np.ndarray) -> float:
-        """The best total of the node's two rounded sets; the incumbent is updated."""
+        """The best total of the node's rounded sets (up to three); the incumbent is updated."""
         raw = self.Xc @ w
         order = np.lexsort((-(raw + b), -np.round(eta, 6)))
         rank = np.empty(raw.size)

@@ -375,7 +375,7 @@ class TTK(TopKClassifierMixin):
         if lam > 0 and not self.polish:
             raise InvalidInputError(
                 "boundary_penalty > 0 needs polish=True: the feasible-direction method alone "
-                "does not see the boundary; pass polish=True or solver='mip'"
+                "does not see the boundary (nor the exact solvers' start); pass polish=True"
             )
         return boundary.take(cand_rows)
 
