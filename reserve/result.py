@@ -295,8 +295,8 @@ def _solver_summary(opts: SelectOptions, fit: FitOutcome) -> dict[str, Any]:
 def _tied_at_cutoff(problem: Problem, fit: FitOutcome, score: np.ndarray) -> int:
     """Candidates whose score ties (1e-7 relative) the last chosen cell's: the budget's cut
     falls inside that group, and the order within it is the tie-break's, not the model's."""
-    if not problem.k_free or fit.picked.size == 0:
-        return 0
+    if not problem.k_free or fit.picked.size == 0 or fit.boundary_penalty > 0:
+        return 0  # nothing to cut, or a set chosen with the penalty rather than a cut
     cand = score[problem.rows[fit.estimator.candidates_]]
     last = score[problem.rows[fit.picked[-1]]]
     tol = 1e-7 * max(1.0, float(np.nanmax(np.abs(cand))))

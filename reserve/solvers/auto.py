@@ -374,7 +374,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     candidate_rank_ : ndarray of int
         Rank of each candidate (0 = best; aligned with ``candidates_``).
     n_tied_at_cutoff_ : int
-        Candidates whose TTK score ties (within 1e-7 relative) the last selected one's.
+        Candidates whose TTK score ties (within 1e-7 relative) the last selected one's (0
+        with a boundary penalty: that set is not a cut of the ranking).
     standard_effort_ : ndarray
         The standard effort of each of ``effort_columns`` (empty without them).
     runtime_, cv_runtime_ : float
@@ -595,6 +596,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self._select(ttk, cost)
         if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
             self.selected_ = np.asarray(ttk.selected_)
+            self.n_tied_at_cutoff_ = 0  # not a cut of the ranking: no tie decides it
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = data.X.shape[1]
 
