@@ -128,8 +128,8 @@ class FitOutcome:
     boundary_penalty : float
         The boundary penalty of the fit (0: none).
     model_choice : estimator or None
-        The fit whose cross-validation chose the model, when ``estimator`` is a refit of that
-        model without one (``--boundary-penalty auto``); None when they are the same.
+        The fit whose cross-validation chose the model, with ``--boundary-penalty auto``
+        (``estimator`` is then a refit of that model without one); else None.
     """
 
     estimator: Any

@@ -150,7 +150,7 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     return FitOutcome(estimator=est, Z=Z, picked=picked, C=C, C_source=C_source, cv=cv,
                       fit_seconds=fit_seconds, frequency=frequency, tradeoff=tradeoff,
                       boundary_penalty=float(penalty),
-                      model_choice=None if chooser is est else chooser)  # fmt: skip
+                      model_choice=chooser)  # fmt: skip
 
 
 def run_selection(
