@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -218,10 +219,33 @@ def test_forked_folds_give_the_sequential_answer(monkeypatch, tmp_path):
     seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
     _FOLD_PIDS[:] = [str(tmp_path / "pids.txt")]
     monkeypatch.setattr(auto, "_fold_scores", _pid_fold_scores)
+    # an earlier test of this worker may have left a Python thread running, which makes
+    # AutoTTK fall back (next test); here the fork path itself is under test
+    monkeypatch.setattr(auto.threading, "active_count", lambda: 1)
     par = AutoTTK(n_jobs=2, **kw).fit(X, y)
     pids = (tmp_path / "pids.txt").read_text().split()
     assert len(pids) == 6 and pids.count(str(os.getpid())) == 3 and len(set(pids)) == 2
     _same_cv(par, seq)
+
+
+@pytest.mark.skipif(not auto._FORK, reason="forked fold workers are Linux only")
+def test_no_fork_while_another_python_thread_runs(monkeypatch, tmp_path):
+    # a fork copies one thread: a lock another thread holds would stay locked in the child,
+    # so with a second Python thread alive the small CV stays in this process
+    X, y, _ = quadratic_problem(8, n=90, m=60)
+    kw = dict(k=5, models=("linear",), Cs=(0.1, 1.0), random_state=1)
+    _FOLD_PIDS[:] = [str(tmp_path / "pids.txt")]
+    monkeypatch.setattr(auto, "_fold_scores", _pid_fold_scores)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        AutoTTK(n_jobs=2, **kw).fit(X, y)
+    finally:
+        stop.set()
+        other.join()
+    pids = (tmp_path / "pids.txt").read_text().split()
+    assert len(pids) == 6 and set(pids) == {str(os.getpid())}
 
 
 def test_joblib_folds_give_the_sequential_answer(monkeypatch):
