@@ -267,15 +267,21 @@ class _Search:
         in_mask[list(ins)] = True
         return out_mask, in_mask
 
-    def evaluate(self, outs: tuple[int, ...], ins: tuple[int, ...], parent: float):
-        """Solve a node; ``None`` if it is closed (pruned, solved or failed), else its data."""
-        out_mask, in_mask = self.masks(outs, ins)
+    def solve_node(self, out_mask: np.ndarray, in_mask: np.ndarray, parent: float):
+        """The node QP's bound and point; ``w`` is None when it failed (bound kept unresolved)."""
         self.n_nodes += 1
         value, w, b = self.node_qp.solve(out_mask, in_mask)
         if w is None:
             self.unresolved = min(self.unresolved, parent)
+            return parent, None, b
+        return max(value, parent), w, b  # a child's relaxation is a restriction of its parent's
+
+    def evaluate(self, outs: tuple[int, ...], ins: tuple[int, ...], parent: float):
+        """Solve a node; ``None`` if it is closed (pruned, solved or failed), else its data."""
+        out_mask, in_mask = self.masks(outs, ins)
+        value, w, b = self.solve_node(out_mask, in_mask, parent)
+        if w is None:
             return None
-        value = max(value, parent)  # a child's relaxation is a restriction of its parent's
         b_fit = self.bud.make_feasible(w, b, self.Xc)
         obj = hinge_objective(w, b_fit, self.Xl, self.y_pm, self.C)
         if obj < self.ub:
@@ -383,12 +389,9 @@ class _BoundarySearch(_Search):
         out_mask, in_mask = self.masks(outs, ins)
         if self.bud.card is not None and (~out_mask).sum() < min(self.bud.card, out_mask.size):
             return None  # too few candidates left for the cell budget: the node holds no point
-        self.n_nodes += 1
-        value, w, b = self.node_qp.solve(out_mask, in_mask)
+        value, w, b = self.solve_node(out_mask, in_mask, parent)
         if w is None:
-            self.unresolved = min(self.unresolved, parent)
             return None
-        value = max(value, parent)  # a child's relaxation is a restriction of its parent's
         eta = self.node_qp.x[self._eta]
         obj = self._incumbent(w, b, eta)
         solved = obj <= value + _SOLVED_RTOL * (1.0 + abs(value))
