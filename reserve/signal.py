@@ -5,7 +5,7 @@ Two questions a planner must not have to ask the code:
 * **Which of several equally scored cells is bought?** When more candidates share the score
   of the last chosen cell than the budget has places left, the choice among them is not the
   model's. :func:`break_cutoff_ties` makes it in a documented, spatially neutral way: first by
-  the estimator's secondary score when it has one (AutoTTK's logistic presence odds), then by a
+  the estimator's secondary score when it has one (AutoTTK's forest presence probability), then by a
   random permutation seeded with the run's ``seed``, never by cell id (ids follow the grid, so
   an id order picks a strip along one edge of the region). Without a tie across the cut the
   selection is the estimator's, unchanged.

@@ -268,3 +268,36 @@ def test_joblib_folds_give_the_sequential_answer(monkeypatch):
     par = AutoTTK(n_jobs=2, **kw).fit(X, y)
     assert asked == [1, 2]
     _same_cv(par, seq)
+
+
+def test_ties_are_broken_by_the_forest_probability():
+    # class_weight=None leaves the trivial scorer: every candidate ties on TTK's score, so the
+    # secondary score alone chooses.
+    X, y = _rare_positives(0)
+    est = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight=None, random_state=3)
+    est.fit(X, y)
+    assert est.trivial_ and est.n_tied_at_cutoff_ > 5
+    forest = ForestScore(random_state=3).fit(X, y)
+    proba = forest.forest_.predict_proba(X[y == -1])[:, -1]
+    np.testing.assert_allclose(est.secondary_scores_, proba)
+    best = est.candidates_[np.argsort(-proba, kind="stable")[:5]]
+    assert sorted(est.selected_.tolist()) == sorted(best.tolist())
+
+
+def test_the_stack_map_breaks_ties_with_its_own_forest():
+    X, y = _rare_positives(1)
+    est = AutoTTK(k=5, models=("stack",), Cs=(1.0,), random_state=0).fit(X, y)
+    steps = est.best_estimator_.steps
+    forest = dict(steps)["forest"]
+    inside = dict(steps)["scale"].transform(X[y == -1])  # the forest sees scaled rows
+    np.testing.assert_allclose(est.secondary_scores_, forest.forest_.predict_proba(inside)[:, 1])
+
+
+def test_logistic_tie_break_and_a_bad_tie_break():
+    X, y = _rare_positives(0)
+    est = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight=None, tie_break="logistic")
+    est.fit(X, y)
+    lo = est.secondary_scores_
+    assert lo.min() < 0 < lo.max()  # log-odds, not a probability
+    with pytest.raises(InvalidInputError, match="tie_break must be one of 'forest', 'logistic'"):
+        AutoTTK(k=5, tie_break="oracle").fit(X, y)

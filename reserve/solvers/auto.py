@@ -42,7 +42,7 @@ from reserve.solvers._validation import (
     check_positive_real,
     check_transductive,
 )
-from reserve.solvers.features import FEATURE_MAPS, feature_map
+from reserve.solvers.features import FEATURE_MAPS, ForestScore, feature_map
 from reserve.solvers.ttk import TTK
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "BALANCE_RATIO",
     "CLASS_WEIGHTS",
     "PARALLEL_MIN_ROWS",
+    "TIE_BREAKS",
     "AutoTTK",
     "at_standard_effort",
     "fold_k",
@@ -66,6 +67,10 @@ AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
 #: Values of AutoTTK's ``class_weight``: chosen by the CV (guarded), the guard alone, never,
 #: always.
 CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
+
+#: Values of AutoTTK's ``tie_break``: the secondary score that orders candidates whose TTK
+#: scores tie.
+TIE_BREAKS: tuple[str, ...] = ("forest", "logistic")
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 _MAX_CV_ROWS = 4000
@@ -346,6 +351,15 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         The final fit's :attr:`reserve.solvers.TTK.boundary_penalty` (``boundary=`` in
         :meth:`fit`); the cross-validation chooses the model without it. With a penalty the
         selection is the set TTK chose (no tie-break reorders it).
+    tie_break : {"forest", "logistic"}, default="forest"
+        The secondary score that orders candidates whose TTK scores tie (within 1e-7
+        relative): ``"forest"``, the presence probability of the random forest of
+        :class:`reserve.solvers.features.ForestScore` fitted on the labelled rows' raw
+        features (the ``stack`` map's own forest when that map won); ``"logistic"``, the
+        log-odds of a balanced logistic regression on the mapped features. A fit that
+        ends near the trivial scorer, or a linear fit that pins many candidates to the margin,
+        can tie a hundred candidates at the cutoff; the secondary score then picks them.
+        See docs/algorithm.md, "Ties at the cutoff".
 
     Attributes
     ----------
@@ -368,7 +382,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     selected_, candidates_, candidate_scores_ : ndarray
         As TTK's; ties at the cutoff are broken by ``secondary_scores_``.
     secondary_scores_ : ndarray
-        Presence log-odds of a logistic regression on the mapped features (the tie-break).
+        The candidates' secondary score (``tie_break``): the forest's presence
+        probability or the logistic log-odds.
     objective_, status_ : float, str
         The final TTK fit's objective (in the mapped features) and status.
     candidate_rank_ : ndarray of int
@@ -397,7 +412,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                  cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
                  n_jobs: int | None = None, class_weight: str | None = "cv",
                  effort_columns: tuple[int, ...] | None = None,
-                 boundary_penalty: float = 0.0) -> None:  # fmt: skip
+                 boundary_penalty: float = 0.0, tie_break: str = "forest") -> None:  # fmt: skip
         self.k = k
         self.budget = budget
         self.models = models
@@ -409,6 +424,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.effort_columns = effort_columns
         self.boundary_penalty = boundary_penalty
+        self.tie_break = tie_break
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
         tags = super().__sklearn_tags__()
@@ -434,6 +450,11 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             raise InvalidInputError(
                 f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
                 f"{self.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
+            )
+        if self.tie_break not in TIE_BREAKS:
+            raise InvalidInputError(
+                f"tie_break must be one of {', '.join(map(repr, TIE_BREAKS))}; received "
+                f"{self.tie_break!r}"
             )
         cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
         return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
@@ -592,7 +613,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.objective_, self.status_ = ttk.objective_, ttk.status_
         self.candidates_ = data.candidates
         self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
-        self.secondary_scores_ = self._secondary(Z, data)
+        self.secondary_scores_ = self._secondary(steps, Z, data)
         self._select(ttk, cost)
         if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
             self.selected_ = np.asarray(ttk.selected_)
@@ -600,8 +621,17 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = data.X.shape[1]
 
-    def _secondary(self, Z: np.ndarray, data: object) -> np.ndarray:
-        """Presence log-odds of the candidates from a logistic regression on the mapped rows."""
+    def _secondary(self, steps: list, Z: np.ndarray, data: object) -> np.ndarray:
+        """The candidates' secondary score (``tie_break``), from the labelled rows."""
+        if self.tie_break == "forest":
+            X = data.X[data.candidates]
+            for _, step in steps:  # the stack map's own forest, fed as in the map
+                if isinstance(step, ForestScore):
+                    return step.forest_.predict_proba(X)[:, -1]
+                X = step.transform(X)
+            forest = ForestScore(random_state=self.random_state, n_jobs=self.n_jobs)
+            forest.fit(data.X, data.y)  # not the stack map: the same forest, raw features
+            return forest.forest_.predict_proba(data.X[data.candidates])[:, -1]
         lr = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
         lr.fit(Z[data.labelled], data.y[data.labelled])
         return lr.decision_function(Z[data.candidates])
