@@ -301,3 +301,13 @@ def test_logistic_tie_break_and_a_bad_tie_break():
     assert lo.min() < 0 < lo.max()  # log-odds, not a probability
     with pytest.raises(InvalidInputError, match="tie_break must be one of 'forest', 'logistic'"):
         AutoTTK(k=5, tie_break="oracle").fit(X, y)
+
+
+def test_the_final_fit_is_the_ladder_mean_and_a_bad_ladder_is_refused():
+    X, y, _ = quadratic_problem(0, n=120, m=200)
+    est = AutoTTK(k=6, models=("linear",), Cs=(1.0,), random_state=0).fit(X, y)
+    assert est.best_estimator_[-1].ladder_budgets_ == (6, 4, 8)
+    plain = AutoTTK(k=6, models=("linear",), Cs=(1.0,), random_state=0, ladder="none")
+    assert plain.fit(X, y).best_estimator_[-1].ladder_budgets_ == (6,)
+    with pytest.raises(InvalidInputError, match="ladder must be one of"):
+        AutoTTK(k=6, ladder="often").fit(X, y)

@@ -369,3 +369,44 @@ def test_k_is_not_used_with_costs():
     # k=10 would be refused for 5 candidates; with a money budget it plays no part.
     model = TTK(k=10, budget=6.0).fit(GOOD_X, GOOD_Y, cost=COST)
     _check_money_selection(model, GOOD_X, GOOD_Y, COST, 6.0)
+
+
+def test_ladder_mean_is_feasible_and_averages_the_fits_at_its_budgets():
+    # The mean of the fits at k and at the bracketing powers of 2: at most k candidates
+    # positive, its objective recomputed from its coefficients, and its coefficients the mean
+    # of the separate fits'.
+    for seed in range(10):
+        X, y, k, C = make_instance(seed)
+        model = TTK(k=k, C=C, ladder="mean").fit(X, y)
+        assert model.ladder_budgets_[0] == k
+        assert recomputed_objective(model, X, y, C) == pytest.approx(model.objective_, rel=1e-12)
+        assert model.selected_.size == k and (model.candidate_scores_ > 1e-7).sum() <= k
+        fits = [TTK(k=b, C=C).fit(X, y).coef_ for b in model.ladder_budgets_]
+        np.testing.assert_allclose(model.coef_, np.mean(fits, axis=0), rtol=1e-9, atol=1e-12)
+
+
+def test_ladder_mean_intercept_is_the_best_feasible_one():
+    from reserve.solvers.ttk import best_intercept
+
+    rng = np.random.default_rng(4)
+    m, y_pm, c = rng.normal(size=40), np.where(rng.random(40) < 0.4, 1.0, -1.0), rng.random(40)
+    grid = np.linspace(-5, 5, 20001)
+    brute = [np.sum(c * np.maximum(0, 1 - y_pm * (m + b))) for b in grid]
+    b = best_intercept(m, y_pm, c)
+    assert np.sum(c * np.maximum(0, 1 - y_pm * (m + b))) <= min(brute) + 1e-9
+
+
+def test_ladder_budgets_and_where_the_ladder_applies():
+    from reserve.solvers.ttk import ladder_budgets
+
+    assert ladder_budgets(1, 10) == (1, 2)
+    assert ladder_budgets(7, 10) == (4, 8)
+    assert ladder_budgets(8, 10) == (8,)  # 16 candidates are not there
+    X, y, k, C = make_instance(3)
+    assert len(TTK(k=k, C=C, ladder="mean").fit(X, y).ladder_budgets_) >= 2
+    assert TTK(k=k, C=C).fit(X, y).ladder_budgets_ == (k,)
+    cost = np.where(y == -1, 1.0, np.nan)
+    money = TTK(budget=float(k), C=C, ladder="mean").fit(X, y, cost=cost)
+    assert money.ladder_budgets_ == (k,)  # money budgets: no ladder
+    with pytest.raises(InvalidInputError, match="ladder must be one of 'none', 'mean'"):
+        TTK(k=k, ladder="many").fit(X, y)

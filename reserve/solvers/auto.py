@@ -43,7 +43,7 @@ from reserve.solvers._validation import (
     check_transductive,
 )
 from reserve.solvers.features import FEATURE_MAPS, ForestScore, feature_map
-from reserve.solvers.ttk import TTK
+from reserve.solvers.ttk import LADDERS, TTK
 
 __all__ = [
     "AUTO_CS",
@@ -360,6 +360,11 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         ends near the trivial scorer, or a linear fit that pins many candidates to the margin,
         can tie a hundred candidates at the cutoff; the secondary score then picks them.
         See docs/algorithm.md, "Ties at the cutoff".
+    ladder : {"mean", "none"}, default="mean"
+        The final fit's :attr:`reserve.solvers.TTK.ladder`: ``"mean"`` averages the TTK fits
+        at ``k`` and at the two powers of 2 that bracket ``k``, so that the selection does
+        not jump between neighbouring budgets (each budget's fit ends in its own local
+        optimum). The cross-validation's fits are single fits.
 
     Attributes
     ----------
@@ -412,7 +417,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                  cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
                  n_jobs: int | None = None, class_weight: str | None = "cv",
                  effort_columns: tuple[int, ...] | None = None,
-                 boundary_penalty: float = 0.0, tie_break: str = "forest") -> None:  # fmt: skip
+                 boundary_penalty: float = 0.0, tie_break: str = "forest",
+                 ladder: str = "mean") -> None:  # fmt: skip
         self.k = k
         self.budget = budget
         self.models = models
@@ -425,6 +431,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.effort_columns = effort_columns
         self.boundary_penalty = boundary_penalty
         self.tie_break = tie_break
+        self.ladder = ladder
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
         tags = super().__sklearn_tags__()
@@ -455,6 +462,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             raise InvalidInputError(
                 f"tie_break must be one of {', '.join(map(repr, TIE_BREAKS))}; received "
                 f"{self.tie_break!r}"
+            )
+        if self.ladder not in LADDERS:
+            raise InvalidInputError(
+                f"ladder must be one of {', '.join(map(repr, LADDERS))}; received {self.ladder!r}"
             )
         cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
         return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
@@ -605,7 +616,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         if self.boundary_penalty:
             money["boundary_penalty"] = self.boundary_penalty
         ttk, self.class_weight_ = fit_guarded(Z, data.y, cw, cost, boundary, k=int(self.k), C=C,
-                                              random_state=self.random_state, **money)  # fmt: skip
+                                              random_state=self.random_state,
+                                              ladder=self.ladder, **money)  # fmt: skip
         self.boundary_length_ = ttk.boundary_length_
         self.trivial_ = ttk.trivial_
         self.score_spread_ = ttk.score_spread_

@@ -23,11 +23,64 @@ from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
 from reserve.solvers.svm import shifted_intercept_budget
 
-__all__ = ["TRIVIAL_SPREAD", "TTK", "shifted_svm_start"]
+__all__ = [
+    "LADDERS",
+    "TRIVIAL_SPREAD",
+    "TTK",
+    "best_intercept",
+    "ladder_budgets",
+    "shifted_svm_start",
+]
 
 #: A fit whose candidate scores ``w . z`` span less than this (the hinge margin is 1) ended at
 #: the trivial scorer: ``TTK.trivial_``.
 TRIVIAL_SPREAD = 0.01
+
+
+#: Values of TTK's ``ladder``.
+LADDERS: tuple[str, ...] = ("none", "mean")
+
+
+def ladder_budgets(k: int, m: int) -> tuple[int, ...]:
+    """The budgets of the ladder 1, 2, 4, 8, ... that bracket ``k``, below ``m`` candidates.
+
+    The largest power of 2 at most ``k`` and the next one. Every ``k`` from one power of 2 up
+    to the next shares the same two, which is what makes ``ladder="mean"`` stable in ``k``.
+
+    Examples
+    --------
+    >>> ladder_budgets(30, 1000), ladder_budgets(32, 1000), ladder_budgets(30, 40)
+    ((16, 32), (32, 64), (16, 32))
+    """
+    lo = 1 << (int(k).bit_length() - 1)
+    return tuple(r for r in (lo, 2 * lo) if r < m)
+
+
+def best_intercept(margins: np.ndarray, y_pm: np.ndarray, c: object = 1.0) -> float:
+    """The intercept ``b`` minimising ``sum_i c_i [1 - y_i (margins_i + b)]_+``.
+
+    The sum is convex and piecewise linear in ``b``: a positive row's term falls (slope
+    ``-c_i``) while ``b < 1 - margins_i``, a negative row's rises (``+c_i``) once
+    ``b > -1 - margins_i``. The minimum is the first breakpoint where the slope stops being
+    negative (a weighted median of the breakpoints).
+
+    Examples
+    --------
+    >>> best_intercept(np.array([0.0, 0.0]), np.array([1.0, -1.0]))  # any b in [-1, 1]
+    -1.0
+    >>> best_intercept(np.array([3.0, 2.0, -1.0]), np.array([1.0, 1.0, -1.0]))
+    -1.0
+    """
+    y_pm = np.asarray(y_pm, dtype=np.float64)
+    c = np.broadcast_to(np.asarray(c, dtype=np.float64), y_pm.shape)
+    t = np.where(y_pm > 0, 1.0 - margins, -1.0 - margins)
+    order = np.argsort(t, kind="stable")
+    # slope just right of t[order[j]]: -(positives with t > b) + (negatives with t <= b)
+    pos = np.where(y_pm[order] > 0, c[order], 0.0)
+    neg = np.where(y_pm[order] > 0, 0.0, c[order])
+    slope = -(pos.sum() - np.cumsum(pos)) + np.cumsum(neg)
+    j = int(np.searchsorted(slope, 0.0, side="left"))
+    return float(t[order[min(j, t.size - 1)]])
 
 
 def shifted_svm_start(
@@ -133,6 +186,15 @@ class TTK(TopKClassifierMixin):
         boundary length modifier; the transductive constraint is unchanged. The polish (or
         the exact solver: SCIP, or ``mip_solver="bnb"``; not Gurobi) minimises the sum; FD
         does not see it. 0 leaves the fit as it was.
+    ladder : {"none", "mean"}, default="none"
+        ``"mean"``: the scorer is the mean of the TTK fits (each FD + polish from the shifted
+        SVM) at ``k`` and at the budgets of the ladder 1, 2, 4, 8, ... that bracket ``k``
+        (:func:`ladder_budgets`), with the intercept that minimises the hinge loss among those
+        that let at most ``k`` candidates score positive. Each budget's fit ends in its own
+        local optimum, and which one swings the top ``k`` between neighbouring budgets; every
+        ``k`` from one power of 2 to the next shares the two ladder fits, so the mean moves
+        little with ``k`` (docs/algorithm.md, "The ladder mean"). Costs up to two more fits.
+        Cell budgets, ``solver="fd"``, no boundary penalty; ignored otherwise.
 
     Attributes
     ----------
@@ -177,6 +239,8 @@ class TTK(TopKClassifierMixin):
         (``w`` near 0, every row classified by ``b`` alone), so the top ``k`` differ from the
         rest by rounding noise, not by habitat. Typical of a rare class (few positives among
         many labelled rows); ``class_weight="balanced"`` usually moves the fit away from it.
+    ladder_budgets_ : tuple of int
+        The budgets whose fits the scorer averages (``(k,)`` without the ladder mean).
     runtime_ : float
         Seconds spent in ``fit``.
 
@@ -215,6 +279,7 @@ class TTK(TopKClassifierMixin):
         mip_solver: str = "auto",
         class_weight: str | dict | None = None,
         boundary_penalty: float = 0.0,
+        ladder: str = "none",
     ) -> None:
         self.k = k
         self.C = C
@@ -234,6 +299,7 @@ class TTK(TopKClassifierMixin):
         self.mip_solver = mip_solver
         self.class_weight = class_weight
         self.boundary_penalty = boundary_penalty
+        self.ladder = ladder
 
     def _check_params(self) -> float:
         counts = ("max_iter", "polish_max_rounds", "polish_pairs", "threads")
@@ -246,6 +312,10 @@ class TTK(TopKClassifierMixin):
             )
         check_positive_real(self.boundary_rtol, "boundary_rtol")
         check_positive_real(self.tol, "tol", allow_zero=True)
+        if self.ladder not in LADDERS:
+            raise InvalidInputError(
+                f"ladder must be one of {', '.join(map(repr, LADDERS))}; received {self.ladder!r}"
+            )
         if self.solver == "mip":
             from reserve.solvers._mip import SOLVERS as MIP_SOLVERS
 
@@ -308,11 +378,16 @@ class TTK(TopKClassifierMixin):
         self._term = self._check_boundary(boundary, data.X.shape[0], cand_rows)
         y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
 
-        w, b, _ = shifted_svm_start(X_lab, y_pm, X_cand, 0, C, budget=b_solve)
+        w, b, b_svm = shifted_svm_start(X_lab, y_pm, X_cand, 0, C, budget=b_solve)
         # With costs k only sizes working sets: about as many candidates as the start buys.
         k = data.k if cost is None else int(b_solve.select(X_cand @ w + b).size)
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
+        w_svm = w
         w, b, history = self._fit_local(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
+        self.ladder_budgets_ = (k,)
+        if self.ladder == "mean" and cost is None and not self.boundary_penalty:
+            if self.solver == "fd":
+                w, b = self._ladder_mean((X_lab, y_pm, X_cand, k, C), (w_svm, b_svm), w, b_solve)
         self.status_ = "local"
         if self.solver == "mip":
             w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
@@ -398,13 +473,43 @@ class TTK(TopKClassifierMixin):
         self.boundary_length_ = term.length(in_S)
         self.objective_ += lam * self.boundary_length_
 
-    def _fit_local(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
-        """Feasible direction from ``(w, b)``, then the polish; ``(w, b, history)``."""
-        fd = feasible_direction(
+    def _ladder_mean(self, problem: tuple, svm: tuple, w_k: np.ndarray, bud: Budget) -> tuple:
+        """``ladder="mean"``: the mean of the fits at ``k`` and its ladder budgets; ``(w, b)``.
+
+        ``problem`` is ``(X_lab, y_pm, X_cand, k, C)``, ``svm`` the unshifted SVM ``(w, b)``,
+        ``w_k`` the fit at ``k``. The attributes FD and the polish set (``fd_objective_``,
+        ``n_iter_``, ...) stay those of the fit at ``k``.
+        """
+        X_lab, y_pm, X_cand, k, C = problem
+        m = X_cand.shape[0]
+        names = ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "_chosen")
+        kept = {n: getattr(self, n) for n in names}
+        members, budgets = [w_k], [k]
+        for rung in ladder_budgets(k, m):
+            if rung == k:
+                continue
+            rb = Budget.cells(rung, m)
+            b0 = shifted_intercept_budget(svm[1], X_cand @ svm[0], rb.cost, rb.budget)
+            members.append(self._fit_local(X_lab, y_pm, X_cand, rung, C, svm[0], b0, rb)[0])
+            budgets.append(rung)
+        for n, v in kept.items():
+            setattr(self, n, v)
+        self.ladder_budgets_ = tuple(budgets)
+        w = np.mean(members, axis=0)
+        b = best_intercept(X_lab @ w, y_pm, C)
+        return w, shifted_intercept_budget(b, X_cand @ w, bud.cost, bud.budget)
+
+    def _fd(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
+        """The feasible-direction method from ``(w, b)`` with this TTK's settings."""
+        return feasible_direction(
             X_lab, y_pm, X_cand, k, C, w, b,
             max_iter=self.max_iter, step_shrink=self.step_shrink,
             boundary_rtol=self.boundary_rtol, tol=self.tol, budget=bud,
         )  # fmt: skip
+
+    def _fit_local(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
+        """Feasible direction from ``(w, b)``, then the polish; ``(w, b, history)``."""
+        fd = self._fd(X_lab, y_pm, X_cand, k, C, w, b, bud)
         w, b = fd.w, fd.b
         self.fd_objective_ = fd.objective
         self.n_iter_ = fd.n_iter
