@@ -19,6 +19,7 @@ __all__ = [
     "TransductiveData",
     "as_float_matrix",
     "check_budget",
+    "check_choice",
     "check_cost_budget",
     "check_hinge_weights",
     "check_multi_transductive",
@@ -133,6 +134,23 @@ def check_solver_params(est: object, counts: dict[str, int]) -> float:
         check_positive_real(est.time_limit, "time_limit")
         check_positive_real(est.mip_gap, "mip_gap", allow_zero=True)
     return check_positive_real(est.C, "C")
+
+
+def check_choice(value: object, choices: tuple, name: str) -> None:
+    """Refuse ``value`` unless it is one of ``choices``, naming them.
+
+    Examples
+    --------
+    >>> check_choice("mean", ("none", "mean"), "ladder")
+    >>> check_choice("many", ("none", "mean"), "ladder")
+    Traceback (most recent call last):
+    ...
+    reserve.errors.InvalidInputError: ladder must be one of 'none', 'mean'; received 'many'
+    """
+    if value not in choices:
+        raise InvalidInputError(
+            f"{name} must be one of {', '.join(map(repr, choices))}; received {value!r}"
+        )
 
 
 def check_positive_real(value: object, name: str, *, allow_zero: bool = False) -> float:

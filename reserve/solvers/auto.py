@@ -39,6 +39,7 @@ from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._base import budget_select
 from reserve.solvers._validation import (
     TransductiveData,
+    check_choice,
     check_positive_real,
     check_transductive,
 )
@@ -458,15 +459,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
                 f"{self.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
             )
-        if self.tie_break not in TIE_BREAKS:
-            raise InvalidInputError(
-                f"tie_break must be one of {', '.join(map(repr, TIE_BREAKS))}; received "
-                f"{self.tie_break!r}"
-            )
-        if self.ladder not in LADDERS:
-            raise InvalidInputError(
-                f"ladder must be one of {', '.join(map(repr, LADDERS))}; received {self.ladder!r}"
-            )
+        check_choice(self.tie_break, TIE_BREAKS, "tie_break")
+        check_choice(self.ladder, LADDERS, "ladder")
         cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
         return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
 

@@ -13,6 +13,7 @@ from reserve.solvers._fd import feasible_direction
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import (
+    check_choice,
     check_cost_budget,
     check_hinge_weights,
     check_positive_real,
@@ -312,10 +313,7 @@ class TTK(TopKClassifierMixin):
             )
         check_positive_real(self.boundary_rtol, "boundary_rtol")
         check_positive_real(self.tol, "tol", allow_zero=True)
-        if self.ladder not in LADDERS:
-            raise InvalidInputError(
-                f"ladder must be one of {', '.join(map(repr, LADDERS))}; received {self.ladder!r}"
-            )
+        check_choice(self.ladder, LADDERS, "ladder")
         if self.solver == "mip":
             from reserve.solvers._mip import SOLVERS as MIP_SOLVERS
 
