@@ -360,7 +360,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         log-odds of a balanced logistic regression on the mapped features. A fit that
         ends near the trivial scorer, or a linear fit that pins many candidates to the margin,
         can tie a hundred candidates at the cutoff; the secondary score then picks them.
-        See docs/algorithm.md, "Ties at the cutoff".
+        See docs/algorithm.md, "Nonlinear TTK and its model selection" (Ties).
     ladder : {"mean", "none"}, default="mean"
         The final fit's :attr:`reserve.solvers.TTK.ladder`: ``"mean"`` averages the TTK fits
         at ``k`` and at the two powers of 2 that bracket ``k``, so that the selection does

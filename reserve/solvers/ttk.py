@@ -383,9 +383,13 @@ class TTK(TopKClassifierMixin):
         w_svm = w
         w, b, history = self._fit_local(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
         self.ladder_budgets_ = (k,)
-        if self.ladder == "mean" and cost is None and not self.boundary_penalty:
-            if self.solver == "fd":
-                w, b = self._ladder_mean((X_lab, y_pm, X_cand, k, C), (w_svm, b_svm), w, b_solve)
+        if (
+            self.ladder == "mean"
+            and cost is None
+            and not self.boundary_penalty
+            and self.solver == "fd"
+        ):
+            w, b = self._ladder_mean((X_lab, y_pm, X_cand, k, C), (w_svm, b_svm), (w, b), b_solve)
         self.status_ = "local"
         if self.solver == "mip":
             w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
@@ -471,18 +475,19 @@ class TTK(TopKClassifierMixin):
         self.boundary_length_ = term.length(in_S)
         self.objective_ += lam * self.boundary_length_
 
-    def _ladder_mean(self, problem: tuple, svm: tuple, w_k: np.ndarray, bud: Budget) -> tuple:
+    def _ladder_mean(self, problem: tuple, svm: tuple, fit_k: tuple, bud: Budget) -> tuple:
         """``ladder="mean"``: the mean of the fits at ``k`` and its ladder budgets; ``(w, b)``.
 
         ``problem`` is ``(X_lab, y_pm, X_cand, k, C)``, ``svm`` the unshifted SVM ``(w, b)``,
-        ``w_k`` the fit at ``k``. The attributes FD and the polish set (``fd_objective_``,
-        ``n_iter_``, ...) stay those of the fit at ``k``.
+        ``fit_k`` the fit at ``k`` (returned as it is when no other budget is on the ladder).
+        The attributes FD and the polish set (``fd_objective_``, ``n_iter_``, ...) stay those
+        of the fit at ``k``.
         """
         X_lab, y_pm, X_cand, k, C = problem
         m = X_cand.shape[0]
         names = ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "_chosen")
         kept = {n: getattr(self, n) for n in names}
-        members, budgets = [w_k], [k]
+        members, budgets = [fit_k[0]], [k]
         for rung in ladder_budgets(k, m):
             if rung == k:
                 continue
@@ -493,6 +498,8 @@ class TTK(TopKClassifierMixin):
         for n, v in kept.items():
             setattr(self, n, v)
         self.ladder_budgets_ = tuple(budgets)
+        if len(members) == 1:
+            return fit_k
         w = np.mean(members, axis=0)
         b = best_intercept(X_lab @ w, y_pm, C)
         return w, shifted_intercept_budget(b, X_cand @ w, bud.cost, bud.budget)
