@@ -385,7 +385,7 @@ def test_ladder_mean_is_feasible_and_averages_the_fits_at_its_budgets():
         np.testing.assert_allclose(model.coef_, np.mean(fits, axis=0), rtol=1e-9, atol=1e-12)
 
 
-def test_ladder_mean_intercept_is_the_best_feasible_one():
+def test_best_intercept_minimises_the_weighted_hinge_sum():
     from reserve.solvers.ttk import best_intercept
 
     rng = np.random.default_rng(4)
