@@ -410,3 +410,35 @@ def test_ladder_budgets_and_where_the_ladder_applies():
     assert money.ladder_budgets_ == (k,)  # money budgets: no ladder
     with pytest.raises(InvalidInputError, match="ladder must be one of 'none', 'mean'"):
         TTK(k=k, ladder="many").fit(X, y)
+
+
+def test_ladder_fits_in_forked_children_give_the_same_answer(monkeypatch):
+    from reserve.solvers import _fork
+
+    monkeypatch.setattr(_fork.threading, "active_count", lambda: 1)  # allow the fork here
+    forked = []
+    real = _fork.Forked
+
+    def spy(fn, args):
+        forked.append(fn)
+        return real(fn, args)
+
+    monkeypatch.setattr(_fork, "Forked", spy)
+    for seed in range(4):
+        X, y, k, C = make_instance(seed)
+        one = TTK(k=k, C=C, ladder="mean").fit(X, y)
+        two = TTK(k=k, C=C, ladder="mean", n_jobs=2).fit(X, y)
+        np.testing.assert_array_equal(two.coef_, one.coef_)
+        assert two.intercept_ == one.intercept_
+        np.testing.assert_array_equal(two.selected_, one.selected_)
+        for name in ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "ladder_budgets_"):
+            assert getattr(two, name) == getattr(one, name), name
+        assert two.objective_history_ == one.objective_history_
+    assert len(forked) == 4 or not _fork.can_fork()
+
+
+@pytest.mark.parametrize("n_jobs", [0, 1.5, True, "2"])
+def test_a_bad_n_jobs_is_refused(n_jobs):
+    X, y, k, _ = make_instance(0)
+    with pytest.raises(InvalidInputError, match="n_jobs must be None or a non-zero integer"):
+        TTK(k=k, n_jobs=n_jobs).fit(X, y)

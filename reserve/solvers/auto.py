@@ -15,16 +15,9 @@ docs/algorithm.md, "Class weights and the trivial scorer", for the measurements 
 
 from __future__ import annotations
 
-import ctypes
 import math
-import multiprocessing
-import os
-import signal
-import sys
-import threading
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._base import budget_select
+from reserve.solvers._fork import Forked, can_fork, fork_call, fork_map
 from reserve.solvers._validation import (
     TransductiveData,
     check_choice,
@@ -75,9 +69,6 @@ TIE_BREAKS: tuple[str, ...] = ("forest", "logistic")
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 _MAX_CV_ROWS = 4000
-
-#: Fold workers are forked where that is safe and cheap (see ``_map_folds``).
-_FORK = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 #: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
 _TIE_RTOL = 1e-7
@@ -240,33 +231,6 @@ def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[t
     return out
 
 
-def _can_fork() -> bool:
-    """Whether fold workers may be forked here: Linux, the only Python thread, not a daemon.
-
-    A fork copies one thread; a lock another Python thread held at that moment would stay
-    locked in the child forever.
-    """
-    return (
-        _FORK
-        and threading.current_thread() is threading.main_thread()
-        and threading.active_count() == 1
-        and not multiprocessing.current_process().daemon
-    )
-
-
-def _die_with_parent(parent: int) -> None:
-    """Fork worker initializer: end this child when the parent ends (Linux ``prctl``).
-
-    Without it a parent killed mid-CV would leave its forked children computing folds.
-    """
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - no prctl: the fold still ends
-        return
-    if os.getppid() != parent:  # the parent ended before prctl took effect
-        os._exit(1)
-
-
 def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
     """``_fold_scores(*task)`` for every task, in order, on up to ``jobs`` processors.
 
@@ -279,24 +243,17 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
     wherever it runs, so the scores never depend on ``jobs``.
     """
     jobs = min(jobs, len(tasks))
-    if jobs > 1 and _can_fork():
-        mine = tasks[::jobs]
-        fork = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(jobs - 1, mp_context=fork, initializer=_die_with_parent,
-                                 initargs=(os.getpid(),)) as pool:  # fmt: skip
-            with warnings.catch_warnings():
-                # Python 3.12+ warns at every fork of a process with threads; here those are
-                # BLAS's (no other Python thread: _can_fork), and the child runs folds only.
-                warnings.filterwarnings("ignore", "This process .* multi-threaded",
-                                        DeprecationWarning)  # fmt: skip
-                pending = [pool.submit(_fold_scores, *task)
-                           for i, task in enumerate(tasks) if i % jobs]  # fmt: skip
-            ours = [_fold_scores(*task) for task in mine]
-            # a child that dies (out of memory, a crash) raises BrokenProcessPool here
-            theirs = [f.result() for f in pending]
-        return [ours.pop(0) if i % jobs == 0 else theirs.pop(0) for i in range(len(tasks))]
+    if jobs > 1 and can_fork():
+        return fork_map(_fold_scores, tasks, jobs)
     jobs = jobs if n_rows >= PARALLEL_MIN_ROWS else 1
     return Parallel(n_jobs=jobs)(delayed(_fold_scores)(*task) for task in tasks)
+
+
+def _forest_scores(data: TransductiveData, seed: int | None, n_jobs: int | None) -> np.ndarray:
+    """The candidates' presence probability by :class:`ForestScore`'s forest on the raw
+    features (the tie-break forest when the winning map is not ``stack``)."""
+    forest = ForestScore(random_state=seed, n_jobs=n_jobs).fit(data.X, data.y)
+    return forest.forest_.predict_proba(data.X[data.candidates])[:, -1]
 
 
 class AutoTTK(ClassifierMixin, BaseEstimator):
@@ -606,12 +563,19 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     def _fit_final(self, data: object, model: str, C: float, cw: str | None, cost: object,
                    boundary: object = None) -> None:  # fmt: skip
         steps, Z = _fit_map(model, data.X, data.y, self.random_state)
+        forest = self._start_forest(steps, data)
         money = {} if self.budget is None else {"budget": self.budget}
         if self.boundary_penalty:
             money["boundary_penalty"] = self.boundary_penalty
-        ttk, self.class_weight_ = fit_guarded(Z, data.y, cw, cost, boundary, k=int(self.k), C=C,
-                                              random_state=self.random_state,
-                                              ladder=self.ladder, **money)  # fmt: skip
+        try:
+            ttk, self.class_weight_ = fit_guarded(
+                Z, data.y, cw, cost, boundary, k=int(self.k), C=C,
+                random_state=self.random_state, ladder=self.ladder, n_jobs=self.n_jobs, **money,
+            )  # fmt: skip
+        except BaseException:
+            if forest is not None:
+                forest.cancel()
+            raise
         self.boundary_length_ = ttk.boundary_length_
         self.trivial_ = ttk.trivial_
         self.score_spread_ = ttk.score_spread_
@@ -619,7 +583,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.objective_, self.status_ = ttk.objective_, ttk.status_
         self.candidates_ = data.candidates
         self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
-        self.secondary_scores_ = self._secondary(steps, Z, data)
+        self.secondary_scores_ = self._secondary(steps, Z, data, forest)
         self._select(ttk, cost)
         if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
             self.selected_ = np.asarray(ttk.selected_)
@@ -627,17 +591,32 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = data.X.shape[1]
 
-    def _secondary(self, steps: list, Z: np.ndarray, data: object) -> np.ndarray:
-        """The candidates' secondary score (``tie_break``), from the labelled rows."""
+    def _start_forest(self, steps: list, data: TransductiveData) -> Forked | None:
+        """Start the tie-break forest in a forked child while TTK fits, where it will be
+        needed (``tie_break="forest"``, no ``stack`` map) and a second processor is allowed."""
+        needed = self.tie_break == "forest" and not any(
+            isinstance(step, ForestScore) for _, step in steps
+        )
+        if not needed or effective_n_jobs(self.n_jobs) < 2:
+            return None
+        # one thread: the child shares the processors with the TTK fits
+        return fork_call(_forest_scores, data, self.random_state, 1)
+
+    def _secondary(self, steps: list, Z: np.ndarray, data: TransductiveData,
+                   forest: Forked | None = None) -> np.ndarray:  # fmt: skip
+        """The candidates' secondary score (``tie_break``), from the labelled rows.
+
+        ``forest`` is the tie-break forest started by :meth:`_start_forest`, if it was.
+        """
         if self.tie_break == "forest":
             X = data.X[data.candidates]
             for _, step in steps:  # the stack map's own forest, fed as in the map
                 if isinstance(step, ForestScore):
                     return step.forest_.predict_proba(X)[:, -1]
                 X = step.transform(X)
-            forest = ForestScore(random_state=self.random_state, n_jobs=self.n_jobs)
-            forest.fit(data.X, data.y)  # not the stack map: the same forest, raw features
-            return forest.forest_.predict_proba(data.X[data.candidates])[:, -1]
+            if forest is not None:
+                return forest.result()
+            return _forest_scores(data, self.random_state, self.n_jobs)
         lr = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
         lr.fit(Z[data.labelled], data.y[data.labelled])
         return lr.decision_function(Z[data.candidates])

@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from joblib import effective_n_jobs
 
 from reserve.config import TTK_DEFAULTS
 from reserve.errors import InvalidInputError
 from reserve.solvers._base import TopKClassifierMixin, canonical_order
 from reserve.solvers._fd import feasible_direction
+from reserve.solvers._fork import fork_map
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import (
@@ -196,6 +198,10 @@ class TTK(TopKClassifierMixin):
         ``k`` from one power of 2 to the next shares the two ladder fits, so the mean moves
         little with ``k`` (docs/algorithm.md, "The ladder mean"). Costs up to two more fits.
         Cell budgets, ``solver="fd"``, no boundary penalty; ignored otherwise.
+    n_jobs : int or None, default=None
+        Processors the ladder mean's fits share (``None``: 1; -1: all). On Linux they run in
+        forked children; elsewhere, and without the ladder, in this process. The result does
+        not depend on it.
 
     Attributes
     ----------
@@ -281,6 +287,7 @@ class TTK(TopKClassifierMixin):
         class_weight: str | dict | None = None,
         boundary_penalty: float = 0.0,
         ladder: str = "none",
+        n_jobs: int | None = None,
     ) -> None:
         self.k = k
         self.C = C
@@ -301,6 +308,7 @@ class TTK(TopKClassifierMixin):
         self.class_weight = class_weight
         self.boundary_penalty = boundary_penalty
         self.ladder = ladder
+        self.n_jobs = n_jobs
 
     def _check_params(self) -> float:
         counts = ("max_iter", "polish_max_rounds", "polish_pairs", "threads")
@@ -314,6 +322,12 @@ class TTK(TopKClassifierMixin):
         check_positive_real(self.boundary_rtol, "boundary_rtol")
         check_positive_real(self.tol, "tol", allow_zero=True)
         check_choice(self.ladder, LADDERS, "ladder")
+        nj = self.n_jobs
+        if nj is not None and (isinstance(nj, bool) or not isinstance(nj, int | np.integer)
+                               or nj == 0):  # fmt: skip
+            raise InvalidInputError(
+                f"n_jobs must be None or a non-zero integer (-1: every processor); received {nj!r}"
+            )
         if self.solver == "mip":
             from reserve.solvers._mip import SOLVERS as MIP_SOLVERS
 
@@ -380,16 +394,16 @@ class TTK(TopKClassifierMixin):
         # With costs k only sizes working sets: about as many candidates as the start buys.
         k = data.k if cost is None else int(b_solve.select(X_cand @ w + b).size)
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
-        w_svm = w
-        w, b, history = self._fit_local(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
-        self.ladder_budgets_ = (k,)
         if (
             self.ladder == "mean"
             and cost is None
             and not self.boundary_penalty
-            and self.solver == "fd"
+            and (self.solver == "fd")
         ):
-            w, b = self._ladder_mean((X_lab, y_pm, X_cand, k, C), (w_svm, b_svm), (w, b), b_solve)
+            w, b, history = self._ladder_mean((X_lab, y_pm, X_cand, k, C), (w, b, b_svm), b_solve)
+        else:
+            w, b, history = self._fit_local(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
+            self.ladder_budgets_ = (k,)
         self.status_ = "local"
         if self.solver == "mip":
             w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
@@ -475,34 +489,43 @@ class TTK(TopKClassifierMixin):
         self.boundary_length_ = term.length(in_S)
         self.objective_ += lam * self.boundary_length_
 
-    def _ladder_mean(self, problem: tuple, svm: tuple, fit_k: tuple, bud: Budget) -> tuple:
-        """``ladder="mean"``: the mean of the fits at ``k`` and its ladder budgets; ``(w, b)``.
+    def _ladder_mean(self, problem: tuple, start: tuple, bud: Budget) -> tuple:
+        """``ladder="mean"``: the mean of the fits at ``k`` and its ladder budgets.
 
-        ``problem`` is ``(X_lab, y_pm, X_cand, k, C)``, ``svm`` the unshifted SVM ``(w, b)``,
-        ``fit_k`` the fit at ``k`` (returned as it is when no other budget is on the ladder).
-        The attributes FD and the polish set (``fd_objective_``, ``n_iter_``, ...) stay those
-        of the fit at ``k``.
+        ``problem`` is ``(X_lab, y_pm, X_cand, k, C)``, ``start`` the shifted SVM at ``k``
+        ``(w, b, b_svm)`` (``b_svm`` the unshifted intercept). The fits are independent and
+        share ``n_jobs`` processors. Returns ``(w, b, history)``; the attributes FD and the
+        polish set (``fd_objective_``, ``n_iter_``, ...) and the history are those of the fit
+        at ``k``, which is returned as it is when no other budget is on the ladder.
         """
         X_lab, y_pm, X_cand, k, C = problem
+        w_svm, b_k, b_svm = start
         m = X_cand.shape[0]
-        names = ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "_chosen")
-        kept = {n: getattr(self, n) for n in names}
-        members, budgets = [fit_k[0]], [k]
+        tasks, budgets = [(k, w_svm, b_k, bud)], [k]
         for rung in ladder_budgets(k, m):
-            if rung == k:
-                continue
-            rb = Budget.cells(rung, m)
-            b0 = shifted_intercept_budget(svm[1], X_cand @ svm[0], rb.cost, rb.budget)
-            members.append(self._fit_local(X_lab, y_pm, X_cand, rung, C, svm[0], b0, rb)[0])
-            budgets.append(rung)
-        for n, v in kept.items():
-            setattr(self, n, v)
+            if rung != k:
+                rb = Budget.cells(rung, m)
+                b0 = shifted_intercept_budget(b_svm, X_cand @ w_svm, rb.cost, rb.budget)
+                tasks.append((rung, w_svm, b0, rb))
+                budgets.append(rung)
+        jobs = effective_n_jobs(self.n_jobs)
+        fits = fork_map(self._fit_local_state, [(X_lab, y_pm, X_cand, kr, C, w0, b0, rb)
+                                                for kr, w0, b0, rb in tasks], jobs)  # fmt: skip
+        (w, b, history), state = fits[0]
+        for name, value in state.items():
+            setattr(self, name, value)
         self.ladder_budgets_ = tuple(budgets)
-        if len(members) == 1:
-            return fit_k
-        w = np.mean(members, axis=0)
+        if len(fits) == 1:
+            return w, b, history
+        w = np.mean([fit[0][0] for fit in fits], axis=0)
         b = best_intercept(X_lab @ w, y_pm, C)
-        return w, shifted_intercept_budget(b, X_cand @ w, bud.cost, bud.budget)
+        return w, shifted_intercept_budget(b, X_cand @ w, bud.cost, bud.budget), history
+
+    def _fit_local_state(self, *problem) -> tuple:
+        """:meth:`_fit_local`'s ``(w, b, history)`` and the attributes it set (for a worker)."""
+        out = self._fit_local(*problem)
+        names = ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "_chosen")
+        return out, {name: getattr(self, name) for name in names}
 
     def _fd(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
         """The feasible-direction method from ``(w, b)`` with this TTK's settings."""

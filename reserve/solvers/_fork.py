@@ -1,0 +1,161 @@
+"""Independent computations on both cores: forked children on Linux, this process elsewhere.
+
+A forked child inherits every module already imported and the data already in memory, so it
+starts in milliseconds: even the few-second fits of a small region gain from a second core.
+A child is forked only where that is safe (:func:`can_fork`); otherwise the work runs here,
+in order. Each call computes the same thing wherever it runs, so results never depend on
+the number of processors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from reserve.errors import SolverError
+
+__all__ = ["Forked", "can_fork", "fork_call", "fork_map"]
+
+_FORK = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def can_fork() -> bool:
+    """Whether a child may be forked here: Linux, the only Python thread, not a daemon.
+
+    A fork copies one thread; a lock another Python thread held at that moment would stay
+    locked in the child forever.
+    """
+    return (
+        _FORK
+        and threading.current_thread() is threading.main_thread()
+        and threading.active_count() == 1
+        and not multiprocessing.current_process().daemon
+    )
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a forked child: end it when the parent ends (Linux ``prctl``).
+
+    Without it a parent killed mid-fit would leave its children computing.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the work still ends
+        return
+    if os.getppid() != parent:  # the parent ended before prctl took effect
+        os._exit(1)
+
+
+def _run_child(conn: Any, parent: int, fn: Callable, args: tuple) -> None:
+    _die_with_parent(parent)
+    try:
+        out: tuple = (True, fn(*args))
+    except Exception as exc:  # handed to the parent, which raises it there
+        out = (False, exc)
+    conn.send(out)
+    conn.close()
+
+
+class Forked:
+    """A call running in a forked child; :meth:`result` waits for its value.
+
+    Made by :func:`fork_call`. The child's exception is raised again by :meth:`result`.
+    """
+
+    def __init__(self, fn: Callable, args: tuple) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child_conn = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_run_child, args=(child_conn, os.getpid(), fn, args))
+        with warnings.catch_warnings():
+            # Python 3.12+ warns at every fork of a process with threads; here those are
+            # BLAS's (no other Python thread: can_fork), and the child only computes.
+            warnings.filterwarnings("ignore", "This process .* multi-threaded", DeprecationWarning)
+            self._proc.start()
+        child_conn.close()
+
+    def result(self) -> Any:
+        """The call's value (blocks until the child sends it)."""
+        try:
+            ok, value = self._conn.recv()
+        except EOFError:
+            self._proc.join()
+            raise SolverError(
+                f"a worker process ended without a result (exit code {self._proc.exitcode}); "
+                "it may have run out of memory: retry with n_jobs=1"
+            ) from None
+        finally:
+            self._conn.close()
+        self._proc.join()
+        if not ok:
+            raise value
+        return value
+
+    def cancel(self) -> None:
+        """End the child without waiting for its value."""
+        self._proc.terminate()
+        self._proc.join()
+        self._conn.close()
+
+
+def fork_call(fn: Callable, *args: Any) -> Forked | None:
+    """Start ``fn(*args)`` in a forked child, or return None where :func:`can_fork` is false.
+
+    The caller runs ``fn(*args)`` itself on None.
+
+    Examples
+    --------
+    >>> job = fork_call(sum, [1, 2, 3])
+    >>> (sum([1, 2, 3]) if job is None else job.result())
+    6
+    """
+    return Forked(fn, args) if can_fork() else None
+
+
+def _claim(counter: Any) -> int:
+    with counter.get_lock():
+        i = counter.value
+        counter.value = i + 1
+    return i
+
+
+def _run_claimed(fn: Callable, tasks: Sequence[tuple], counter: Any) -> dict[int, Any]:
+    """Run the tasks not yet claimed by another process, one at a time; ``{index: value}``."""
+    out = {}
+    while (i := _claim(counter)) < len(tasks):
+        out[i] = fn(*tasks[i])
+    return out
+
+
+def fork_map(fn: Callable, tasks: Sequence[tuple], jobs: int) -> list:
+    """``[fn(*task) for task in tasks]``, shared between this process and forked children.
+
+    ``jobs`` processes (this one and ``jobs - 1`` children) each take the next task not yet
+    taken until none is left, so a long task does not hold up the others' share; without
+    fork (:func:`can_fork`) all run here, in order.
+
+    Examples
+    --------
+    >>> fork_map(pow, [(2, 3), (3, 2), (10, 0)], jobs=2)
+    [8, 9, 1]
+    """
+    jobs = max(1, min(int(jobs), len(tasks)))
+    if jobs == 1 or not can_fork():
+        return [fn(*task) for task in tasks]
+    counter = multiprocessing.get_context("fork").Value("q", 0)
+    children = [Forked(_run_claimed, (fn, tasks, counter)) for _ in range(jobs - 1)]
+    try:
+        done = _run_claimed(fn, tasks, counter)
+    except BaseException:
+        for child in children:
+            child.cancel()
+        raise
+    for child in children:
+        done.update(child.result())
+    return [done[i] for i in range(len(tasks))]
