@@ -9,6 +9,7 @@ from reserve.errors import (
     OutputExistsError,
     ReserveError,
     SolverError,
+    WorkerError,
 )
 
 __version__ = "0.1.0"
@@ -20,5 +21,6 @@ __all__ = [
     "OutputExistsError",
     "ReserveError",
     "SolverError",
+    "WorkerError",
     "__version__",
 ]

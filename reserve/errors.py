@@ -14,6 +14,7 @@ __all__ = [
     "OutputExistsError",
     "ReserveError",
     "SolverError",
+    "WorkerError",
 ]
 
 
@@ -39,3 +40,7 @@ class SolverError(ReserveError, RuntimeError):
 
 class MissingDependencyError(ReserveError, ImportError):
     """An optional package is needed; the message gives the exact install line."""
+
+
+class WorkerError(ReserveError, RuntimeError):
+    """A worker process ended without handing back its result (killed, out of memory)."""

@@ -63,11 +63,13 @@ def write_outputs(
     t0: float,
     public: Any,
     outline: Any,
+    parallel: bool = False,
 ) -> None:
     """Write the map and the GeoPackage asked for, together (both replaced, or neither).
 
-    Each goes to a temporary file beside its target; the map first (quick), so that the
-    renames happen only once the GeoPackage is complete (:func:`write_together`).
+    Each goes to a temporary file beside its target (the map in a forked child with
+    ``parallel``), and the renames happen only once both are complete
+    (:func:`write_together`).
 
     Parameters
     ----------
@@ -79,6 +81,9 @@ def write_outputs(
         ``time.perf_counter()`` at the start of the run (for ``runtime_seconds``).
     public, outline : path-like or None
         Polygons drawn on the map.
+    parallel : bool, default=False
+        Draw the map in a forked child while this process writes the GeoPackage
+        (:func:`write_together`).
 
     Raises
     ------
@@ -106,7 +111,7 @@ def write_outputs(
 
         jobs.append((result.gpkg_path, ".gpkg", store))
     try:
-        write_together(jobs)
+        write_together(jobs, parallel=parallel)
     except ReserveError:
         raise
     except OSError as exc:

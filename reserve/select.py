@@ -209,7 +209,7 @@ def run_selection(
         result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
     result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
-    write_outputs(result, say, t0, public, outline)
+    write_outputs(result, say, t0, public, outline, parallel=opts.n_jobs > 1)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     return result
 

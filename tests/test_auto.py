@@ -8,8 +8,9 @@ import threading
 import numpy as np
 import pytest
 
+from reserve import fork as _fork
 from reserve.errors import InvalidInputError
-from reserve.solvers import _fork, auto
+from reserve.solvers import auto
 from reserve.solvers.auto import AutoTTK, fold_k, nearly_balanced
 from reserve.solvers.features import (
     FEATURE_MAPS,

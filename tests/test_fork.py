@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from reserve.errors import SolverError
-from reserve.solvers import _fork
+from reserve import fork
+from reserve.errors import WorkerError
 
-needs_fork = pytest.mark.skipif(not _fork.can_fork(), reason="forked children are Linux only")
+needs_fork = pytest.mark.skipif(not fork.can_fork(), reason="forked children are Linux only")
 
 
 def _pid_square(x: int) -> tuple[int, int]:
@@ -30,22 +30,22 @@ def _die(x: int) -> int:
 @pytest.fixture
 def only_thread(monkeypatch):
     # an earlier test of this worker may have left a Python thread running (no fork then)
-    monkeypatch.setattr(_fork.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(fork.threading, "active_count", lambda: 1)
 
 
 @needs_fork
 def test_fork_map_returns_every_value_in_order_from_several_processes(only_thread):
-    out = _fork.fork_map(_pid_square, [(i,) for i in range(40)], jobs=2)
+    out = fork.fork_map(_pid_square, [(i,) for i in range(40)], jobs=2)
     assert [v for v, _ in out] == [i * i for i in range(40)]
     pids = {p for _, p in out}
     assert os.getpid() in pids and len(pids) <= 2
 
 
 def test_fork_map_runs_here_without_fork(monkeypatch):
-    monkeypatch.setattr(_fork, "_FORK", False)
-    out = _fork.fork_map(_pid_square, [(i,) for i in range(5)], jobs=4)
+    monkeypatch.setattr(fork, "_FORK", False)
+    out = fork.fork_map(_pid_square, [(i,) for i in range(5)], jobs=4)
     assert out == [(i * i, os.getpid()) for i in range(5)]
-    assert _fork.fork_call(_pid_square, 3) is None
+    assert fork.fork_call(_pid_square, 3) is None
 
 
 def test_no_fork_while_another_python_thread_runs():
@@ -53,8 +53,8 @@ def test_no_fork_while_another_python_thread_runs():
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert not _fork.can_fork()
-        out = _fork.fork_map(_pid_square, [(i,) for i in range(4)], jobs=2)
+        assert not fork.can_fork()
+        out = fork.fork_map(_pid_square, [(i,) for i in range(4)], jobs=2)
     finally:
         stop.set()
         other.join()
@@ -63,29 +63,29 @@ def test_no_fork_while_another_python_thread_runs():
 
 @needs_fork
 def test_fork_call_runs_in_a_child_and_returns_its_value(only_thread):
-    job = _fork.fork_call(_pid_square, 7)
+    job = fork.fork_call(_pid_square, 7)
     value, pid = job.result()
     assert value == 49 and pid != os.getpid()
 
 
 @needs_fork
 def test_a_child_error_is_raised_here(only_thread):
-    job = _fork.fork_call(_fail, 3)
+    job = fork.fork_call(_fail, 3)
     with pytest.raises(ValueError, match="bad task 3"):
         job.result()
     with pytest.raises(ValueError, match="bad task"):
-        _fork.fork_map(_fail, [(1,), (2,), (3,)], jobs=2)
+        fork.fork_map(_fail, [(1,), (2,), (3,)], jobs=2)
 
 
 @needs_fork
-def test_a_child_that_dies_is_a_solver_error(only_thread):
-    job = _fork.fork_call(_die, 1)
-    with pytest.raises(SolverError, match=r"ended without a result \(exit code -9\)"):
+def test_a_child_that_dies_is_a_worker_error(only_thread):
+    job = fork.fork_call(_die, 1)
+    with pytest.raises(WorkerError, match=r"ended without a result \(exit code -9\)"):
         job.result()
 
 
 @needs_fork
 def test_cancel_ends_the_child(only_thread):
-    job = _fork.fork_call(signal.pause)
+    job = fork.fork_call(signal.pause)
     job.cancel()
     assert job._proc.exitcode == -signal.SIGTERM

@@ -413,7 +413,7 @@ def test_ladder_budgets_and_where_the_ladder_applies():
 
 
 def test_ladder_fits_in_forked_children_give_the_same_answer(monkeypatch):
-    from reserve.solvers import _fork
+    from reserve import fork as _fork
 
     monkeypatch.setattr(_fork.threading, "active_count", lambda: 1)  # allow the fork here
     forked = []

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from reserve.fork import fork_call
+
 __all__ = [
     "atomic_target",
     "check_target",
@@ -196,8 +198,31 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str
     return target
 
 
+def _write_temporaries(writers: list[Callable[[Path], object]], temps: list[Path],
+                       parallel: bool) -> None:  # fmt: skip
+    """``writer(tmp)`` for each pair; with ``parallel``, all but the last in forked children."""
+    started = []
+    try:
+        for write, tmp in zip(writers[:-1], temps[:-1], strict=True):
+            job = fork_call(write, tmp) if parallel else None
+            if job is None:
+                write(tmp)
+            else:
+                started.append(job)
+        if writers:
+            writers[-1](temps[-1])
+        for job in started:
+            job.result()
+    except BaseException:
+        for job in started:  # no child may write on after the temporaries are removed
+            job.cancel()
+        raise
+
+
 def write_together(
     jobs: Sequence[tuple[str | os.PathLike[str], str, Callable[[Path], object]]],
+    *,
+    parallel: bool = False,
 ) -> list[Path]:
     """Write several outputs so that they are replaced together or not at all.
 
@@ -215,6 +240,10 @@ def write_together(
     ----------
     jobs : sequence of (path-like, str, callable)
         The outputs, in the order they are written (write the quick ones first).
+    parallel : bool, default=False
+        Write every output but the last in a forked child of its own while this process
+        writes the last (:func:`reserve.fork.fork_call`; here, in order, where no child may
+        be forked). An error in a child is raised here, and nothing is renamed.
 
     Returns
     -------
@@ -238,24 +267,27 @@ def write_together(
         for target in targets:
             created += _make_folders(target.parent)
             remove_stale_temporaries(target)
-        for target, (_, suffix, write) in zip(targets, jobs, strict=True):
-            tmp = atomic_target(target, suffix)
-            temps.append(tmp)
-            write(tmp)
+        temps += [atomic_target(t, suffix) for t, (_, suffix, _) in zip(targets, jobs, strict=True)]
+        _write_temporaries([write for _, _, write in jobs], temps, parallel)
         for target, tmp in zip(targets, temps, strict=True):
             backups[target] = _backup(target)
             os.replace(tmp, target)
     except BaseException:
         for target, backup in backups.items():
             _restore(target, backup)
-        _remove_folders(created)
+        _remove_leftovers(temps, backups)
+        _remove_folders(created)  # empty now that the temporaries are gone
         raise
-    finally:
-        for path in [*temps, *(b for b in backups.values() if b is not None)]:
-            for leftover in _side_files(path):
-                if leftover.exists():
-                    leftover.unlink()
+    _remove_leftovers(temps, backups)
     return targets
+
+
+def _remove_leftovers(temps: list[Path], backups: dict[Path, Path | None]) -> None:
+    """Remove the temporaries (and their SQLite side files) and backups still on disk."""
+    for path in [*temps, *(b for b in backups.values() if b is not None)]:
+        for leftover in _side_files(path):
+            if leftover.exists():
+                leftover.unlink()
 
 
 def _make_folders(folder: Path) -> list[Path]:

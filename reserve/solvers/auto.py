@@ -29,8 +29,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
+from reserve.fork import Forked, can_fork, fork_call, fork_map
 from reserve.solvers._base import budget_select
-from reserve.solvers._fork import Forked, can_fork, fork_call, fork_map
 from reserve.solvers._validation import (
     TransductiveData,
     check_choice,

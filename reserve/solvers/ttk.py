@@ -9,9 +9,9 @@ from joblib import effective_n_jobs
 
 from reserve.config import TTK_DEFAULTS
 from reserve.errors import InvalidInputError
+from reserve.fork import fork_map
 from reserve.solvers._base import TopKClassifierMixin, canonical_order
 from reserve.solvers._fd import feasible_direction
-from reserve.solvers._fork import fork_map
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import (

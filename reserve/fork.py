@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reserve.errors import SolverError
+from reserve.errors import WorkerError
 
 __all__ = ["Forked", "can_fork", "fork_call", "fork_map"]
 
@@ -86,9 +86,9 @@ class Forked:
             ok, value = self._conn.recv()
         except EOFError:
             self._proc.join()
-            raise SolverError(
+            raise WorkerError(
                 f"a worker process ended without a result (exit code {self._proc.exitcode}); "
-                "it may have run out of memory: retry with n_jobs=1"
+                "it may have run out of memory: retry on one processor (--n-jobs 1, n_jobs=1)"
             ) from None
         finally:
             self._conn.close()

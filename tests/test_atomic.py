@@ -1,0 +1,68 @@
+"""write_together with the outputs written side by side in forked children."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from reserve import fork
+from reserve.errors import DataFileError
+from reserve.io.atomic import write_together
+
+
+@pytest.fixture
+def only_thread(monkeypatch):
+    # an earlier test of this worker may have left a Python thread running (no fork then)
+    monkeypatch.setattr(fork.threading, "active_count", lambda: 1)
+
+
+def _pid_writer(tmp):
+    tmp.write_text(str(os.getpid()))
+
+
+def _refuse(tmp):
+    tmp.write_text("half")
+    raise DataFileError("cannot write the map")
+
+
+def _slow_writer(tmp):
+    tmp.write_text("start")
+    time.sleep(30)
+
+
+@pytest.mark.skipif(not fork.can_fork(), reason="forked children are Linux only")
+def test_parallel_writes_every_output_and_the_first_in_a_child(only_thread, tmp_path):
+    jobs = [
+        (tmp_path / "a" / "m.html", ".html", _pid_writer),
+        (tmp_path / "r.gpkg", ".gpkg", _pid_writer),
+    ]
+    write_together(jobs, parallel=True)
+    first, last = (tmp_path / "a" / "m.html").read_text(), (tmp_path / "r.gpkg").read_text()
+    assert last == str(os.getpid()) and first != last
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "m.html", "r.gpkg"]
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_a_failed_child_renames_nothing_and_leaves_no_temporary(only_thread, tmp_path, parallel):
+    (tmp_path / "r.gpkg").write_text("previous")
+    jobs = [
+        (tmp_path / "new" / "m.html", ".html", _refuse),
+        (tmp_path / "r.gpkg", ".gpkg", _pid_writer),
+    ]
+    with pytest.raises(DataFileError, match="cannot write the map"):
+        write_together(jobs, parallel=parallel)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["r.gpkg"]
+    assert (tmp_path / "r.gpkg").read_text() == "previous"
+
+
+@pytest.mark.skipif(not fork.can_fork(), reason="forked children are Linux only")
+def test_an_error_here_ends_the_child_before_the_temporaries_go(only_thread, tmp_path):
+    jobs = [(tmp_path / "m.html", ".html", _slow_writer), (tmp_path / "r.gpkg", ".gpkg", _refuse)]
+    t0 = time.monotonic()
+    with pytest.raises(DataFileError):
+        write_together(jobs, parallel=True)
+    assert time.monotonic() - t0 < 20  # the sleeping child was ended, not waited for
+    time.sleep(0.2)
+    assert list(tmp_path.iterdir()) == []
