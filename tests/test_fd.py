@@ -234,3 +234,25 @@ def test_perturbed_starts_stay_within_a_money_budget(seed, eps):
     res = feasible_direction(Xl, y, Xc, 8, 1.0, w0, b0, cost=cost, budget=B)
     assert cost[Xc @ res.w + res.b > 0].sum() <= B * (1 + 1e-12)
     assert res.objective <= res.history[0] + 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 120), st.integers(0, 3))
+def test_wide_rows_project_as_the_narrow_loop_does(seed, n_e, n_free):
+    # Past WIDE_ROWS columns the basis is one matrix (classical Gram-Schmidt twice); the
+    # vector-by-vector loop is the oracle: same constrained rows, same direction to rounding.
+    from reserve.solvers import _fd
+
+    rng = np.random.default_rng(seed)
+    p = _fd.WIDE_ROWS + 36
+    d = rng.normal(size=p)
+    A = np.hstack([rng.normal(size=(n_e, p - 1)), np.ones((n_e, 1))])
+    A[n_e // 2 :: 3] = A[::3][: A[n_e // 2 :: 3].shape[0]]  # repeated rows: dependent ones
+    wide, B_wide = project_direction(d, A, n_free)
+    order = np.argsort(-(A @ d), kind="stable")
+    ip = (A @ d)[order]
+    narrow = d.copy()
+    B_narrow = _fd._constrain_narrow(narrow, A[order], ip, n_free, 1e-12)
+    assert B_wide.tolist() == [int(order[j]) for j in B_narrow]
+    np.testing.assert_allclose(wide, narrow, atol=1e-10 * np.linalg.norm(d))
+    assert np.allclose(A[B_wide] @ wide, 0.0, atol=1e-9 * np.linalg.norm(d))
