@@ -394,12 +394,8 @@ class TTK(TopKClassifierMixin):
         # With costs k only sizes working sets: about as many candidates as the start buys.
         k = data.k if cost is None else int(b_solve.select(X_cand @ w + b).size)
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
-        if (
-            self.ladder == "mean"
-            and cost is None
-            and not self.boundary_penalty
-            and (self.solver == "fd")
-        ):
+        laddered = self.ladder == "mean" and self.solver == "fd"
+        if laddered and cost is None and not self.boundary_penalty:
             w, b, history = self._ladder_mean((X_lab, y_pm, X_cand, k, C), (w, b, b_svm), b_solve)
         else:
             w, b, history = self._fit_local(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
