@@ -401,8 +401,8 @@ def ingest_command(**kw: object) -> None:
 @click.option(
     "--n-jobs",
     type=_INT,
-    help="Worker processes for the bootstrap refits and AutoTTK's folds (default: one per "
-    f"processor, at most {MAX_DEFAULT_JOBS}).",
+    help="Worker processes for the bootstrap refits, AutoTTK's folds and final fits, and the "
+    f"map drawn beside the GeoPackage (default: one per processor, at most {MAX_DEFAULT_JOBS}).",
 )
 @click.option(
     "--effort/--no-effort",
