@@ -1,4 +1,4 @@
-"""Independent computations on both cores: forked children on Linux, this process elsewhere.
+"""Independent work on several processors: forked children on Linux, this process elsewhere.
 
 A forked child inherits every module already imported and the data already in memory, so it
 starts in milliseconds: even the few-second fits of a small region gain from a second core.
@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +23,9 @@ from typing import Any
 from reserve.errors import WorkerError
 
 __all__ = ["Forked", "can_fork", "fork_call", "fork_map"]
+
+#: Seconds a child has to end after sending its result before it is terminated.
+_EXIT_GRACE = 10.0
 
 _FORK = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
@@ -58,50 +62,86 @@ def _run_child(conn: Any, parent: int, fn: Callable, args: tuple) -> None:
     try:
         out: tuple = (True, fn(*args))
     except Exception as exc:  # handed to the parent, which raises it there
-        out = (False, exc)
-    conn.send(out)
+        out = (False, exc, traceback.format_exc())
+    try:
+        conn.send(out)
+    except Exception:  # the value or the error does not pickle: say so, with the traceback
+        conn.send((False, None, traceback.format_exc() if out[0] else out[2]))
     conn.close()
 
 
 class Forked:
     """A call running in a forked child; :meth:`result` waits for its value.
 
-    Made by :func:`fork_call`. The child's exception is raised again by :meth:`result`.
+    Made by :func:`fork_call`. The child's exception is raised again by :meth:`result`, with
+    the child's traceback as its cause. The child is a daemon: it never outlives this
+    process, and it dies with it (Linux ``prctl``) when this process is killed.
     """
 
     def __init__(self, fn: Callable, args: tuple) -> None:
         ctx = multiprocessing.get_context("fork")
         self._conn, child_conn = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_run_child, args=(child_conn, os.getpid(), fn, args))
-        with warnings.catch_warnings():
-            # Python 3.12+ warns at every fork of a process with threads; here those are
-            # BLAS's (no other Python thread: can_fork), and the child only computes.
-            warnings.filterwarnings("ignore", "This process .* multi-threaded", DeprecationWarning)
-            self._proc.start()
-        child_conn.close()
+        try:
+            self._proc = ctx.Process(target=_run_child, daemon=True,
+                                     args=(child_conn, os.getpid(), fn, args))  # fmt: skip
+            with warnings.catch_warnings():
+                # Python 3.12+ warns at every fork of a process with threads; here those are
+                # BLAS's (no other Python thread: can_fork), and the child only computes.
+                warnings.filterwarnings("ignore", "This process .* multi-threaded",
+                                        DeprecationWarning)  # fmt: skip
+                self._proc.start()
+        except BaseException:
+            self._conn.close()
+            raise
+        finally:
+            child_conn.close()
 
     def result(self) -> Any:
-        """The call's value (blocks until the child sends it)."""
+        """The call's value (blocks until the child sends it); the child is ended after."""
         try:
-            ok, value = self._conn.recv()
+            message = self._conn.recv()
         except EOFError:
             self._proc.join()
             raise WorkerError(
                 f"a worker process ended without a result (exit code {self._proc.exitcode}); "
-                "it may have run out of memory: retry on one processor (--n-jobs 1, n_jobs=1)"
+                "it may have been killed or run out of memory: retry on one processor "
+                "(--n-jobs 1, n_jobs=1)"
             ) from None
+        except Exception as exc:  # an error the child sent that does not unpickle here
+            raise WorkerError(f"a worker process failed: {exc!r}") from None
         finally:
-            self._conn.close()
-        self._proc.join()
-        if not ok:
-            raise value
-        return value
+            self._proc.join(timeout=_EXIT_GRACE)  # it ends right after sending
+            self.cancel()
+        if message[0]:
+            return message[1]
+        _, exc, trace = message
+        cause = _ChildTraceback(trace)
+        if exc is None:
+            raise WorkerError("a worker process failed; its result or error could not be "
+                              "sent back (see the cause)") from cause  # fmt: skip
+        raise exc from cause
 
     def cancel(self) -> None:
-        """End the child without waiting for its value."""
-        self._proc.terminate()
+        """End the child (at once, if it still runs) and close its pipe."""
+        if self._proc.is_alive():
+            self._proc.terminate()
         self._proc.join()
         self._conn.close()
+
+
+class _ChildTraceback(Exception):
+    """The traceback of an error in a forked child, shown as the cause of the one raised."""
+
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0]) if self.args else ""
+
+
+def _start(fn: Callable, args: tuple) -> Forked | None:
+    """:class:`Forked`, or None when the fork itself fails (out of memory, process limit)."""
+    try:
+        return Forked(fn, args)
+    except OSError:
+        return None
 
 
 def fork_call(fn: Callable, *args: Any) -> Forked | None:
@@ -115,7 +155,7 @@ def fork_call(fn: Callable, *args: Any) -> Forked | None:
     >>> (sum([1, 2, 3]) if job is None else job.result())
     6
     """
-    return Forked(fn, args) if can_fork() else None
+    return _start(fn, args) if can_fork() else None
 
 
 def _claim(counter: Any) -> int:
@@ -149,13 +189,16 @@ def fork_map(fn: Callable, tasks: Sequence[tuple], jobs: int) -> list:
     if jobs == 1 or not can_fork():
         return [fn(*task) for task in tasks]
     counter = multiprocessing.get_context("fork").Value("q", 0)
-    children = [Forked(_run_claimed, (fn, tasks, counter)) for _ in range(jobs - 1)]
+    children: list[Forked] = []
     try:
+        # a child that cannot be forked leaves its share to the others
+        children = [c for c in (_start(_run_claimed, (fn, tasks, counter))
+                                for _ in range(jobs - 1)) if c is not None]  # fmt: skip
         done = _run_claimed(fn, tasks, counter)
-    except BaseException:
         for child in children:
+            done.update(child.result())
+    except BaseException:
+        for child in children:  # none may compute on, or hold this process at exit
             child.cancel()
         raise
-    for child in children:
-        done.update(child.result())
     return [done[i] for i in range(len(tasks))]

@@ -239,12 +239,12 @@ def test_perturbed_starts_stay_within_a_money_budget(seed, eps):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10**6), st.integers(1, 120), st.integers(0, 3))
 def test_wide_rows_project_as_the_narrow_loop_does(seed, n_e, n_free):
-    # Past WIDE_ROWS columns the basis is one matrix (classical Gram-Schmidt twice); the
+    # Past WIDE_COLUMNS columns the basis is one matrix (classical Gram-Schmidt twice); the
     # vector-by-vector loop is the oracle: same constrained rows, same direction to rounding.
     from reserve.solvers import _fd
 
     rng = np.random.default_rng(seed)
-    p = _fd.WIDE_ROWS + 36
+    p = _fd.WIDE_COLUMNS + 36
     d = rng.normal(size=p)
     A = np.hstack([rng.normal(size=(n_e, p - 1)), np.ones((n_e, 1))])
     A[n_e // 2 :: 3] = A[::3][: A[n_e // 2 :: 3].shape[0]]  # repeated rows: dependent ones

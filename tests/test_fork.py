@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -33,12 +35,37 @@ def only_thread(monkeypatch):
     monkeypatch.setattr(fork.threading, "active_count", lambda: 1)
 
 
+def _slow_pid_square(x: int) -> tuple[int, int]:
+    time.sleep(0.02)
+    return x * x, os.getpid()
+
+
+class _TwoArgError(Exception):
+    def __init__(self, a, b):  # unpickles only with both: pickle passes self.args = (a b)
+        super().__init__(f"{a} {b}")
+
+
+def _two_arg_fail(x: int) -> int:
+    raise _TwoArgError(x, "apart")
+
+
+def _unpicklable(x: int):
+    return lambda: x
+
+
+def _fail_or_sleep(x: int) -> int:
+    if x == 1:
+        raise ValueError("task 1 failed")
+    time.sleep(3)
+    return x
+
+
 @needs_fork
 def test_fork_map_returns_every_value_in_order_from_several_processes(only_thread):
-    out = fork.fork_map(_pid_square, [(i,) for i in range(40)], jobs=2)
+    out = fork.fork_map(_slow_pid_square, [(i,) for i in range(40)], jobs=2)
     assert [v for v, _ in out] == [i * i for i in range(40)]
     pids = {p for _, p in out}
-    assert os.getpid() in pids and len(pids) <= 2
+    assert os.getpid() in pids and len(pids) == 2  # each task takes 20 ms: both took some
 
 
 def test_fork_map_runs_here_without_fork(monkeypatch):
@@ -89,3 +116,32 @@ def test_cancel_ends_the_child(only_thread):
     job = fork.fork_call(signal.pause)
     job.cancel()
     assert job._proc.exitcode == -signal.SIGTERM
+
+
+@needs_fork
+def test_an_error_that_does_not_cross_the_pipe_is_a_worker_error(only_thread):
+    with pytest.raises(WorkerError, match="worker process failed") as info:
+        fork.fork_call(_two_arg_fail, 3).result()
+    with pytest.raises(WorkerError, match="could not be sent back") as info:
+        fork.fork_call(_unpicklable, 3).result()
+    assert "pickle" in str(info.value.__cause__).lower()  # the child's traceback says why
+    assert not multiprocessing.active_children()
+
+
+@needs_fork
+def test_a_failing_child_ends_its_siblings(only_thread):
+    # task 1 fails in one process while the others sleep: the error is raised here and no
+    # child is left computing (or holding this process at exit)
+    with pytest.raises(ValueError, match="task 1 failed"):
+        fork.fork_map(_fail_or_sleep, [(0,), (1,), (2,)], jobs=3)
+    assert not multiprocessing.active_children()
+
+
+def test_a_fork_that_fails_leaves_the_work_here(only_thread, monkeypatch):
+    def no_fork(fn, args):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(fork, "Forked", no_fork)
+    assert fork.fork_call(_pid_square, 2) is None
+    out = fork.fork_map(_pid_square, [(i,) for i in range(4)], jobs=2)
+    assert out == [(i * i, os.getpid()) for i in range(4)]

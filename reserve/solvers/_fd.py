@@ -58,7 +58,7 @@ from reserve.solvers._hinge import hinge_weights, species_objectives, weighted_h
 from reserve.solvers.budget import Budget
 
 __all__ = [
-    "WIDE_ROWS",
+    "WIDE_COLUMNS",
     "FDResult",
     "augmented_norms",
     "feasible_direction",
@@ -74,7 +74,7 @@ __all__ = [
 #: the narrow designs of the paper's linear TTK (tens of features) keep the loop and their
 #: earlier results bit for bit. A spline map of 38 features (229 columns) at 4,000 rows: 24 s
 #: of the loop per 500 FD iterations against 1.4 s (docs/benchmarks.md).
-WIDE_ROWS = 64
+WIDE_COLUMNS = 64
 
 
 @dataclass
@@ -238,12 +238,12 @@ def project_direction(
 def _constrain(d: np.ndarray, A: np.ndarray, ip: np.ndarray, n_free: int, tol: float) -> list:
     """Walk the sorted rows ``A`` from ``n_free`` on, projecting ``d`` (in place) off each.
 
-    Rows longer than :data:`WIDE_ROWS` go to :func:`_constrain_wide` (the basis grows to
+    Rows longer than :data:`WIDE_COLUMNS` go to :func:`_constrain_wide` (the basis grows to
     hundreds of vectors, and the loop's ``|B|^2`` small products would cost more than the
     solve), the others to :func:`_constrain_narrow`. Returns the positions (in ``A``) of the
     constrained rows.
     """
-    if A.shape[1] > WIDE_ROWS:
+    if A.shape[1] > WIDE_COLUMNS:
         return _constrain_wide(d, A, ip, n_free, tol)
     return _constrain_narrow(d, A, ip, n_free, tol)
 

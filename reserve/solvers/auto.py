@@ -287,8 +287,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         its share and forked children the rest, whatever the size of the CV; elsewhere
         joblib's worker processes do, and only when the CV holds at least
         :data:`PARALLEL_MIN_ROWS` labelled rows (a fresh worker's imports cost more than
-        such a fold). The results do not depend on it. ``reserve select`` passes one per
-        processor.
+        such a fold). The final fit uses them too: TTK's ladder fits share them, and the
+        tie-break forest is fitted in a child beside them (Linux). The results do not depend
+        on it. ``reserve select`` passes one per processor.
     effort_columns : sequence of int or None, default=None
         Columns of ``X`` that hold survey effort covariates (``reserve select --effort``:
         :func:`reserve.design.effort_covariates`). The candidates are scored at the

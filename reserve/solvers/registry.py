@@ -105,7 +105,8 @@ def make_estimator(
         With ``model != "linear"``: the values of ``C`` compared (default
         :data:`~reserve.solvers.auto.AUTO_CS`; ``C`` is then not used).
     n_jobs : int or None, default=None
-        With ``model != "linear"``: parallel cross-validation folds (same result).
+        With ``model != "linear"``: processors for the cross-validation folds and the final
+        fits (same result).
     effort_columns : tuple of int or None, default=None
         With ``model != "linear"``: the columns holding survey effort covariates; the
         cross-validation scores its held-out folds at the standard effort

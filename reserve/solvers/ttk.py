@@ -40,6 +40,9 @@ __all__ = [
 TRIVIAL_SPREAD = 0.01
 
 
+#: The attributes :meth:`TTK._fit_local` sets (a worker hands them back with its fit).
+_LOCAL_STATE = ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "_chosen")
+
 #: Values of TTK's ``ladder``.
 LADDERS: tuple[str, ...] = ("none", "mean")
 
@@ -520,8 +523,7 @@ class TTK(TopKClassifierMixin):
     def _fit_local_state(self, *problem) -> tuple:
         """:meth:`_fit_local`'s ``(w, b, history)`` and the attributes it set (for a worker)."""
         out = self._fit_local(*problem)
-        names = ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "_chosen")
-        return out, {name: getattr(self, name) for name in names}
+        return out, {name: getattr(self, name) for name in _LOCAL_STATE}
 
     def _fd(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
         """The feasible-direction method from ``(w, b)`` with this TTK's settings."""
