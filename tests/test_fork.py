@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import threading
@@ -40,13 +39,17 @@ def _slow_pid_square(x: int) -> tuple[int, int]:
     return x * x, os.getpid()
 
 
-class _TwoArgError(Exception):
-    def __init__(self, a, b):  # unpickles only with both: pickle passes self.args = (a b)
-        super().__init__(f"{a} {b}")
+def _refuse_to_load():
+    raise RuntimeError("cannot be loaded here")
 
 
-def _two_arg_fail(x: int) -> int:
-    raise _TwoArgError(x, "apart")
+class _Unloadable:
+    def __reduce__(self):  # pickles, but loading it raises
+        return _refuse_to_load, ()
+
+
+def _unloadable(x: int):
+    return _Unloadable()
 
 
 def _unpicklable(x: int):
@@ -120,21 +123,29 @@ def test_cancel_ends_the_child(only_thread):
 
 @needs_fork
 def test_an_error_that_does_not_cross_the_pipe_is_a_worker_error(only_thread):
-    with pytest.raises(WorkerError, match="worker process failed") as info:
-        fork.fork_call(_two_arg_fail, 3).result()
+    with pytest.raises(WorkerError, match=r"worker process failed.*cannot be loaded here"):
+        fork.fork_call(_unloadable, 3).result()
     with pytest.raises(WorkerError, match="could not be sent back") as info:
         fork.fork_call(_unpicklable, 3).result()
     assert "pickle" in str(info.value.__cause__).lower()  # the child's traceback says why
-    assert not multiprocessing.active_children()
 
 
 @needs_fork
-def test_a_failing_child_ends_its_siblings(only_thread):
+def test_a_failing_child_ends_its_siblings(only_thread, monkeypatch):
     # task 1 fails in one process while the others sleep: the error is raised here and no
     # child is left computing (or holding this process at exit)
+    started = []
+    real = fork.Forked
+
+    def spy(fn, args):
+        started.append(real(fn, args))
+        return started[-1]
+
+    monkeypatch.setattr(fork, "Forked", spy)
     with pytest.raises(ValueError, match="task 1 failed"):
         fork.fork_map(_fail_or_sleep, [(0,), (1,), (2,)], jobs=3)
-    assert not multiprocessing.active_children()
+    assert len(started) == 2
+    assert not any(child._proc.is_alive() for child in started)
 
 
 def test_a_fork_that_fails_leaves_the_work_here(only_thread, monkeypatch):
