@@ -156,3 +156,35 @@ def test_a_fork_that_fails_leaves_the_work_here(only_thread, monkeypatch):
     assert fork.fork_call(_pid_square, 2) is None
     out = fork.fork_map(_pid_square, [(i,) for i in range(4)], jobs=2)
     assert out == [(i * i, os.getpid()) for i in range(4)]
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_one_blas_thread_inside_the_block_only():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        with fork.one_blas_thread():
+            assert _blas_threads() and set(_blas_threads()) == {1}
+        assert _blas_threads() == before
+
+
+def test_fold_scores_and_ladder_fits_run_on_one_blas_thread(monkeypatch):
+    """The CV's folds and the ladder's fits share the processors: one BLAS thread each,
+    wherever they run (so they compute the same way on one processor or many)."""
+    from reserve.solvers import TTK, auto
+    from reserve.solvers import ttk as ttk_module
+
+    seen = []
+    monkeypatch.setattr(auto, "_fold_scores_here", lambda *a: seen.append(_blas_threads()))
+    auto._fold_scores(*range(7))
+    ttk = TTK()
+    monkeypatch.setattr(ttk, "_fit_local", lambda *a: seen.append(_blas_threads()))
+    monkeypatch.setattr(ttk_module, "_LOCAL_STATE", ())
+    ttk._fit_local_state()
+    assert len(seen) == 2 and all(t and set(t) == {1} for t in seen)

@@ -7,8 +7,9 @@ For a fixed set ``S`` of candidates allowed to score positive, TTK is the convex
                     w . z_j + b <= 0                              (candidates j not in S)
 
 With no candidate rows it is the soft-margin linear SVM with true hinge loss and an
-unregularised intercept. Both are solved in the primal by Clarabel (interior point), which
-returns the multipliers we use to rank swap moves.
+unregularised intercept. Both are solved in the primal by an interior point, which returns
+the multipliers we use to rank swap moves: Clarabel's (sparse), or for wide rows our dense one
+(:mod:`reserve.solvers._dense_qp`); from many rows, by the cutting plane.
 """
 
 from __future__ import annotations
@@ -19,9 +20,17 @@ import scipy.sparse as sp
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._cutting_plane import CuttingPlaneState, solve_cutting_plane
+from reserve.solvers._dense_qp import solve_dense
 from reserve.solvers._hinge import QPResult, hinge_objective
 
-__all__ = ["CuttingPlaneState", "QPResult", "hinge_objective", "solve_fixed_set"]
+__all__ = [
+    "CUTTING_PLANE_MIN_ROWS",
+    "DENSE_MIN_COLUMNS",
+    "CuttingPlaneState",
+    "QPResult",
+    "hinge_objective",
+    "solve_fixed_set",
+]
 
 
 def _settings() -> clarabel.DefaultSettings:
@@ -37,6 +46,12 @@ def _settings() -> clarabel.DefaultSettings:
 #: ``method="auto"`` uses the cutting plane from this many labelled rows (measured crossover
 #: with Clarabel; see benchmarks/results/scale.md).
 CUTTING_PLANE_MIN_ROWS = 10_000
+
+#: Below ``CUTTING_PLANE_MIN_ROWS``, ``method="auto"`` solves rows of at least this many
+#: columns by the dense interior point (spline maps: 25-30 times faster than Clarabel at 228
+#: columns, docs/algorithm.md), narrower rows by Clarabel (so the linear fits keep their
+#: results bit for bit).
+DENSE_MIN_COLUMNS = 65
 
 
 def solve_fixed_set(
@@ -63,12 +78,16 @@ def solve_fixed_set(
         Hinge weight.
     Z : ndarray of shape (p, d) or None
         Candidate rows that must not score positive.
-    method : {"auto", "clarabel", "cutting_plane"}
-        ``"clarabel"``: the whole QP by interior point (exact to 1e-9; time grows with ``n``).
-        ``"cutting_plane"``: :func:`reserve.solvers._cutting_plane.solve_cutting_plane`
-        (relative gap ``tol``; two passes over ``X`` per iteration). ``"auto"``: the cutting
-        plane from ``CUTTING_PLANE_MIN_ROWS`` labelled rows (Clarabel if it fails to reach
-        ``tol``), Clarabel below.
+    method : {"auto", "clarabel", "dense", "cutting_plane"}
+        ``"clarabel"``: the whole QP by Clarabel's interior point (exact to 1e-9; time grows
+        with ``n``). ``"dense"``: :func:`reserve.solvers._dense_qp.solve_dense`, an interior
+        point on the ``(d + 1) x (d + 1)`` normal equations (the same tolerances; time grows
+        with ``(n + p) d^2``). ``"cutting_plane"``:
+        :func:`reserve.solvers._cutting_plane.solve_cutting_plane` (relative gap ``tol``; two
+        passes over ``X`` per iteration). ``"auto"``: the cutting plane from
+        ``cutting_plane_min_rows`` labelled rows (Clarabel if it fails to reach ``tol``);
+        below, the dense interior point for rows of at least ``DENSE_MIN_COLUMNS`` columns
+        (Clarabel if it fails), Clarabel for narrower ones.
     warm_start : CuttingPlaneState or None
         Cuts of earlier solves on the same ``(X, y_pm)``, updated in place; used by the
         cutting plane only.
@@ -92,9 +111,9 @@ def solve_fixed_set(
     >>> round(float(r.w[0]), 6), abs(round(r.b, 6))
     (1.0, 0.0)
     """
-    if method not in ("auto", "clarabel", "cutting_plane"):
+    if method not in ("auto", "clarabel", "dense", "cutting_plane"):
         raise InvalidInputError(
-            f'method must be "auto", "clarabel" or "cutting_plane"; received {method!r}.'
+            f'method must be "auto", "clarabel", "dense" or "cutting_plane"; received {method!r}.'
         )
     if method == "cutting_plane" or (method == "auto" and X.shape[0] >= cutting_plane_min_rows):
         try:
@@ -103,6 +122,13 @@ def solve_fixed_set(
             if method == "cutting_plane":
                 raise
             # "auto": the interior point below is slow at this size but does converge.
+    if method == "dense" or (method == "auto" and X.shape[1] >= DENSE_MIN_COLUMNS):
+        try:
+            return solve_dense(X, y_pm, C, Z)
+        except SolverError:
+            if method == "dense":
+                raise
+            # "auto": Clarabel's regularised factorisation is the sturdier of the two.
     return _solve_clarabel(X, y_pm, C, Z)
 
 

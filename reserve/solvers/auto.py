@@ -29,7 +29,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
-from reserve.fork import Forked, can_fork, fork_call, fork_map
+from reserve.fork import Forked, can_fork, fork_call, fork_map, one_blas_thread
 from reserve.solvers._base import budget_select
 from reserve.solvers._validation import (
     TransductiveData,
@@ -209,8 +209,16 @@ def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[t
     """Held-out precision of every grid point on one fold (NaN where it cannot be scored).
 
     Each feature map is fitted once per fold (on the fold's rows, held-out ones included, as
-    in the final fit); every ``C`` then fits TTK without the polish on the mapped rows.
+    in the final fit); every ``C`` then fits TTK without the polish on the mapped rows. The
+    folds share the processors, so each uses one BLAS thread (:func:`reserve.fork.one_blas_thread`).
     """
+    with one_blas_thread():
+        return _fold_scores_here(X_lab, y_lab, fold, grid, k, m, seed)
+
+
+def _fold_scores_here(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[tuple],
+                      k: int, m: int, seed: int | None) -> np.ndarray:  # fmt: skip
+    """:func:`_fold_scores` in the BLAS threads as they are."""
     y_held = y_lab[fold.held]
     out = np.full(len(grid), np.nan)
     if y_held.sum() == 0:

@@ -9,7 +9,7 @@ from joblib import effective_n_jobs
 
 from reserve.config import TTK_DEFAULTS
 from reserve.errors import InvalidInputError
-from reserve.fork import fork_map
+from reserve.fork import fork_map, one_blas_thread
 from reserve.solvers._base import TopKClassifierMixin, canonical_order
 from reserve.solvers._fd import feasible_direction
 from reserve.solvers._polish import polish
@@ -521,8 +521,12 @@ class TTK(TopKClassifierMixin):
         return w, shifted_intercept_budget(b, X_cand @ w, bud.cost, bud.budget), history
 
     def _fit_local_state(self, *problem) -> tuple:
-        """:meth:`_fit_local`'s ``(w, b, history)`` and the attributes it set (for a worker)."""
-        out = self._fit_local(*problem)
+        """:meth:`_fit_local`'s ``(w, b, history)`` and the attributes it set (for a worker).
+
+        The ladder's fits share the processors, so each uses one BLAS thread.
+        """
+        with one_blas_thread():
+            out = self._fit_local(*problem)
         return out, {name: getattr(self, name) for name in _LOCAL_STATE}
 
     def _fd(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
