@@ -11,7 +11,7 @@ import pytest
 from reserve import fork as _fork
 from reserve.errors import InvalidInputError
 from reserve.solvers import auto
-from reserve.solvers.auto import AutoTTK, fold_k, nearly_balanced
+from reserve.solvers.auto import TIE_BREAKS, AutoTTK, fold_k, nearly_balanced
 from reserve.solvers.features import (
     FEATURE_MAPS,
     MAX_EXPANDED_BYTES,
@@ -281,7 +281,7 @@ def test_ties_are_broken_by_the_forest_probability():
     assert est.trivial_ and est.n_tied_at_cutoff_ > 5
     forest = ForestScore(random_state=3).fit(X, y)
     proba = forest.forest_.predict_proba(X[y == -1])[:, -1]
-    np.testing.assert_allclose(est.secondary_scores_, proba)
+    np.testing.assert_allclose(est.secondary_scores_, proba)  # all tie: all are scored
     best = est.candidates_[np.argsort(-proba, kind="stable")[:5]]
     assert sorted(est.selected_.tolist()) == sorted(best.tolist())
 
@@ -297,7 +297,7 @@ def test_the_forest_fitted_beside_ttk_gives_the_sequential_answer(monkeypatch):
     real = _fork.Forked
     monkeypatch.setattr(_fork, "Forked", lambda fn, args: forked.append(fn) or real(fn, args))
     par = AutoTTK(n_jobs=2, **kw).fit(X, y)
-    assert auto._forest_scores in forked or not _fork.can_fork()
+    assert auto._tie_forest in forked or not _fork.can_fork()
     np.testing.assert_array_equal(par.secondary_scores_, seq.secondary_scores_)
     np.testing.assert_array_equal(par.selected_, seq.selected_)
     np.testing.assert_array_equal(par.candidate_rank_, seq.candidate_rank_)
@@ -309,7 +309,29 @@ def test_the_stack_map_breaks_ties_with_its_own_forest():
     steps = est.best_estimator_.steps
     forest = dict(steps)["forest"]
     inside = dict(steps)["scale"].transform(X[y == -1])  # the forest sees scaled rows
-    np.testing.assert_allclose(est.secondary_scores_, forest.forest_.predict_proba(inside)[:, 1])
+    proba = forest.forest_.predict_proba(inside)[:, 1]
+    scored = np.isfinite(est.secondary_scores_)
+    np.testing.assert_allclose(est.secondary_scores_[scored], proba[scored])
+    np.testing.assert_array_equal(scored, _near_another(est))
+
+
+def _near_another(est) -> np.ndarray:
+    """Candidates whose TTK score lies within two tie widths of another's (by brute force)."""
+    s = est.candidate_scores_
+    gap = np.abs(s[:, None] - s[None, :]) + np.diag(np.full(s.size, np.inf))
+    return gap.min(axis=1) <= 2e-7 * max(1.0, np.abs(s).max())
+
+
+def test_the_secondary_score_is_computed_where_scores_tie_only():
+    X, y, _ = quadratic_problem(0, n=120, m=200)
+    cand = np.flatnonzero(y == -1)
+    X[cand[1:40:2]] = X[cand[0:40:2]]  # 20 pairs of twin candidates: equal scores
+    for tie_break in TIE_BREAKS:
+        est = AutoTTK(k=6, models=("linear",), Cs=(1.0,), tie_break=tie_break, random_state=0)
+        est.fit(X, y)
+        scored = np.isfinite(est.secondary_scores_)
+        np.testing.assert_array_equal(scored, _near_another(est))
+        assert 40 <= scored.sum() < scored.size
 
 
 def test_logistic_tie_break_and_a_bad_tie_break():

@@ -257,11 +257,32 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
     return Parallel(n_jobs=jobs)(delayed(_fold_scores)(*task) for task in tasks)
 
 
-def _forest_scores(data: TransductiveData, seed: int | None, n_jobs: int | None) -> np.ndarray:
-    """The candidates' presence probability by :class:`ForestScore`'s forest on the raw
-    features (the tie-break forest when the winning map is not ``stack``)."""
-    forest = ForestScore(random_state=seed, n_jobs=n_jobs).fit(data.X, data.y)
-    return forest.forest_.predict_proba(data.X[data.candidates])[:, -1]
+def _tie_forest(data: TransductiveData, seed: int | None, n_jobs: int | None) -> object:
+    """:class:`ForestScore`'s random forest fitted on the labelled rows' raw features (the
+    tie-break forest when the winning map is not ``stack``), on ``n_jobs`` threads.
+
+    It predicts on one thread: a forest's threads add the trees' votes in the order they
+    finish, which can change the last bits of a probability and so the order of two
+    candidates whose probabilities are equal.
+    """
+    forest = ForestScore(random_state=seed, n_jobs=n_jobs).fit(data.X, data.y).forest_
+    return forest.set_params(n_jobs=1)
+
+
+def _near_another(s: np.ndarray, width: float) -> np.ndarray:
+    """Whether each score lies within ``width`` of another score.
+
+    Examples
+    --------
+    >>> _near_another(np.array([0.0, 5.0, 1e-9, 3.0]), 1e-7).tolist()
+    [True, False, True, False]
+    """
+    order = np.argsort(s, kind="stable")
+    close = np.diff(s[order]) <= width
+    near = np.zeros(s.size, dtype=bool)
+    near[order[1:][close]] = True
+    near[order[:-1][close]] = True
+    return near
 
 
 class AutoTTK(ClassifierMixin, BaseEstimator):
@@ -355,7 +376,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         As TTK's; ties at the cutoff are broken by ``secondary_scores_``.
     secondary_scores_ : ndarray
         The candidates' secondary score (``tie_break``): the forest's presence
-        probability or the logistic log-odds.
+        probability or the logistic log-odds. Computed only for the candidates it can
+        order, those whose TTK score lies within two tie widths of another candidate's;
+        NaN for the others (at a million candidates it saves predicting them all).
     objective_, status_ : float, str
         The final TTK fit's objective (in the mapped features) and status.
     candidate_rank_ : ndarray of int
@@ -609,26 +632,40 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         if not needed or effective_n_jobs(self.n_jobs) < 2:
             return None
         # one thread: the child shares the processors with the TTK fits
-        return fork_call(_forest_scores, data, self.random_state, 1)
+        return fork_call(_tie_forest, data, self.random_state, 1)
 
     def _secondary(self, steps: list, Z: np.ndarray, data: TransductiveData,
                    forest: Forked | None = None) -> np.ndarray:  # fmt: skip
-        """The candidates' secondary score (``tie_break``), from the labelled rows.
+        """The candidates' secondary score (``tie_break``), from the labelled rows; NaN for
+        candidates whose TTK score no other candidate's comes near (nothing to order).
 
         ``forest`` is the tie-break forest started by :meth:`_start_forest`, if it was.
         """
-        if self.tie_break == "forest":
-            X = data.X[data.candidates]
-            for _, step in steps:  # the stack map's own forest, fed as in the map
-                if isinstance(step, ForestScore):
-                    return step.forest_.predict_proba(X)[:, -1]
-                X = step.transform(X)
+        s = self.candidate_scores_
+        need = _near_another(s, 2 * _TIE_RTOL * max(1.0, float(np.abs(s).max(initial=0.0))))
+        out = np.full(s.size, np.nan)
+        if not need.any():
             if forest is not None:
-                return forest.result()
-            return _forest_scores(data, self.random_state, self.n_jobs)
-        lr = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
-        lr.fit(Z[data.labelled], data.y[data.labelled])
-        return lr.decision_function(Z[data.candidates])
+                forest.cancel()
+            return out
+        rows = data.candidates[need]
+        if self.tie_break == "logistic":
+            lr = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
+            lr.fit(Z[data.labelled], data.y[data.labelled])
+            out[need] = lr.decision_function(Z[rows])
+            return out
+        X = data.X[rows]
+        for _, step in steps:  # the stack map's own forest, fed as in the map
+            if isinstance(step, ForestScore):
+                out[need] = step.forest_.predict_proba(X)[:, -1]
+                return out
+            X = step.transform(X)
+        if forest is None:
+            rf = _tie_forest(data, self.random_state, self.n_jobs)
+        else:
+            rf = forest.result()
+        out[need] = rf.predict_proba(data.X[rows])[:, -1]  # on the raw features
+        return out
 
     def _select(self, ttk: TTK, cost: object) -> None:
         """Selection and ranking: TTK's score, ties broken by the secondary score."""
