@@ -89,3 +89,12 @@ def test_effort_report_pairs_each_suite_with_its_effort_variant():
     assert "| auto | 0.500 | 0.550 | +0.050 | 1/0/1 |" in text
     assert "| rf |" not in text  # not run: no line
     assert effort_report(recs[:2], ["auto"]) == []  # one way only: nothing to pair
+
+
+def test_the_start_benchmark_times_both_solvers_to_the_same_optimum(capsys):
+    from benchmarks import bench_start
+
+    assert bench_start.main(["--rows", "300", "--repeat", "1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [r[0] for r in rows] == ["linear"] * 3 + ["spline"] * 3
+    assert all(abs(float(r[-1])) < 1e-6 for r in rows)  # the objectives agree

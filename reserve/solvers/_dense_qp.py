@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, qr, solve_triangular
 
 from reserve.errors import SolverError
 from reserve.solvers._hinge import QPResult, hinge_objective
@@ -29,6 +29,13 @@ __all__ = ["solve_dense"]
 
 #: Fraction of the step to the boundary of the positive orthant taken each iteration.
 _STEP = 0.99
+
+#: Iterations without a better iterate after which the iteration is stalled.
+_STALL = 5
+
+#: Error (:func:`_error`) below which a stalled iteration's best iterate is still taken
+#: (status "AlmostSolved", like Clarabel's reduced tolerances).
+_REDUCED_TOL = 1e-6
 
 
 @dataclass
@@ -82,7 +89,17 @@ class _Newton:
         self.Db = p.beta / p.t
         M = (A.T * self.Da) @ A + (B.T * self.Db) @ B
         M[np.diag_indices(d1)] += reg
-        self.factor = cho_factor(M)
+        try:
+            factor = cho_factor(M)
+            self.solve = lambda r: cho_solve(factor, r)
+        except LinAlgError:
+            # rounding made M indefinite (rows on the margin: D_r -> 0, M's entries grow
+            # without bound): factorise it as R'R from the QR of its square root, which
+            # never squares the conditioning (2-3 times the cost)
+            root = np.vstack([np.sqrt(self.Da)[:, None] * A, np.sqrt(self.Db)[:, None] * B,
+                              np.diag(np.sqrt(reg))])  # fmt: skip
+            R = qr(root, mode="r", overwrite_a=True)[0][:d1]
+            self.solve = lambda r: solve_triangular(R, solve_triangular(R, r, trans="T"))
 
     def direction(self, r1: np.ndarray, r2: np.ndarray, r3: np.ndarray) -> _Point:
         """The step for complementarity targets ``s a = r1'``, ``xi eta``, ``t beta``
@@ -92,7 +109,7 @@ class _Newton:
         g_a = -self.r_a - t2 + r1 / p.a
         g_b = -self.r_b + r3 / p.beta
         rhs = -self.r_d + self.A.T @ (self.Da * g_a) + self.B.T @ (self.Db * g_b)
-        du = cho_solve(self.factor, rhs)
+        du = self.solve(rhs)
         da = self.Da * (g_a - self.A @ du)
         dbeta = self.Db * (g_b - self.B @ du)
         ds = (r1 - p.s * da) / p.a
@@ -102,27 +119,45 @@ class _Newton:
         return _Point(du, ds, dxi, da, deta, dt, dbeta)
 
 
-def _converged(nt: _Newton, p: _Point, c: np.ndarray, tol: float) -> bool:
-    """Primal and dual residuals and the duality gap within ``tol`` (relative)."""
+def _error(nt: _Newton, p: _Point, c: np.ndarray) -> float:
+    """The largest of the primal residual, the dual residual and the duality gap, each
+    relative to the size of the terms it sums (as Clarabel and OSQP measure them)."""
     w = p.u[:-1]
     primal = 0.5 * float(w @ w) + float(c @ p.xi)
     scale_p = 1.0 + max(float(np.abs(nt.A @ p.u).max(initial=0.0)), 1.0)
     res_p = max(np.abs(nt.r_a).max(initial=0.0), np.abs(nt.r_b).max(initial=0.0))
     res_d = max(np.abs(nt.r_d).max(initial=0.0), np.abs(nt.r_c).max(initial=0.0))
-    scale_d = 1.0 + max(float(np.abs(w).max(initial=0.0)), float(c.max(initial=0.0)))
-    return res_p <= tol * scale_p and res_d <= tol * scale_d and p.gap() <= tol * (1 + abs(primal))
+    sums = np.abs(nt.A.T) @ p.a + np.abs(nt.B.T) @ p.beta  # the terms of A'a + B'beta
+    scale_d = 1.0 + max(float(np.abs(w).max(initial=0.0)), float(c.max(initial=0.0)),
+                        float(sums.max(initial=0.0)))  # fmt: skip
+    return max(res_p / scale_p, res_d / scale_d, p.gap() / (1.0 + abs(primal)))
 
 
-def _iterate(A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float, max_iter: int) -> _Point:
-    """Mehrotra's predictor-corrector from a fixed interior start."""
+def _iterate(A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float,
+             max_iter: int) -> tuple[_Point, float]:  # fmt: skip
+    """Mehrotra's predictor-corrector from a fixed interior start; the best iterate and its
+    error (:func:`_error`).
+
+    It stops at an error within ``tol``, after ``max_iter`` iterations, when the Newton
+    system cannot be factorised, or when, within ``_REDUCED_TOL``, no iterate has improved
+    on the best for :data:`_STALL` iterations: on a degenerate problem (many rows exactly on
+    the margin, as when there are hardly more rows than columns) the system's conditioning
+    caps the dual residual near 1e-8 while the gap closes.
+    """
     n, m = A.shape[0], B.shape[0]
     p = _Point(np.zeros(A.shape[1]), np.ones(n), np.ones(n), 0.5 * c, 0.5 * c,
                np.ones(m), np.ones(m))  # fmt: skip
+    best, best_err, since = p, np.inf, 0
     n_pairs = 2 * n + m
     for _ in range(max_iter):
-        nt = _Newton(A, B, c, p)
-        if _converged(nt, p, c, tol):
-            return p
+        try:
+            nt = _Newton(A, B, c, p)
+        except LinAlgError:
+            break
+        err = _error(nt, p, c)
+        best, best_err, since = (p, err, 0) if err < best_err else (best, best_err, since + 1)
+        if err <= tol or (since >= _STALL and best_err <= _REDUCED_TOL):
+            break
         mu = p.gap() / n_pairs
         aff = nt.direction(-p.s * p.a, -p.xi * p.eta, -p.t * p.beta)
         trial = p.moved(_step_to_boundary(p, aff), aff)
@@ -131,7 +166,7 @@ def _iterate(A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float, max_iter: 
                          sigma * mu - p.xi * p.eta - aff.xi * aff.eta,
                          sigma * mu - p.t * p.beta - aff.t * aff.beta)  # fmt: skip
         p = p.moved(_STEP * _step_to_boundary(p, d), d)
-    raise SolverError(f"the dense interior point did not converge in {max_iter} iterations")
+    return best, best_err
 
 
 def solve_dense(X: np.ndarray, y_pm: np.ndarray, C, Z: np.ndarray | None = None, *,
@@ -162,8 +197,8 @@ def solve_dense(X: np.ndarray, y_pm: np.ndarray, C, Z: np.ndarray | None = None,
     Raises
     ------
     SolverError
-        When the iteration does not converge or the normal equations cannot be factorised
-        (the caller falls back to Clarabel).
+        When no iterate comes within ``_REDUCED_TOL`` (1e-6) of optimal (the caller falls
+        back to Clarabel). Between that and ``tol`` the status is ``"AlmostSolved ..."``.
 
     Examples
     --------
@@ -182,9 +217,15 @@ def solve_dense(X: np.ndarray, y_pm: np.ndarray, C, Z: np.ndarray | None = None,
     B = -np.hstack([Zc, np.ones((Zc.shape[0], 1))])
     try:
         with np.errstate(divide="raise", invalid="raise", over="raise"):
-            p = _iterate(A, B, c, tol, max_iter)
-    except (LinAlgError, FloatingPointError) as exc:
+            p, err = _iterate(A, B, c, tol, max_iter)
+    except FloatingPointError as exc:
         raise SolverError(f"the dense interior point failed: {exc}") from exc
+    if not err <= _REDUCED_TOL:
+        raise SolverError(
+            f"the dense interior point stopped at a relative error of {err:.1e} "
+            f"(within {max_iter} iterations)"
+        )
     w, b = p.u[:d].copy(), float(p.u[d])
+    status = "Solved" if err <= tol else "AlmostSolved"
     return QPResult(w=w, b=b, objective=hinge_objective(w, b, X, y_pm, C),
-                    beta=p.beta.copy(), status="Solved (dense interior point)")  # fmt: skip
+                    beta=p.beta.copy(), status=f"{status} (dense interior point)")  # fmt: skip
