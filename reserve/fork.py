@@ -58,7 +58,9 @@ def one_blas_thread() -> Iterator[None]:
 
     For a task that may share the processors with other tasks: wrap it whether it runs here
     or in a child, so that it computes the same way wherever it runs (a BLAS library may sum
-    in another order on another number of threads).
+    in another order on another number of threads). The limit is process-wide
+    (threadpoolctl): two Python threads entering and leaving it at once can leave the other's
+    setting behind, so fits meant to run side by side go to processes (:func:`fork_map`).
 
     Examples
     --------

@@ -120,7 +120,8 @@ def break_cutoff_ties(
         drawn = m
     else:  # only the part of the tie the secondary score did not separate is a draw
         s_lev = _levels(secondary[group])
-        cut = _levels(secondary[[keep[-1]]])[0] if m else np.inf
+        # the last kept cell's level among the group's (one tie width for all of them)
+        cut = s_lev[np.searchsorted(group, keep[-1])] if m else np.inf
         drawn = int(np.isin(keep, group[s_lev == cut]).sum()) if (
             np.isin(rest, group[s_lev == cut]).any()) else 0  # fmt: skip
     new = np.concatenate([chosen[~np.isin(chosen, group)], keep])

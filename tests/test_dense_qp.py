@@ -95,6 +95,14 @@ def test_auto_falls_back_to_clarabel(monkeypatch):
         solve_fixed_set(X, y, 1.0, method="dense")
 
 
+def test_a_loose_tolerance_is_met_not_refused():
+    X, y, Z = _problem(8, 120, 6, 10)
+    ref = _qp._solve_clarabel(X, y, 1.0, Z)
+    loose = solve_dense(X, y, 1.0, Z, tol=1e-3)
+    assert loose.status.startswith("Solved")
+    assert loose.objective == pytest.approx(ref.objective, rel=1e-2)
+
+
 def test_too_few_iterations_is_a_solver_error():
     X, y, _ = _problem(5, 50, 3, 0)
     with pytest.raises(SolverError, match="stopped at a relative error of"):

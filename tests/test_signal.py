@@ -42,6 +42,16 @@ def test_the_secondary_score_breaks_a_tie_before_the_draw():
     assert ties.n_drawn == 0 and ties.n_tied == 4  # the secondary separated the tie
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.1, 100.0])
+def test_the_draw_count_does_not_depend_on_the_secondary_scale(scale):
+    # 3 cells tie at 1.0; two chosen; the secondary puts 1 first and leaves 2 and 3 tied:
+    # one of them is kept by the draw, whatever the secondary score's units
+    s = np.array([5.0, 1.0, 1.0, 1.0, 0.0])
+    sec = scale * np.array([0.0, 10.0, 3.0, 3.0, 0.0])
+    new, rest, ties = break_cutoff_ties(s, np.arange(5), np.array([0, 1, 2]), secondary=sec)
+    assert new[:2].tolist() == [0, 1] and rest.size == 1 and ties.n_tied == 3 and ties.n_drawn == 1
+
+
 def test_signal_verdicts():
     nan = float("nan")
     assert assess_signal(CutoffTies(50, 10, 10, True), 10, nan, 0.2, 0)[0] == "none"

@@ -148,25 +148,34 @@ def _iterate(A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float,
     p = _Point(np.zeros(A.shape[1]), np.ones(n), np.ones(n), 0.5 * c, 0.5 * c,
                np.ones(m), np.ones(m))  # fmt: skip
     best, best_err, since = p, np.inf, 0
-    n_pairs = 2 * n + m
-    for _ in range(max_iter):
+    accept = max(tol, _REDUCED_TOL)
+    for it in range(max_iter + 1):  # the last pass only measures the last step's point
         try:
             nt = _Newton(A, B, c, p)
-        except LinAlgError:
+        except (LinAlgError, ValueError):  # not factorisable, or not finite
             break
         err = _error(nt, p, c)
         best, best_err, since = (p, err, 0) if err < best_err else (best, best_err, since + 1)
-        if err <= tol or (since >= _STALL and best_err <= _REDUCED_TOL):
+        if err <= tol or (since >= _STALL and best_err <= accept) or it == max_iter:
             break
-        mu = p.gap() / n_pairs
-        aff = nt.direction(-p.s * p.a, -p.xi * p.eta, -p.t * p.beta)
-        trial = p.moved(_step_to_boundary(p, aff), aff)
-        sigma = (trial.gap() / n_pairs / mu) ** 3
-        d = nt.direction(sigma * mu - p.s * p.a - aff.s * aff.a,
-                         sigma * mu - p.xi * p.eta - aff.xi * aff.eta,
-                         sigma * mu - p.t * p.beta - aff.t * aff.beta)  # fmt: skip
-        p = p.moved(_STEP * _step_to_boundary(p, d), d)
+        try:
+            p = _step(nt, p)
+        except (LinAlgError, ValueError):
+            break
     return best, best_err
+
+
+def _step(nt: _Newton, p: _Point) -> _Point:
+    """One predictor-corrector step from ``p``."""
+    n_pairs = p.s.size + p.xi.size + p.t.size
+    mu = p.gap() / n_pairs
+    aff = nt.direction(-p.s * p.a, -p.xi * p.eta, -p.t * p.beta)
+    trial = p.moved(_step_to_boundary(p, aff), aff)
+    sigma = (trial.gap() / n_pairs / mu) ** 3
+    d = nt.direction(sigma * mu - p.s * p.a - aff.s * aff.a,
+                     sigma * mu - p.xi * p.eta - aff.xi * aff.eta,
+                     sigma * mu - p.t * p.beta - aff.t * aff.beta)  # fmt: skip
+    return p.moved(_STEP * _step_to_boundary(p, d), d)
 
 
 def solve_dense(X: np.ndarray, y_pm: np.ndarray, C, Z: np.ndarray | None = None, *,
@@ -220,7 +229,7 @@ def solve_dense(X: np.ndarray, y_pm: np.ndarray, C, Z: np.ndarray | None = None,
             p, err = _iterate(A, B, c, tol, max_iter)
     except FloatingPointError as exc:
         raise SolverError(f"the dense interior point failed: {exc}") from exc
-    if not err <= _REDUCED_TOL:
+    if not err <= max(tol, _REDUCED_TOL):
         raise SolverError(
             f"the dense interior point stopped at a relative error of {err:.1e} "
             f"(within {max_iter} iterations)"
