@@ -132,28 +132,41 @@ def solve_fixed_set(
     return _solve_clarabel(X, y_pm, C, Z)
 
 
+def _constraint_matrix(X: np.ndarray, y_pm: np.ndarray, Z: np.ndarray | None) -> sp.csc_matrix:
+    """The constraint rows of the QP over ``(w, b, xi)``, built column by column in CSC.
+
+    Rows: the hinge rows ``-y_i (x_i, 1) . (w, b) - xi_i <= -1``, then ``-xi_i <= 0``, then the
+    candidate rows ``(z_j, 1) . (w, b) <= 0``. The same matrix, nonzero for nonzero, as
+    stacking the blocks with ``scipy.sparse`` (zeros of ``X`` and ``Z`` are not stored), in a
+    fraction of the time: the polish solves hundreds of small QPs.
+    """
+    n, d = X.shape
+    Zc = np.empty((0, d)) if Z is None else Z
+    p = Zc.shape[0]
+    dense = np.empty((d + 1, n + p))  # columns w and b, over the hinge and candidate rows
+    dense[:d, :n] = (-(y_pm[:, None] * X)).T
+    dense[d, :n] = -y_pm
+    dense[:d, n:] = Zc.T
+    dense[d, n:] = 1.0
+    keep = dense != 0
+    rows = np.concatenate([np.arange(n), 2 * n + np.arange(p)])
+    head_idx = np.broadcast_to(rows, dense.shape)[keep]
+    head_ptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
+    xi_idx = np.column_stack([np.arange(n), n + np.arange(n)]).ravel()  # rows i and n + i
+    indptr = np.concatenate([head_ptr, head_ptr[-1] + 2 * np.arange(1, n + 1)])
+    data = np.concatenate([dense[keep], np.full(2 * n, -1.0)])
+    indices = np.concatenate([head_idx, xi_idx]).astype(np.int32)
+    return sp.csc_matrix((data, indices, indptr.astype(np.int32)), shape=(2 * n + p, d + 1 + n))
+
+
 def _solve_clarabel(X: np.ndarray, y_pm: np.ndarray, C: float, Z: np.ndarray | None) -> QPResult:
     """The fixed-set QP in the primal by Clarabel (interior point, tolerances 1e-9)."""
     n, d = X.shape
     p = 0 if Z is None else Z.shape[0]
     P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n)], format="csc")
     q = np.r_[np.zeros(d + 1), np.full(n, C)]
-    yx = -(y_pm[:, None] * X)
-    hinge = sp.hstack(
-        [sp.csr_matrix(yx), sp.csr_matrix(-y_pm[:, None]), -sp.identity(n, format="csr")],
-        format="csr",
-    )
-    nonneg = sp.hstack([sp.csr_matrix((n, d + 1)), -sp.identity(n, format="csr")], format="csr")
-    blocks = [hinge, nonneg]
-    rhs = [-np.ones(n), np.zeros(n)]
-    if p:
-        cand = sp.hstack(
-            [sp.csr_matrix(Z), sp.csr_matrix(np.ones((p, 1))), sp.csr_matrix((p, n))],
-            format="csr",
-        )
-        blocks.append(cand)
-        rhs.append(np.zeros(p))
-    A = sp.vstack(blocks, format="csc")
+    A = _constraint_matrix(X, y_pm, Z)
+    rhs = [-np.ones(n), np.zeros(n), np.zeros(p)]
     rhs_v = np.concatenate(rhs)
     cones = [clarabel.NonnegativeConeT(A.shape[0])]
     solver = clarabel.DefaultSolver(P, q, A, rhs_v, cones, _settings())
