@@ -52,12 +52,15 @@ class _Point:
     beta: np.ndarray
 
     def moved(self, step: float, d: _Point) -> _Point:
+        """The point ``self + step d``."""
         return _Point(*(x + step * dx for x, dx in zip(self.parts(), d.parts(), strict=True)))
 
     def parts(self) -> tuple[np.ndarray, ...]:
+        """``u`` and the row variables, in the order of the fields."""
         return (self.u, self.s, self.xi, self.a, self.eta, self.t, self.beta)
 
     def gap(self) -> float:
+        """The duality gap: the sum of the complementary products."""
         return float(self.s @ self.a + self.xi @ self.eta + self.t @ self.beta)
 
 
@@ -68,6 +71,7 @@ def _max_step(x: np.ndarray, dx: np.ndarray) -> float:
 
 
 def _step_to_boundary(p: _Point, d: _Point) -> float:
+    """Largest step in (0, 1] keeping every row variable of ``p + step d`` nonnegative."""
     return min(_max_step(x, dx) for x, dx in zip(p.parts()[1:], d.parts()[1:], strict=True))
 
 
@@ -84,8 +88,8 @@ class _Newton:
         self.r_a = A @ u + p.xi - p.s - 1.0
         self.r_b = B @ u - p.t
         self.r_c = c - p.a - p.eta
-        self.da_xi = p.xi / p.eta
-        self.Da = 1.0 / (self.da_xi + p.s / p.a)
+        self.xi_eta = p.xi / p.eta
+        self.Da = 1.0 / (self.xi_eta + p.s / p.a)
         self.Db = p.beta / p.t
         M = (A.T * self.Da) @ A + (B.T * self.Db) @ B
         M[np.diag_indices(d1)] += reg
@@ -102,8 +106,8 @@ class _Newton:
             self.solve = lambda r: solve_triangular(R, solve_triangular(R, r, trans="T"))
 
     def direction(self, r1: np.ndarray, r2: np.ndarray, r3: np.ndarray) -> _Point:
-        """The step for complementarity targets ``s a = r1'``, ``xi eta``, ``t beta``
-        (``r*`` are the right-hand sides ``target - product``)."""
+        """The Newton step whose complementarity equations have right-hand sides ``r1`` (for
+        ``s a``), ``r2`` (``xi eta``) and ``r3`` (``t beta``): each a target minus the product."""
         p = self.p
         t2 = (r2 - p.xi * self.r_c) / p.eta
         g_a = -self.r_a - t2 + r1 / p.a
@@ -113,7 +117,7 @@ class _Newton:
         da = self.Da * (g_a - self.A @ du)
         dbeta = self.Db * (g_b - self.B @ du)
         ds = (r1 - p.s * da) / p.a
-        dxi = t2 + self.da_xi * da
+        dxi = t2 + self.xi_eta * da
         deta = self.r_c - da
         dt = (r3 - p.t * dbeta) / p.beta
         return _Point(du, ds, dxi, da, deta, dt, dbeta)
