@@ -269,6 +269,11 @@ def _tie_forest(data: TransductiveData, seed: int | None, n_jobs: int | None) ->
     return forest.set_params(n_jobs=1)
 
 
+def _tie_width(s: np.ndarray) -> float:
+    """Two TTK scores closer than this tie (:data:`_TIE_RTOL` of the largest, at least 1)."""
+    return _TIE_RTOL * max(1.0, float(np.abs(s).max(initial=0.0)))
+
+
 def _near_another(s: np.ndarray, width: float) -> np.ndarray:
     """Whether each score lies within ``width`` of another score.
 
@@ -642,7 +647,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         ``forest`` is the tie-break forest started by :meth:`_start_forest`, if it was.
         """
         s = self.candidate_scores_
-        need = _near_another(s, 2 * _TIE_RTOL * max(1.0, float(np.abs(s).max(initial=0.0))))
+        need = _near_another(s, 2 * _tie_width(s))
         out = np.full(s.size, np.nan)
         if not need.any():
             if forest is not None:
@@ -670,7 +675,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     def _select(self, ttk: TTK, cost: object) -> None:
         """Selection and ranking: TTK's score, ties broken by the secondary score."""
         s = self.candidate_scores_
-        tol = _TIE_RTOL * max(1.0, float(np.abs(s).max(initial=0.0)))
+        tol = _tie_width(s)
         level = np.round(s / tol)
         order = np.lexsort((np.arange(s.size), -self.secondary_scores_, -level))
         rank_score = np.empty(s.size)
