@@ -85,7 +85,8 @@ class _Newton:
         reg = np.ones(d1)
         reg[-1] = 0.0  # the intercept is not regularised
         self.r_d = reg * u - A.T @ p.a - B.T @ p.beta
-        self.r_a = A @ u + p.xi - p.s - 1.0
+        self.Au = A @ u
+        self.r_a = self.Au + p.xi - p.s - 1.0
         self.r_b = B @ u - p.t
         self.r_c = c - p.a - p.eta
         self.xi_eta = p.xi / p.eta
@@ -123,15 +124,16 @@ class _Newton:
         return _Point(du, ds, dxi, da, deta, dt, dbeta)
 
 
-def _error(nt: _Newton, p: _Point, c: np.ndarray) -> float:
+def _error(nt: _Newton, p: _Point, c: np.ndarray, abs_A: np.ndarray, abs_B: np.ndarray) -> float:
     """The largest of the primal residual, the dual residual and the duality gap, each
-    relative to the size of the terms it sums (as Clarabel and OSQP measure them)."""
+    relative to the size of the terms it sums (as Clarabel and OSQP measure them);
+    ``abs_A``, ``abs_B`` are ``|A|`` and ``|B|``, formed once per solve."""
     w = p.u[:-1]
     primal = 0.5 * float(w @ w) + float(c @ p.xi)
-    scale_p = 1.0 + max(float(np.abs(nt.A @ p.u).max(initial=0.0)), 1.0)
+    scale_p = 1.0 + max(float(np.abs(nt.Au).max(initial=0.0)), 1.0)
     res_p = max(np.abs(nt.r_a).max(initial=0.0), np.abs(nt.r_b).max(initial=0.0))
     res_d = max(np.abs(nt.r_d).max(initial=0.0), np.abs(nt.r_c).max(initial=0.0))
-    sums = np.abs(nt.A.T) @ p.a + np.abs(nt.B.T) @ p.beta  # the terms of A'a + B'beta
+    sums = abs_A.T @ p.a + abs_B.T @ p.beta  # the terms of A'a + B'beta
     scale_d = 1.0 + max(float(np.abs(w).max(initial=0.0)), float(c.max(initial=0.0)),
                         float(sums.max(initial=0.0)))  # fmt: skip
     return max(res_p / scale_p, res_d / scale_d, p.gap() / (1.0 + abs(primal)))
@@ -153,12 +155,13 @@ def _iterate(A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float,
                np.ones(m), np.ones(m))  # fmt: skip
     best, best_err, since = p, np.inf, 0
     accept = max(tol, _REDUCED_TOL)
+    abs_A, abs_B = np.abs(A), np.abs(B)
     for it in range(max_iter + 1):  # the last pass only measures the last step's point
         try:
             nt = _Newton(A, B, c, p)
         except (LinAlgError, ValueError):  # not factorisable, or not finite
             break
-        err = _error(nt, p, c)
+        err = _error(nt, p, c, abs_A, abs_B)
         best, best_err, since = (p, err, 0) if err < best_err else (best, best_err, since + 1)
         if err <= tol or (since >= _STALL and best_err <= accept) or it == max_iter:
             break

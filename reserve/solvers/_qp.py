@@ -166,8 +166,7 @@ def _solve_clarabel(X: np.ndarray, y_pm: np.ndarray, C: float, Z: np.ndarray | N
     P = sp.diags(np.r_[np.ones(d), np.zeros(1 + n)], format="csc")
     q = np.r_[np.zeros(d + 1), np.full(n, C)]
     A = _constraint_matrix(X, y_pm, Z)
-    rhs = [-np.ones(n), np.zeros(n), np.zeros(p)]
-    rhs_v = np.concatenate(rhs)
+    rhs_v = np.concatenate([-np.ones(n), np.zeros(n + p)])  # hinge, xi >= 0, candidates
     cones = [clarabel.NonnegativeConeT(A.shape[0])]
     solver = clarabel.DefaultSolver(P, q, A, rhs_v, cones, _settings())
     sol = solver.solve()
