@@ -3,10 +3,12 @@ explaining columns that explain, `evaluate` that says what it needs; a clean pac
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata as md
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import click
@@ -148,3 +150,32 @@ def test_package_builds_without_warnings(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"reserve/static/leaflet.min.js", "reserve/data/default_region/georgia.geojson",
             "reserve/data/uci/sonar.csv", "reserve/py.typed"} <= names  # fmt: skip
+
+
+_RUN_PROBE = """
+import atexit, gc, sys
+atexit.register(lambda: print("frozen", gc.get_freeze_count() > 0))
+from reserve.cli import run
+sys.argv = ["reserve", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.parametrize(("args", "code"), [(["--version"], 0), (["select", "--model", "x"], 2)])
+def test_console_script_freezes_objects_before_exit(args, code):
+    """The console script (``run``) exits as ``main`` does, its objects frozen for the exit.
+
+    The freeze spares the interpreter's last garbage collection (see ``reserve.cli.run``);
+    ``main``, which the other tests call in-process, must not freeze anything.
+    """
+    assert pyproject_script() == "reserve.cli:run"
+    out = subprocess.run([sys.executable, "-c", _RUN_PROBE, *args], capture_output=True,
+                         text=True, check=False, cwd=ROOT)  # fmt: skip
+    assert out.returncode == code, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "frozen True"
+    assert gc.get_freeze_count() == 0  # nothing in this test process was frozen
+
+
+def pyproject_script() -> str:
+    """The entry point of the ``reserve`` console script in pyproject.toml."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["reserve"]
