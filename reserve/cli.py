@@ -431,7 +431,6 @@ def select_command(config: str | None, **kw: object) -> None:
     import time
 
     from reserve.config import SelectOptions
-    from reserve.select import run_selection
 
     ctx = click.get_current_context()
     given = {
@@ -445,10 +444,36 @@ def select_command(config: str | None, **kw: object) -> None:
     def progress(message: str) -> None:
         click.echo(f"[{time.perf_counter() - t0:6.1f} s] {message}", err=True)
 
-    result = run_selection(options, progress=progress, config=options.to_dict())
+    drawer = _start_map_drawer(options)  # before the imports below, on another processor
+    try:
+        from reserve.select import run_selection
+
+        result = run_selection(options, progress=progress, config=options.to_dict(),
+                               map_drawer=drawer)  # fmt: skip
+    finally:
+        if drawer is not None:
+            drawer.cancel()
     if result.summary.get("signal", "ok") != "ok":
         click.echo(f"reserve: warning: {result.summary['signal_note']}", err=True)
     _print_selection(result)
+
+
+#: What drawing the map imports (folium compiles its page templates on import: about 1 s).
+MAP_MODULES = ("reserve.maps", "folium", "branca.element", "jinja2")
+
+
+def _start_map_drawer(options: Any) -> Any:
+    """A child forked now to draw the run's map (:class:`reserve.fork.Standby`), or None.
+
+    It imports :data:`MAP_MODULES` on a second processor while this process imports the
+    models and fits, and then draws the map while this process writes the GeoPackage. None
+    without a map, with one processor (``--n-jobs 1``) or where no child may be forked.
+    """
+    if options.map is False or options.out is None or options.n_jobs < 2:
+        return None
+    from reserve.fork import fork_standby
+
+    return fork_standby(MAP_MODULES)
 
 
 def _selection_table(result: object) -> tuple[Any, list[str]]:

@@ -6,6 +6,10 @@ A child is forked only where that is safe (:func:`can_fork`); otherwise the work
 in order. Each call computes the same thing wherever it runs, so results never depend on
 the number of processors.
 
+A child that needs modules this process has not imported can be forked early, before this
+process imports and computes, and import them meanwhile on another processor
+(:func:`fork_standby`: ``reserve select`` draws its map in one).
+
 Work that runs beside other work uses one BLAS thread (:func:`one_blas_thread`): two
 processes each running a BLAS thread per processor oversubscribe them, and the threads' spin
 waits then cost several times the work (a spline fold fit of the scale benchmark: 9-14 s of
@@ -15,6 +19,7 @@ CPU against 1.4-2.2 s).
 from __future__ import annotations
 
 import ctypes
+import importlib
 import multiprocessing
 import os
 import signal
@@ -30,7 +35,15 @@ from threadpoolctl import threadpool_limits
 
 from reserve.errors import WorkerError
 
-__all__ = ["Forked", "can_fork", "fork_call", "fork_map", "one_blas_thread"]
+__all__ = [
+    "Forked",
+    "Standby",
+    "can_fork",
+    "fork_call",
+    "fork_map",
+    "fork_standby",
+    "one_blas_thread",
+]
 
 #: Seconds a child has to end after sending its result before it is terminated.
 _EXIT_GRACE = 10.0
@@ -185,6 +198,82 @@ def fork_call(fn: Callable, *args: Any) -> Forked | None:
     6
     """
     return _start(fn, args) if can_fork() else None
+
+
+def _standby(calls: Any, sender: Any, modules: tuple[str, ...]) -> Any:
+    """In a :class:`Standby` child: import ``modules``, then run the one call sent."""
+    sender.close()  # this child's copy: the parent's close (or death) then ends the wait
+    for name in modules:
+        importlib.import_module(name)
+    try:
+        fn, args = calls.recv()
+    except EOFError:  # cancelled before a call came
+        return None
+    finally:
+        calls.close()
+    return fn(*args)
+
+
+class Standby:
+    """A child forked now that imports what a later call needs, then runs that call.
+
+    Made by :func:`fork_standby`. A forked child inherits only the modules imported before
+    the fork; one that must import slow modules (folium compiles its page templates on
+    import) can do so on a second processor while this process imports and computes, and
+    then start its call at once when :meth:`submit` sends it.
+
+    Parameters
+    ----------
+    modules : sequence of str
+        Modules the child imports as soon as it starts.
+    """
+
+    def __init__(self, modules: Sequence[str]) -> None:
+        ctx = multiprocessing.get_context("fork")
+        calls, self._sender = ctx.Pipe(duplex=False)
+        try:
+            self._job = Forked(_standby, (calls, self._sender, tuple(modules)))
+        except BaseException:
+            self._sender.close()
+            raise
+        finally:
+            calls.close()
+
+    def submit(self, fn: Callable, *args: Any) -> Forked:
+        """Send ``fn(*args)`` (pickled) to the child; its :meth:`Forked.result` waits for it.
+
+        One call per child: the channel is closed after it.
+        """
+        try:
+            self._sender.send((fn, args))
+        except BaseException:
+            self.cancel()
+            raise
+        finally:
+            self._sender.close()
+        return self._job
+
+    def cancel(self) -> None:
+        """End the child, whether it was sent a call or not (a no-op once it has ended)."""
+        self._sender.close()
+        self._job.cancel()
+
+
+def fork_standby(modules: Sequence[str]) -> Standby | None:
+    """A :class:`Standby` child importing ``modules``, or None where none may be forked.
+
+    Examples
+    --------
+    >>> child = fork_standby(["json"])
+    >>> (len([1, 2]) if child is None else child.submit(len, [1, 2]).result())
+    2
+    """
+    if not can_fork():
+        return None
+    try:
+        return Standby(modules)
+    except OSError:  # out of memory or processes: the caller does the work itself
+        return None
 
 
 def _claim(counter: Any) -> int:

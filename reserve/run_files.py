@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from reserve.io.atomic import write_together
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
+    from reserve.fork import Standby
     from reserve.result import SelectionResult
 
 __all__ = [
@@ -64,11 +66,12 @@ def write_outputs(
     public: Any,
     outline: Any,
     parallel: bool = False,
+    drawer: Standby | None = None,
 ) -> None:
     """Write the map and the GeoPackage asked for, together (both replaced, or neither).
 
-    Each goes to a temporary file beside its target (the map in a forked child with
-    ``parallel``), and the renames happen only once both are complete
+    Each goes to a temporary file beside its target (the map drawn in a forked child with
+    ``parallel``, or in ``drawer``), and the renames happen only once both are complete
     (:func:`write_together`).
 
     Parameters
@@ -84,34 +87,45 @@ def write_outputs(
     parallel : bool, default=False
         Draw the map in a forked child while this process writes the GeoPackage
         (:func:`write_together`).
+    drawer : reserve.fork.Standby or None, default=None
+        A child forked earlier (:func:`start_map_drawer`) that has imported folium: it draws
+        the map while this process writes the GeoPackage. The caller cancels it when done.
 
     Raises
     ------
     DataFileError
         An output cannot be written; nothing was changed.
     """
-    jobs: list[tuple[Any, str, Callable[[Path], object]]] = []
+    Job = tuple[Any, str, Callable[[Path], object]]
+    drawn: Job | None = None
+    stored: Job | None = None
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     if result.map_path is not None:
         from reserve.maps import build_map
 
-        def draw(tmp: Path) -> None:
-            say(f"drawing the map {result.map_path}")
-            page = build_map(result.planning_units, summary=result.summary,
-                             main_features=result.main_features(), public=public,
-                             outline=outline)  # fmt: skip
-            tmp.write_text(page, encoding="utf-8")
+        page = partial(build_map, summary=result.summary, main_features=result.main_features(),
+                       public=public, outline=outline)  # fmt: skip
+        drawing = None if drawer is None else drawer.submit(page, result.planning_units)
+        say(f"drawing the map {result.map_path}")
 
-        jobs.append((result.map_path, ".html", draw))
+        def draw(tmp: Path) -> None:
+            text = page(result.planning_units) if drawing is None else drawing.result()
+            tmp.write_text(text, encoding="utf-8")
+
+        drawn = (result.map_path, ".html", draw)
     if result.gpkg_path is not None:
 
         def store(tmp: Path) -> None:
             say(f"writing {result.gpkg_path}")
             write_result(result, tmp, overwrite=True)
 
-        jobs.append((result.gpkg_path, ".gpkg", store))
+        stored = (result.gpkg_path, ".gpkg", store)
+    # the last job is written here; with parallel, the others in forked children. With a
+    # drawer the map is being drawn already: the GeoPackage first, then wait for the page.
+    order = (stored, drawn) if drawer is not None else (drawn, stored)
+    jobs = [job for job in order if job is not None]
     try:
-        write_together(jobs, parallel=parallel)
+        write_together(jobs, parallel=parallel and drawer is None)
     except ReserveError:
         raise
     except OSError as exc:

@@ -49,6 +49,7 @@ from reserve.design import (
 )
 from reserve.errors import InvalidInputError
 from reserve.export import identified_crs
+from reserve.fork import Standby
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.run_files import (
     check_decoration,
@@ -160,6 +161,7 @@ def run_selection(
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     config: Mapping[str, Any] | None = None,
+    map_drawer: Standby | None = None,
 ) -> SelectionResult:
     """Run one selection with checked options; :func:`select_reserve` with an options object.
 
@@ -169,6 +171,11 @@ def run_selection(
         The run's options.
     public, outline, progress, config
         As in :func:`select_reserve`.
+    map_drawer : reserve.fork.Standby or None
+        A child forked at the start (``reserve select`` forks it before importing the
+        models) that has imported folium meanwhile: it draws the map while this process
+        writes the GeoPackage (:func:`reserve.run_files.write_outputs`). The caller cancels
+        it when the run ends.
 
     Returns
     -------
@@ -209,7 +216,7 @@ def run_selection(
         result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
     result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
-    write_outputs(result, say, t0, public, outline, parallel=opts.n_jobs > 1)
+    write_outputs(result, say, t0, public, outline, parallel=opts.n_jobs > 1, drawer=map_drawer)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     return result
 

@@ -43,6 +43,18 @@ def snapshot(root: Path) -> tuple[frozenset[str], dict[str, str]]:
 
 
 @pytest.fixture
+def only_thread(monkeypatch):
+    """Let :func:`reserve.fork.can_fork` say yes in a test worker.
+
+    An earlier test of this worker (or the test runner) may have left a Python thread
+    running, and then no child is forked.
+    """
+    from reserve import fork
+
+    monkeypatch.setattr(fork.threading, "active_count", lambda: 1)
+
+
+@pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """An empty working folder, made the current directory for the test."""
     folder = tmp_path / "work"

@@ -12,12 +12,6 @@ from reserve.errors import DataFileError
 from reserve.io.atomic import write_together
 
 
-@pytest.fixture
-def only_thread(monkeypatch):
-    # an earlier test of this worker may have left a Python thread running (no fork then)
-    monkeypatch.setattr(fork.threading, "active_count", lambda: 1)
-
-
 def _pid_writer(tmp):
     tmp.write_text(str(os.getpid()))
 

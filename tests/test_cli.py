@@ -278,3 +278,28 @@ def test_select_for_two_species(tmp_path):
     assert "expected precision" in res.stdout and "Crop Bird" in res.stdout
     sel = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")
     assert {"score__forest_bird", "score__crop_bird"} <= set(sel.columns) and len(sel) == 6
+
+
+def _page(path: Path) -> str:
+    """The map's HTML without folium's random element ids."""
+    return re.sub(r"_[0-9a-f]{32}", "_ID", path.read_text(encoding="utf-8"))
+
+
+def test_the_map_drawn_by_the_standby_child_is_the_map_drawn_here(cells, tmp_path, monkeypatch,
+                                                                   only_thread):  # fmt: skip
+    from reserve import fork
+
+    started = []
+    real = fork.fork_standby
+    monkeypatch.setattr(fork, "fork_standby", lambda mods: started.append(mods) or real(mods))
+    pages, out = {}, tmp_path / "out"
+    for jobs in ("2", "1"):
+        res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map",
+                  str(out / "m.html"), "--n-jobs", jobs, "--overwrite")  # fmt: skip
+        assert res.exit_code == 0, res.stderr
+        pages[jobs] = _page(out / "m.html")
+        assert sorted(p.name for p in out.iterdir()) == ["m.html", "reserve.gpkg"]
+    assert started == [("reserve.maps", "folium", "branca.element", "jinja2")]  # --n-jobs 2
+    # only the run summary's runtimes, time of day and n_jobs differ
+    strip = re.compile(r'(runtime|created|seconds)[^<"]*|"n_jobs": \d')
+    assert strip.sub("", pages["2"]) == strip.sub("", pages["1"])

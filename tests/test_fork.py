@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -26,12 +27,6 @@ def _fail(x: int) -> int:
 def _die(x: int) -> int:
     os.kill(os.getpid(), signal.SIGKILL)
     return x
-
-
-@pytest.fixture
-def only_thread(monkeypatch):
-    # an earlier test of this worker may have left a Python thread running (no fork then)
-    monkeypatch.setattr(fork.threading, "active_count", lambda: 1)
 
 
 def _slow_pid_square(x: int) -> tuple[int, int]:
@@ -192,3 +187,41 @@ def test_fold_scores_and_ladder_fits_run_on_one_blas_thread(monkeypatch):
         auto._fold_scores(*range(7))
         ttk._fit_local_state()
     assert len(seen) == 2 and all(t and set(t) == {1} for t in seen)
+
+
+def _imported(name: str) -> tuple[bool, int]:
+    return name in sys.modules, os.getpid()
+
+
+@needs_fork
+def test_standby_imports_its_modules_at_once_then_runs_the_call_sent(only_thread):
+    name = "tabnanny"  # a module nothing here imports
+    had = name in sys.modules
+    child = fork.fork_standby([name])
+    assert child is not None
+    assert child.submit(_imported, name).result() == (True, child._job._proc.pid)
+    assert (name in sys.modules) == had  # imported there, not here
+    assert child._job._proc.exitcode is not None  # it ended after sending the value
+
+
+@needs_fork
+def test_standby_raises_the_calls_error_and_a_failed_import(only_thread):
+    with pytest.raises(ValueError, match="bad task 4"):
+        fork.fork_standby(["json"]).submit(_fail, 4).result()
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_here"):
+        fork.fork_standby(["no_such_module_here"]).submit(_pid_square, 2).result()
+
+
+@needs_fork
+def test_a_cancelled_standby_ends_without_a_call_and_twice_is_harmless(only_thread):
+    child = fork.fork_standby(["json"])
+    child.cancel()
+    child.cancel()
+    assert child._job._proc.exitcode is not None
+    with pytest.raises(OSError):  # the channel is closed: nothing can be sent any more
+        child.submit(_pid_square, 2)
+
+
+def test_no_standby_where_no_child_may_be_forked(monkeypatch):
+    monkeypatch.setattr(fork, "can_fork", lambda: False)
+    assert fork.fork_standby(["json"]) is None
