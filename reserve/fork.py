@@ -101,6 +101,9 @@ def _die_with_parent(parent: int) -> None:
 
 def _run_child(conn: Any, parent: int, fn: Callable, args: tuple) -> None:
     _die_with_parent(parent)
+    # Ctrl-C at a terminal reaches the whole process group: the parent stops (and ends its
+    # children), and a child must not print a traceback of its own meanwhile
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         out: tuple = (True, fn(*args))
     except Exception as exc:  # handed to the parent, which raises it there

@@ -225,3 +225,16 @@ def test_a_cancelled_standby_ends_without_a_call_and_twice_is_harmless(only_thre
 def test_no_standby_where_no_child_may_be_forked(monkeypatch):
     monkeypatch.setattr(fork, "can_fork", lambda: False)
     assert fork.fork_standby(["json"]) is None
+
+
+def _sleepy_value(x: int) -> int:
+    time.sleep(0.6)
+    return x
+
+
+@needs_fork
+def test_a_child_ignores_ctrl_c_which_is_the_parents_to_handle(only_thread):
+    job = fork.fork_call(_sleepy_value, 5)
+    time.sleep(0.3)  # the child has set its handler
+    os.kill(job._proc.pid, signal.SIGINT)
+    assert job.result() == 5
