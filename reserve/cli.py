@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,10 @@ from reserve.config import (
     SELECT_MODELS,
 )
 from reserve.errors import InvalidInputError, ReserveError
+
+if TYPE_CHECKING:
+    from reserve.config import SelectOptions
+    from reserve.fork import Standby
 
 __all__ = ["main", "run"]
 
@@ -462,7 +466,7 @@ def select_command(config: str | None, **kw: object) -> None:
 MAP_MODULES = ("reserve.maps", "folium", "branca.element", "jinja2")
 
 
-def _start_map_drawer(options: Any) -> Any:
+def _start_map_drawer(options: SelectOptions) -> Standby | None:
     """A child forked now to draw the run's map (:class:`reserve.fork.Standby`), or None.
 
     It imports :data:`MAP_MODULES` on a second processor while this process imports the

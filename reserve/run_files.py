@@ -10,6 +10,7 @@ replaced, or neither).
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from collections.abc import Callable
 from functools import partial
@@ -22,7 +23,7 @@ from reserve.io.atomic import write_together
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
-    from reserve.fork import Standby
+    from reserve.fork import Forked, Standby
     from reserve.result import SelectionResult
 
 __all__ = [
@@ -88,8 +89,10 @@ def write_outputs(
         Draw the map in a forked child while this process writes the GeoPackage
         (:func:`write_together`).
     drawer : reserve.fork.Standby or None, default=None
-        A child forked earlier (:func:`start_map_drawer`) that has imported folium: it draws
-        the map while this process writes the GeoPackage. The caller cancels it when done.
+        A child forked earlier (:func:`reserve.fork.fork_standby`; ``reserve select`` forks
+        it before importing the models) that has imported folium: it draws the map while
+        this process writes the GeoPackage. The caller cancels it when done. If it can no
+        longer be sent the map (it died), the map is drawn as without it.
 
     Raises
     ------
@@ -99,13 +102,14 @@ def write_outputs(
     Job = tuple[Any, str, Callable[[Path], object]]
     drawn: Job | None = None
     stored: Job | None = None
+    drawing: Forked | None = None
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     if result.map_path is not None:
         from reserve.maps import build_map
 
         page = partial(build_map, summary=result.summary, main_features=result.main_features(),
                        public=public, outline=outline)  # fmt: skip
-        drawing = None if drawer is None else drawer.submit(page, result.planning_units)
+        drawing = _submit(drawer, page, result.planning_units)
         say(f"drawing the map {result.map_path}")
 
         def draw(tmp: Path) -> None:
@@ -122,10 +126,10 @@ def write_outputs(
         stored = (result.gpkg_path, ".gpkg", store)
     # the last job is written here; with parallel, the others in forked children. With a
     # drawer the map is being drawn already: the GeoPackage first, then wait for the page.
-    order = (stored, drawn) if drawer is not None else (drawn, stored)
+    order = (stored, drawn) if drawing is not None else (drawn, stored)
     jobs = [job for job in order if job is not None]
     try:
-        write_together(jobs, parallel=parallel and drawer is None)
+        write_together(jobs, parallel=parallel and drawing is None)
     except ReserveError:
         raise
     except OSError as exc:
@@ -133,6 +137,16 @@ def write_outputs(
             f"cannot write the outputs {[str(t) for t, _, _ in jobs]} ({exc.strerror or exc}); "
             "nothing was changed: pass a writable --out folder (and --map path)"
         ) from None
+
+
+def _submit(drawer: Standby | None, page: Callable, units: Any) -> Forked | None:
+    """``page(units)`` sent to ``drawer``; None without one, or when it cannot take it."""
+    if drawer is None:
+        return None
+    try:
+        return drawer.submit(page, units)
+    except (OSError, pickle.PicklingError):  # the child has gone: the map is drawn as without
+        return None
 
 
 def check_outputs(opts: SelectOptions, cells_path: Path) -> tuple[Path | None, Path | None]:

@@ -303,3 +303,24 @@ def test_the_map_drawn_by_the_standby_child_is_the_map_drawn_here(cells, tmp_pat
     # only the run summary's runtimes, time of day and n_jobs differ
     strip = re.compile(r'(runtime|created|seconds)[^<"]*|"n_jobs": \d')
     assert strip.sub("", pages["2"]) == strip.sub("", pages["1"])
+
+
+def test_a_dead_standby_child_leaves_the_map_to_the_usual_path(cells, tmp_path, monkeypatch,
+                                                               only_thread):  # fmt: skip
+    from reserve import fork
+
+    dead = []
+
+    def cancelled(mods):
+        child = fork.Standby(mods)
+        child.cancel()  # as if it had been killed before the map was sent
+        dead.append(child)
+        return child
+
+    monkeypatch.setattr(fork, "fork_standby", cancelled)
+    out = tmp_path / "out"
+    res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map",
+              str(out / "m.html"), "--n-jobs", "2")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert len(dead) == 1 and "Leaflet" in (out / "m.html").read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir()) == ["m.html", "reserve.gpkg"]
