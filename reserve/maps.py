@@ -48,7 +48,7 @@ import shapely
 from reserve.config import SELECT_DEFAULTS
 from reserve.errors import DataFileError, OutputExistsError
 
-__all__ = ["CONTEXT", "build_map", "initial_view", "write_map"]
+__all__ = ["CONTEXT", "build_map", "initial_view", "write_map", "write_page"]
 
 _Q = 1e5  # coordinate quantum: 1e-5 degree (about 1 m)
 
@@ -602,6 +602,20 @@ def _add_panels(
             f'<script type="application/json" id="reserve-config">{cfg}</script>'
         )
     )
+
+
+def write_page(path: str | os.PathLike[str], planning_units: gpd.GeoDataFrame,
+               **kwargs: Any) -> None:  # fmt: skip
+    """Write :func:`build_map`'s page to ``path`` as it is (the caller's temporary file).
+
+    Parameters
+    ----------
+    path : path-like
+    planning_units : geopandas.GeoDataFrame
+    **kwargs
+        Passed to :func:`build_map`.
+    """
+    Path(path).write_text(build_map(planning_units, **kwargs), encoding="utf-8")
 
 
 def write_map(

@@ -99,37 +99,31 @@ def write_outputs(
     DataFileError
         An output cannot be written; nothing was changed.
     """
-    Job = tuple[Any, str, Callable[[Path], object]]
-    drawn: Job | None = None
-    stored: Job | None = None
-    drawing: Forked | None = None
+    jobs: list[tuple[Any, str, Callable[[Path], object]]] = []
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     if result.map_path is not None:
-        from reserve.maps import build_map
+        from reserve.maps import write_page
 
-        page = partial(build_map, summary=result.summary, main_features=result.main_features(),
+        page = partial(write_page, summary=result.summary, main_features=result.main_features(),
                        public=public, outline=outline)  # fmt: skip
-        drawing = _submit(drawer, page, result.planning_units)
-        say(f"drawing the map {result.map_path}")
 
-        def draw(tmp: Path) -> None:
-            text = page(result.planning_units) if drawing is None else drawing.result()
-            tmp.write_text(text, encoding="utf-8")
+        def draw(tmp: Path) -> Forked | None:
+            say(f"drawing the map {result.map_path}")
+            drawing = _submit(drawer, page, tmp, result.planning_units)
+            if drawing is None:
+                page(tmp, result.planning_units)
+            return drawing  # drawn and written there while the GeoPackage is written here
 
-        drawn = (result.map_path, ".html", draw)
+        jobs.append((result.map_path, ".html", draw))
     if result.gpkg_path is not None:
 
         def store(tmp: Path) -> None:
             say(f"writing {result.gpkg_path}")
             write_result(result, tmp, overwrite=True)
 
-        stored = (result.gpkg_path, ".gpkg", store)
-    # the last job is written here; with parallel, the others in forked children. With a
-    # drawer the map is being drawn already: the GeoPackage first, then wait for the page.
-    order = (stored, drawn) if drawing is not None else (drawn, stored)
-    jobs = [job for job in order if job is not None]
+        jobs.append((result.gpkg_path, ".gpkg", store))
     try:
-        write_together(jobs, parallel=parallel and drawing is None)
+        write_together(jobs, parallel=parallel and drawer is None)
     except ReserveError:
         raise
     except OSError as exc:
@@ -139,12 +133,12 @@ def write_outputs(
         ) from None
 
 
-def _submit(drawer: Standby | None, page: Callable, units: Any) -> Forked | None:
-    """``page(units)`` sent to ``drawer``; None without one, or when it cannot take it."""
+def _submit(drawer: Standby | None, page: Callable, tmp: Path, units: Any) -> Forked | None:
+    """``page(tmp, units)`` sent to ``drawer``; None without one, or when it cannot take it."""
     if drawer is None:
         return None
     try:
-        return drawer.submit(page, units)
+        return drawer.submit(page, tmp, units)
     except (OSError, pickle.PicklingError):  # the child has gone: the map is drawn as without
         return None
 

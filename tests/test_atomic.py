@@ -59,3 +59,35 @@ def test_an_error_here_ends_the_child_before_the_temporaries_go(only_thread, tmp
         write_together(jobs, parallel=True)
     assert time.monotonic() - t0 < 20  # the sleeping child was ended, not waited for
     assert list(tmp_path.iterdir()) == []
+
+
+def _late_writer(tmp):
+    time.sleep(0.3)
+    tmp.write_text(str(os.getpid()))
+
+
+def _handed_to_a_child(write):
+    """A writer that hands ``write`` to a forked child and returns at once (as a drawer)."""
+    return lambda tmp: fork.fork_call(write, tmp)
+
+
+@pytest.mark.skipif(not fork.can_fork(), reason="forked children are Linux only")
+@pytest.mark.parametrize("first", [True, False])
+def test_a_write_handed_to_a_child_is_waited_for_before_the_renames(only_thread, tmp_path,
+                                                                    first):  # fmt: skip
+    handed = (tmp_path / "m.html", ".html", _handed_to_a_child(_late_writer))
+    here = (tmp_path / "r.gpkg", ".gpkg", _pid_writer)
+    write_together([handed, here] if first else [here, handed])
+    assert (tmp_path / "m.html").read_text() not in ("", str(os.getpid()))  # the child's
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.html", "r.gpkg"]
+
+
+@pytest.mark.skipif(not fork.can_fork(), reason="forked children are Linux only")
+def test_a_failed_write_handed_to_a_child_renames_nothing(only_thread, tmp_path):
+    (tmp_path / "r.gpkg").write_text("previous")
+    jobs = [(tmp_path / "m.html", ".html", _handed_to_a_child(_refuse)),
+            (tmp_path / "r.gpkg", ".gpkg", _pid_writer)]  # fmt: skip
+    with pytest.raises(DataFileError, match="cannot write the map"):
+        write_together(jobs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.gpkg"]
+    assert (tmp_path / "r.gpkg").read_text() == "previous"

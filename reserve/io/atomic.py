@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from reserve.fork import fork_call
+from reserve.fork import Forked, fork_call
 
 __all__ = [
     "atomic_target",
@@ -200,17 +200,22 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str
 
 def _write_temporaries(writers: list[Callable[[Path], object]], temps: list[Path],
                        parallel: bool) -> None:  # fmt: skip
-    """``writer(tmp)`` for each pair; with ``parallel``, all but the last in forked children."""
+    """``writer(tmp)`` for each pair; with ``parallel``, all but the last in forked children.
+
+    A writer may also hand its work to a child of its own and return that child's
+    :class:`reserve.fork.Forked`: it is waited for (or ended) like the forked ones.
+    """
     started = []
     try:
         for write, tmp in zip(writers[:-1], temps[:-1], strict=True):
             job = fork_call(write, tmp) if parallel else None
             if job is None:
-                write(tmp)
-            else:
+                job = write(tmp)
+            if isinstance(job, Forked):
                 started.append(job)
-        if writers:
-            writers[-1](temps[-1])
+        last = writers[-1](temps[-1]) if writers else None
+        if isinstance(last, Forked):
+            started.append(last)
         for job in started:
             job.result()
     except BaseException:
@@ -239,7 +244,9 @@ def write_together(
     Parameters
     ----------
     jobs : sequence of (path-like, str, callable)
-        The outputs, in the order they are written (write the quick ones first).
+        The outputs, in the order they are written (write the quick ones first). A
+        ``write`` may return a :class:`reserve.fork.Forked` (a child it handed the writing
+        to): it is waited for before the renames.
     parallel : bool, default=False
         Write every output but the last in a forked child of its own while this process
         writes the last (:func:`reserve.fork.fork_call`; here, in order, where no child may
