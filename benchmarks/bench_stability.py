@@ -15,7 +15,7 @@ Models (``--models``):
   (:func:`reserve.solvers.fold_k`), so the full cross-validated fit runs once per group of
   budgets with the same fold budgets (:func:`fold_budget_groups`, computed for
   every fold size the stratified folds can have); every other ``k`` of the run fits
-  ``AutoTTK(k, models=(winner,), Cs=(C,))``, the same final fit without repeating the
+  ``AutoTTK(k, **full.refit_params())``, the same final fit (the same members) without repeating the
   cross-validation, and at the group's first ``k`` both are fitted and must agree (checked);
 - ``linear``: ``TTK(k, C=1)``, as ``reserve select --model linear`` runs it.
 
@@ -107,10 +107,10 @@ def auto_curve(X: np.ndarray, y: np.ndarray, ks: list[int], seed: int) -> dict[i
     out: dict[int, np.ndarray] = {}
     for group in groups:
         full = AutoTTK(k=group[0], random_state=seed).fit(X, y)
-        best = full.best_params_
+        best = full.members_
         out[group[0]] = np.asarray(full.selected_)
         for k in group:
-            est = AutoTTK(k=k, models=(best["model"],), Cs=(best["C"],), random_state=seed)
+            est = AutoTTK(k=k, random_state=seed, **full.refit_params())
             with warnings.catch_warnings():  # one grid point: no CV scores to average
                 warnings.simplefilter("ignore", RuntimeWarning)
                 sel = np.asarray(est.fit(X, y).selected_)

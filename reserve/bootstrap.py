@@ -60,11 +60,9 @@ def selection_frequency(
     if problem.k_free:
         say(f"bootstrap: {opts.bootstrap} refits on resampled training cells ({opts.n_jobs} jobs)")
         samples = problem.bootstrap_samples(opts.bootstrap, opts.seed)
-        best = getattr(est, "best_params_", None)
-        if best is not None:  # refits keep the chosen map, C and weighting (no CV each)
-            est = clone(est).set_params(
-                models=(best["model"],), Cs=(best["C"],), class_weight=best["class_weight"]
-            )
+        chosen = getattr(est, "refit_params", None)
+        if chosen is not None:  # refits keep the chosen maps, C and weightings (no CV each)
+            est = clone(est).set_params(**chosen())
         picks = Parallel(n_jobs=opts.n_jobs)(
             delayed(refit)(clone(est), opts.method, Z_rows, problem.y, sample, cost,
                             problem.free_budget) for sample in samples

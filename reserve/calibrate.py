@@ -22,27 +22,24 @@ from reserve.adjacency import grid_adjacency, patch_labels
 from reserve.bootstrap import fit_params
 from reserve.config import SelectOptions
 from reserve.design import Problem
-from reserve.solvers import at_standard_effort, calibrate_penalty
+from reserve.solvers import MapMean, at_standard_effort, calibrate_penalty
 
 __all__ = ["calibrate_boundary", "presence_probability"]
 
 
 def _fixed_model(est: Any) -> Any:
     """An unfitted copy of ``est`` that refits its chosen model without cross-validation."""
-    best = getattr(est, "best_params_", None)
-    if best is None:
-        return clone(est)
-    return clone(est).set_params(
-        models=(best["model"],), Cs=(best["C"],), class_weight=best["class_weight"]
-    )
+    refit = getattr(est, "refit_params", None)
+    return clone(est) if refit is None else clone(est).set_params(**refit())
 
 
 def presence_probability(est: Any, Z_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Each row's probability of a presence label, from the training cells alone.
 
     A logistic regression (``C = 1``, unweighted, so that its probabilities keep the
-    training cells' prevalence) on the fitted model's features: AutoTTK's chosen feature map,
-    or the standardised features of a linear fit. Candidates are scored at the training
+    training cells' prevalence) on the fitted model's features: AutoTTK's chosen feature map
+    (every member's, side by side, for an ensemble), or the standardised features of a linear
+    fit. Candidates are scored at the training
     cells' median effort when the model has effort columns, as the model scores them. The
     mean over a selection is its expected precision: the share of its cells a survey like
     the training ones would report the species in. No test label enters it.
@@ -65,7 +62,9 @@ def presence_probability(est: Any, Z_rows: np.ndarray, y: np.ndarray) -> np.ndar
     cols = np.asarray(getattr(est, "effort_columns", None) or (), dtype=np.int64)
     Z = at_standard_effort(Z_rows, lab, cand, cols)
     pipe = getattr(est, "best_estimator_", None)
-    if pipe is not None and len(pipe.steps) > 1:
+    if isinstance(pipe, MapMean):  # an ensemble: its members' features together
+        Z = pipe.transform(Z)
+    elif pipe is not None and len(pipe.steps) > 1:
         Z = pipe[:-1].transform(Z)
     lr = LogisticRegression(C=1.0, max_iter=1000).fit(Z[lab], y[lab])
     return lr.predict_proba(Z)[:, 1]

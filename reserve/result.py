@@ -323,7 +323,8 @@ def _model_summary(opts: SelectOptions, est: Any) -> dict[str, Any]:
                 "cv_note": ""}  # fmt: skip
     res = est.cv_results_
     i = int(np.flatnonzero(res["rank_test_score"] == 1)[0])
-    return {"model": opts.model, "model_fitted": best["model"],
+    members = getattr(est, "members_", None) or ((best["model"], None, None),)
+    return {"model": opts.model, "model_fitted": "+".join(m for m, _, _ in members),
             "cv_precision": _nan_or(res["mean_test_score"][i]),
             "cv_note": est.cv_note_}  # fmt: skip
 

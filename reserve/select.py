@@ -58,7 +58,7 @@ from reserve.run_files import (
     ingest_species,
     write_outputs,
 )
-from reserve.solvers import TTK_METHODS, make_estimator
+from reserve.solvers import TTK_METHODS, describe_members, make_estimator
 
 __all__ = [
     "CONFIG_KEYS",
@@ -135,7 +135,7 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     if C_source == "model":
         C = float(est.best_params_["C"])
         C_source = "cv" if len({p["C"] for p in est.cv_results_["params"]}) > 1 else "given"
-        say(f"model {est.best_params_['model']} with C={C:g} ({C_source})")
+        say(f"model {describe_members(est.members_)} ({C_source})")
     tradeoff, chooser = None, None
     if penalty == "auto":  # the calibration refits the chosen model: its CV stays the record
         chooser = est

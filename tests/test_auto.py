@@ -11,7 +11,7 @@ import pytest
 from reserve import fork as _fork
 from reserve.errors import InvalidInputError
 from reserve.solvers import auto
-from reserve.solvers.auto import TIE_BREAKS, AutoTTK, fold_k, nearly_balanced
+from reserve.solvers.auto import TIE_BREAKS, AutoTTK, fold_k, map_winners, nearly_balanced
 from reserve.solvers.features import (
     FEATURE_MAPS,
     MAX_EXPANDED_BYTES,
@@ -355,3 +355,122 @@ def test_the_final_fit_is_the_ladder_mean_and_a_bad_ladder_is_refused():
     assert plain.fit(X, y).best_estimator_[-1].ladder_budgets_ == (6,)
     with pytest.raises(InvalidInputError, match="ladder must be one of"):
         AutoTTK(k=6, ladder="often").fit(X, y)
+
+
+def _fold_matrix(res: dict) -> np.ndarray:
+    return np.column_stack([res[key] for key in res if key.startswith("split")])
+
+
+def test_the_ensemble_holds_the_maps_within_noise_of_the_winner():
+    # Recomputed from cv_results_: the winner first; every other map's best point joins
+    # exactly when its mean paired deficit over the folds is within one standard error.
+    X, y, _ = quadratic_problem(3, n=150, m=250)
+    est = AutoTTK(k=12, Cs=(0.1, 1.0), random_state=0).fit(X, y)
+    res, folds = est.cv_results_, _fold_matrix(est.cv_results_)
+    best = int(np.flatnonzero(res["rank_test_score"] == 1)[0])
+    assert est.members_[0] == tuple(res["params"][best].values())
+    joined = []
+    for model in ("linear", "spline", "stack"):
+        mine = np.flatnonzero(res["model"] == model)
+        i = mine[np.argmin(res["rank_test_score"][mine])]  # the map's best point
+        gap = folds[best] - folds[i]
+        if i == best or gap.mean() <= gap.std(ddof=1) / np.sqrt(gap.size):
+            joined.append(tuple(res["params"][i].values()))
+    assert sorted(est.members_) == sorted(joined)
+    assert [m for m, _, _ in est.members_] == ["stack", "spline"]  # the hump: linear is out
+
+
+def test_the_ensemble_is_the_mean_of_its_members_standardised_scores():
+    # Oracle: each member refitted alone at k (no CV, no ladder), its candidates' scores
+    # standardised by hand and averaged; the top k of that mean are the selection.
+    X, y = _rare_positives(0)
+    est = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0).fit(X, y)
+    assert len(est.members_) == 3
+    z = []
+    for model, C, cw in est.members_:
+        alone = AutoTTK(k=5, models=(model,), Cs=(C,), class_weight=cw, random_state=0,
+                        ladder="none").fit(X, y)  # fmt: skip
+        s = alone.candidate_scores_
+        z.append((s - s.mean()) / s.std())
+    mean = np.mean(z, axis=0)
+    np.testing.assert_allclose(est.candidate_scores_, mean, atol=1e-9)
+    top = est.candidates_[np.argsort(-mean, kind="stable")[:5]]
+    assert sorted(est.selected_.tolist()) == sorted(top.tolist())
+    positive = est.candidates_[est.decision_function(X[est.candidates_]) > 0]
+    assert sorted(positive.tolist()) == sorted(est.selected_.tolist())  # exactly the k chosen
+
+
+@pytest.mark.skipif(not _fork.can_fork(), reason="forked members are Linux only")
+def test_forked_members_give_the_sequential_answer(monkeypatch):
+    monkeypatch.setattr(_fork.threading, "active_count", lambda: 1)
+    X, y = _rare_positives(0)
+    seq = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0, n_jobs=1).fit(X, y)
+    par = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0, n_jobs=2).fit(X, y)
+    assert par.members_ == seq.members_ and len(par.members_) == 3
+    np.testing.assert_array_equal(par.candidate_scores_, seq.candidate_scores_)
+    np.testing.assert_array_equal(par.selected_, seq.selected_)
+
+
+def test_ensemble_none_fits_the_winner_alone():
+    X, y, _ = quadratic_problem(3, n=150, m=250)
+    one = AutoTTK(k=12, Cs=(0.1, 1.0), random_state=0, ensemble="none").fit(X, y)
+    model, C, cw = one.members_[0]
+    assert len(one.members_) == 1 and one.best_params_ == {
+        "model": model, "C": C, "class_weight": cw}  # fmt: skip
+    alone = AutoTTK(k=12, models=(model,), Cs=(C,), class_weight=cw, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(one.selected_, alone.selected_)
+    with pytest.raises(InvalidInputError, match="ensemble must be one of"):
+        AutoTTK(k=12, ensemble="vote").fit(X, y)
+
+
+def test_refit_params_refit_the_members_without_cv():
+    X, y = _rare_positives(0)
+    est = AutoTTK(k=10, Cs=(1.0,), random_state=0).fit(X, y)
+    assert len(est.members_) > 1
+    again = AutoTTK(k=10, random_state=0).set_params(**est.refit_params()).fit(X, y)
+    assert again.members_ == est.members_ and "without cross-validation" in again.cv_note_
+    assert again.cv_runtime_ == 0.0
+    np.testing.assert_array_equal(again.selected_, est.selected_)
+    np.testing.assert_allclose(again.candidate_scores_, est.candidate_scores_)
+
+
+@pytest.mark.parametrize("members", [(("gam", 1.0, "auto"),), (("linear", -1.0, None),),
+                                     (("linear", 1.0, "cv"),), ("linear",), ()])  # fmt: skip
+def test_bad_members_are_refused(members):
+    X, y, _ = quadratic_problem(5, n=60, m=40)
+    with pytest.raises(InvalidInputError, match="members"):
+        AutoTTK(k=3, members=members).fit(X, y)
+
+
+def test_a_boundary_penalty_fits_the_winner_alone():
+    # The penalised fit selects the set TTK chose; a mean of several fits has none to give.
+    from scipy import sparse
+
+    from reserve.solvers import Boundary
+
+    X, y, _ = quadratic_problem(2, n=100, m=60)
+    n = X.shape[0]
+    boundary = Boundary(np.ones(n), sparse.csr_matrix((n, n)))
+    plain = AutoTTK(k=5, Cs=(1.0,), random_state=0).fit(X, y, boundary=boundary)
+    penalised = AutoTTK(k=5, Cs=(1.0,), random_state=0, boundary_penalty=0.5)
+    penalised.fit(X, y, boundary=boundary)
+    assert len(plain.members_) == 2 and len(penalised.members_) == 1
+    assert plain.boundary_length_ == 5.0  # the ensemble's own selection: 5 lone cells
+    assert map_winners([("linear", 1.0, None)], np.array([[np.nan, np.nan]]), 0) == [0]
+
+
+@pytest.mark.parametrize(
+    ("spline_folds", "joins"),
+    [
+        ([0.5, 0.5, 0.5], True),  # ties the winner on every fold
+        ([0.0, 0.0, 0.0], False),  # worse on every fold: no noise to hide in
+        ([0.25, 1.0, 0.25], True),  # worse on average, within one standard error
+        ([0.0, np.nan, np.nan], False),  # one paired fold, worse
+        ([0.5, np.nan, np.nan], True),  # one paired fold, a tie
+        ([np.nan, np.nan, np.nan], False),  # never scored
+    ],
+)
+def test_map_winners_keep_the_maps_within_one_standard_error(spline_folds, joins):
+    grid = [("linear", 1.0, "auto"), ("spline", 1.0, "auto")]
+    scores = np.array([[0.5, 0.5, 0.5], spline_folds])
+    assert map_winners(grid, scores, 0) == ([0, 1] if joins else [0])

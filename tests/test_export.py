@@ -62,7 +62,7 @@ def test_run_summary_row(tmp_path):
     assert row["seed"] == 0 and row["solver_status"] == "local"
     # the default model chooses the feature map and C by cross-validation, and says so
     assert row["model"] == "auto" and row["c_source"] == "cv"
-    assert row["model_fitted"] == written.estimator.best_params_["model"]
+    assert row["model_fitted"] == "+".join(m for m, _, _ in written.estimator.members_)
     assert row["c"] == written.estimator.best_params_["C"]
     assert 0.0 <= row["cv_precision"] <= 1.0 and row["n_tied_at_cutoff"] >= 1
     assert row["objective"] == pytest.approx(written.estimator.objective_)

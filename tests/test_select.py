@@ -123,7 +123,7 @@ def test_auto_scores_match_the_fitted_map_on_independently_standardised_features
     expect = res.estimator.best_estimator_.decision_function(Z)
     np.testing.assert_allclose(res.planning_units["score"].to_numpy(), expect, atol=1e-9)
     assert res.summary["model"] == "auto"
-    assert res.summary["model_fitted"] == res.estimator.best_params_["model"]
+    assert res.summary["model_fitted"] == "+".join(m for m, _, _ in res.estimator.members_)
     # the objective recorded is the estimator's
     assert res.summary["objective"] == pytest.approx(res.estimator.objective_)
 

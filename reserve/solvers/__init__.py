@@ -9,7 +9,13 @@ from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
-from reserve.solvers.auto import AutoTTK, at_standard_effort, fold_k
+from reserve.solvers.auto import (
+    AutoTTK,
+    MapMean,
+    at_standard_effort,
+    describe_members,
+    fold_k,
+)
 from reserve.solvers.boundary import Boundary, calibrate_penalty
 from reserve.solvers.budget import Budget
 from reserve.solvers.features import FEATURE_MAPS, ForestScore
@@ -33,6 +39,7 @@ __all__ = [
     "Boundary",
     "Budget",
     "ForestScore",
+    "MapMean",
     "MultiSVM",
     "MultiTTK",
     "SVMPerf",
@@ -42,6 +49,7 @@ __all__ = [
     "calibrate_penalty",
     "canonical_method",
     "check_transductive",
+    "describe_members",
     "fold_k",
     "hinge_objective",
     "make_estimator",

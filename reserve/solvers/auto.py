@@ -3,7 +3,9 @@
 The default estimator of ``reserve select``. It tries every (feature map, C) of a small grid
 on the labelled rows, where each held-out fold plays the candidates (its rows are unlabelled
 in the fit, exactly ``k_fold`` of them are selected, and the score is the precision of that
-selection against their hidden labels), then fits TTK with the winner on all rows.
+selection against their hidden labels), then fits TTK on all rows with each feature map's
+best ``C`` and class weight, and selects by the mean of their standardised scores
+(``ensemble="maps"``, the default; ``"none"`` fits the overall winner alone).
 
 Class weights are chosen like the map and ``C`` (``class_weight="cv"``, the default): every
 grid point is tried unweighted and with ``class_weight="balanced"``. The guard against the
@@ -45,11 +47,15 @@ __all__ = [
     "AUTO_MODELS",
     "BALANCE_RATIO",
     "CLASS_WEIGHTS",
+    "ENSEMBLES",
     "PARALLEL_MIN_ROWS",
     "TIE_BREAKS",
     "AutoTTK",
+    "MapMean",
     "at_standard_effort",
+    "describe_members",
     "fold_k",
+    "map_winners",
     "nearly_balanced",
 ]
 
@@ -66,6 +72,10 @@ CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
 #: Values of AutoTTK's ``tie_break``: the secondary score that orders candidates whose TTK
 #: scores tie.
 TIE_BREAKS: tuple[str, ...] = ("forest", "logistic")
+
+#: Values of AutoTTK's ``ensemble``: the mean of every feature map's CV winner, or the
+#: overall winner alone.
+ENSEMBLES: tuple[str, ...] = ("maps", "none")
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 _MAX_CV_ROWS = 4000
@@ -204,6 +214,14 @@ def fit_guarded(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: ob
     return ttk, cw
 
 
+def _fit_member(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: object,
+                boundary: object, C: float, params: dict) -> tuple[TTK, str | None]:  # fmt: skip
+    """One member of the ensemble: :func:`fit_guarded` at ``k``, on one BLAS thread (the
+    members share the processors; the numbers are the same wherever it runs)."""
+    with one_blas_thread():
+        return fit_guarded(Z, y, class_weight, cost, boundary, C=C, **params)
+
+
 def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[tuple],
                  k: int, m: int, seed: int | None) -> np.ndarray:  # fmt: skip
     """Held-out precision of every grid point on one fold (NaN where it cannot be scored).
@@ -290,6 +308,136 @@ def _near_another(s: np.ndarray, width: float) -> np.ndarray:
     return near
 
 
+def _forest_step(steps: list) -> ForestScore | None:
+    """The :class:`ForestScore` among a feature map's fitted steps (the ``stack`` map's)."""
+    return next((step for _, step in steps if isinstance(step, ForestScore)), None)
+
+
+def map_winners(grid: list[tuple], scores: np.ndarray, best: int) -> list[int]:
+    """Grid positions of the feature maps the CV cannot tell from the winner: the overall
+    ``best`` first, then each other map's best point whose paired deficit is within noise.
+
+    ``scores`` holds each grid point's fold scores (one column per fold). A map's best point
+    (by mean score; ties: grid order) joins when its mean deficit to ``best`` over the folds
+    both scored is at most the deficit's standard error (the one-standard-error rule), so a
+    map the folds show clearly worse is left out; with fewer than two such folds it joins
+    only when it ties. Maps no fold could score are left out.
+
+    Examples
+    --------
+    >>> grid = [("linear", 1.0, "auto"), ("linear", 10.0, "auto"), ("spline", 1.0, "auto")]
+    >>> folds = np.array([[0.5, 0.5, 0.5], [0.75, 0.5, 1.0], [0.5, 0.75, 0.75]])
+    >>> map_winners(grid, folds, 1)  # spline's deficit (1/12) is within its error (1/6)
+    [1, 2]
+    >>> map_winners(grid, np.array([[0.5, 0.5], [1.0, 1.0], [0.0, 0.0]]), 1)
+    [1]
+    """
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), axis=1)
+    first: dict[str, int] = {grid[best][0]: best}
+    for i in np.argsort(-np.nan_to_num(mean, nan=-np.inf), kind="stable"):
+        if np.isfinite(mean[i]):
+            first.setdefault(grid[i][0], int(i))
+    return [i for i in first.values() if i == best or _within_noise(scores[best], scores[i])]
+
+
+def _within_noise(winner: np.ndarray, other: np.ndarray) -> bool:
+    """Whether ``other``'s mean deficit to ``winner`` over the folds both scored is at most
+    its standard error (a tie when fewer than two folds were scored by both)."""
+    both = np.isfinite(winner) & np.isfinite(other)
+    gap = winner[both] - other[both]
+    if gap.size < 2:
+        return gap.size == 1 and gap[0] <= 0
+    return float(gap.mean()) <= float(gap.std(ddof=1)) / np.sqrt(gap.size)
+
+
+def _check_members(members: object) -> list[tuple[str, float, str | None]]:
+    """``members`` as a list of checked ``(model, C, class_weight)`` grid points."""
+    out = []
+    for point in members if isinstance(members, list | tuple) else [members]:
+        ok = isinstance(point, list | tuple) and len(point) == 3
+        if ok and point[0] in FEATURE_MAPS and point[2] in ("auto", "balanced", None):
+            out.append((str(point[0]), check_positive_real(point[1], "members' C"), point[2]))
+            continue
+        raise InvalidInputError(
+            f"members must hold (model, C, class_weight) triples with a model from "
+            f"{', '.join(FEATURE_MAPS)} and class_weight 'auto', 'balanced' or None; "
+            f"received {point!r}"
+        )
+    if not out:
+        raise InvalidInputError("members must hold at least one (model, C, class_weight)")
+    return out
+
+
+def describe_members(members: list[tuple] | tuple[tuple, ...]) -> str:
+    """A short description of the fitted grid points, for progress lines.
+
+    Examples
+    --------
+    >>> describe_members([("linear", 1.0, "auto")])
+    'linear with C=1'
+    >>> describe_members([("linear", 1.0, "auto"), ("spline", 0.1, "balanced")])
+    'the mean of linear with C=1 and spline with C=0.1 (balanced)'
+    """
+    parts = [f"{m} with C={C:g}" + (" (balanced)" if cw == "balanced" else "")
+             for m, C, cw in members]  # fmt: skip
+    if len(parts) == 1:
+        return parts[0]
+    return "the mean of " + ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+class MapMean:
+    """The ensemble's scorer: the mean of its members' standardised TTK scores.
+
+    Each member is a fitted pipeline (a feature map and TTK). Its scores are standardised by
+    the mean and standard deviation of its candidates' scores in the fit, so that every
+    member weighs alike whatever the scale of its margin; a member whose candidates all score
+    alike (the trivial scorer) adds nothing. The mean is linear in the members' mapped
+    features together, so the ensemble is itself a linear scorer in their union.
+
+    Parameters
+    ----------
+    members : list of Pipeline
+        The fitted members.
+    fit_scores : list of ndarray
+        Each member's scores of the fit's candidates.
+
+    Attributes
+    ----------
+    offsets_, scales_ : ndarray
+        Each member's candidate mean and standard deviation (scale ``inf`` for a member
+        whose candidates all score alike).
+    fit_scores_ : ndarray
+        The candidates' mean standardised score.
+    threshold_ : float
+        Subtracted by :meth:`decision_function`: midway between the last selected candidate
+        and the best one left out (0 when the selection is not a cut, as with costs).
+    """
+
+    def __init__(self, members: list, fit_scores: list[np.ndarray]) -> None:
+        S = np.vstack([np.asarray(f, dtype=np.float64) for f in fit_scores])
+        self.members = members
+        self.offsets_ = S.mean(axis=1)
+        sd = S.std(axis=1)
+        self.scales_ = np.where(sd > 0, sd, np.inf)
+        self.threshold_ = 0.0
+        self.fit_scores_ = self._mean(S)
+
+    def _mean(self, S: np.ndarray) -> np.ndarray:
+        return ((S - self.offsets_[:, None]) / self.scales_[:, None]).mean(axis=0)
+
+    def transform(self, X: object) -> np.ndarray:
+        """The members' mapped features of each row, side by side (their union)."""
+        return np.hstack([m[:-1].transform(X) if len(m) > 1 else np.asarray(X)
+                          for m in self.members])  # fmt: skip
+
+    def decision_function(self, X: object) -> np.ndarray:
+        """The members' mean standardised score of each row, less ``threshold_``."""
+        S = np.vstack([m.decision_function(X) for m in self.members])
+        return self._mean(S) - self.threshold_
+
+
 class AutoTTK(ClassifierMixin, BaseEstimator):
     """TTK whose feature map and ``C`` are chosen by transductive cross-validation.
 
@@ -358,12 +506,26 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         at ``k`` and at the two powers of 2 that bracket ``k``, so that the selection does
         not jump between neighbouring budgets (each budget's fit ends in its own local
         optimum). The cross-validation's fits are single fits.
+    ensemble : {"maps", "none"}, default="maps"
+        ``"maps"``: the final scorer is the mean of the standardised TTK scores of every
+        feature map's best grid point by the CV (:class:`MapMean`; one fit per map, the
+        overall winner first); ``"none"``: the overall winner alone. With few positives
+        the CV's scores differ by a cell or two between maps, too little to choose one map
+        reliably; the mean does not bet on one (docs/algorithm.md, "The ensemble of the
+        maps"). With a ``boundary_penalty`` the winner alone is fitted.
+    members : sequence of (model, C, class_weight) or None, default=None
+        Grid points to fit as the final model without any cross-validation (their mean
+        when several). :meth:`refit_params` sets it, so that the bootstrap's and the
+        boundary calibration's refits keep the model this fit chose.
 
     Attributes
     ----------
     best_params_ : dict
         ``{"model": ..., "C": ..., "class_weight": ...}`` of the winner (its grid point:
         ``class_weight`` is ``"auto"`` for the guard; ``class_weight_`` says what it did).
+    members_ : tuple of (model, C, class_weight)
+        The grid points of the final fit, the winner first (one per map with
+        ``ensemble="maps"``).
     cv_results_ : dict of ndarray
         ``params``, ``model``, ``C``, ``class_weight``, ``mean_test_score``,
         ``std_test_score``, ``rank_test_score`` and ``split<i>_test_score`` per grid point.
@@ -375,8 +537,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         the spread of its candidate scores (:attr:`reserve.solvers.TTK.trivial_`).
     cv_note_ : str
         Why the cross-validation was reduced or skipped ('' when it ran as asked).
-    best_estimator_ : Pipeline
-        The feature map and TTK, fitted on all rows.
+    best_estimator_ : Pipeline or MapMean
+        The feature map and TTK, fitted on all rows; with several members, their
+        :class:`MapMean`.
     selected_, candidates_, candidate_scores_ : ndarray
         As TTK's; ties at the cutoff are broken by ``secondary_scores_``.
     secondary_scores_ : ndarray
@@ -385,7 +548,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         order, those whose TTK score lies within two tie widths of another candidate's;
         NaN for the others (at a million candidates it saves predicting them all).
     objective_, status_ : float, str
-        The final TTK fit's objective (in the mapped features) and status.
+        The final TTK fit's objective (in the mapped features) and status (the winner's,
+        with several members).
     candidate_rank_ : ndarray of int
         Rank of each candidate (0 = best; aligned with ``candidates_``).
     n_tied_at_cutoff_ : int
@@ -413,7 +577,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                  n_jobs: int | None = None, class_weight: str | None = "cv",
                  effort_columns: tuple[int, ...] | None = None,
                  boundary_penalty: float = 0.0, tie_break: str = "forest",
-                 ladder: str = "mean") -> None:  # fmt: skip
+                 ladder: str = "mean", ensemble: str = "maps",
+                 members: tuple[tuple, ...] | None = None) -> None:  # fmt: skip
         self.k = k
         self.budget = budget
         self.models = models
@@ -427,6 +592,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.boundary_penalty = boundary_penalty
         self.tie_break = tie_break
         self.ladder = ladder
+        self.ensemble = ensemble
+        self.members = members
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
         tags = super().__sklearn_tags__()
@@ -455,6 +622,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             )
         check_choice(self.tie_break, TIE_BREAKS, "tie_break")
         check_choice(self.ladder, LADDERS, "ladder")
+        check_choice(self.ensemble, ENSEMBLES, "ensemble")
+        if self.members is not None:
+            return _check_members(self.members)
         cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
         return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
 
@@ -560,6 +730,23 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"received {g.shape[0]}"
             )
         data = self._standard_effort(data)
+        if self.members is None:
+            points = self._choose(data, g, grid)
+        else:  # a refit of chosen members: nothing to choose (penalised: the winner only)
+            self.cv_note_, self.cv_runtime_ = "", 0.0
+            points = grid[:1] if self.boundary_penalty else grid
+            self._record(grid, np.empty((len(grid), 0)))
+            self.cv_note_ = "members given: fitted without cross-validation"
+        self._fit_final(data, points, cost, boundary)
+        model, C, cw = points[0]
+        self.best_params_ = {"model": model, "C": C, "class_weight": cw}
+        self.members_ = tuple(points)
+        self.runtime_ = time.perf_counter() - t0
+        return self
+
+    def _choose(self, data: TransductiveData, groups: np.ndarray | None,
+                grid: list[tuple]) -> list[tuple]:  # fmt: skip
+        """Cross-validate ``grid``; the grid points the final fit uses, the winner first."""
         twin_note = ""
         if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
             grid = [p for p in grid if p[2] != "balanced"]
@@ -568,15 +755,22 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 "class_weight='balanced' not tried"
             )
         t_cv = time.perf_counter()
-        scores = self._cross_validate(data.X, data, g, grid)
+        scores = self._cross_validate(data.X, data, groups, grid)
         self.cv_runtime_ = time.perf_counter() - t_cv
         self.cv_note_ = "; ".join(n for n in (self.cv_note_, twin_note) if n)
         best = self._record(grid, scores)
-        model, C, cw = grid[best]
-        self._fit_final(data, model, C, cw, cost, boundary)
-        self.best_params_ = {"model": model, "C": C, "class_weight": cw}
-        self.runtime_ = time.perf_counter() - t0
-        return self
+        if self.ensemble == "none" or self.boundary_penalty:
+            return [grid[best]]
+        return [grid[i] for i in map_winners(grid, scores, best)]
+
+    def refit_params(self) -> dict[str, object]:
+        """Parameters with which an unfitted clone refits this fit's model without CV.
+
+        The bootstrap's and the boundary calibration's refits use them: the same feature
+        maps, ``C`` and class weights (every member of the ensemble), no cross-validation.
+        """
+        check_is_fitted(self, "members_")
+        return {"members": tuple(self.members_)}
 
     def _standard_effort(self, data: TransductiveData) -> TransductiveData:
         """Check ``effort_columns``; the candidates at the labelled rows' median effort."""
@@ -597,43 +791,66 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.standard_effort_ = X[data.candidates[0], self._effort_cols]
         return replace(data, X=X)
 
-    def _fit_final(self, data: object, model: str, C: float, cw: str | None, cost: object,
+    def _fit_final(self, data: TransductiveData, points: list[tuple], cost: object,
                    boundary: object = None) -> None:  # fmt: skip
-        steps, Z = _fit_map(model, data.X, data.y, self.random_state)
-        forest = self._start_forest(steps, data)
+        """Fit every grid point of ``points`` on all rows; select by their (mean) score."""
+        mapped = [_fit_map(model, data.X, data.y, self.random_state) for model, _, _ in points]
+        tie_steps = next((st for st, _ in mapped if _forest_step(st) is not None), mapped[0][0])
+        forest = self._start_forest(tie_steps, data)
         money = {} if self.budget is None else {"budget": self.budget}
         if self.boundary_penalty:
             money["boundary_penalty"] = self.boundary_penalty
+        common = {"k": int(self.k), "random_state": self.random_state, **money}
         try:
-            ttk, self.class_weight_ = fit_guarded(
-                Z, data.y, cw, cost, boundary, k=int(self.k), C=C,
-                random_state=self.random_state, ladder=self.ladder, n_jobs=self.n_jobs, **money,
-            )  # fmt: skip
+            if len(points) == 1:  # the ladder's fits share the processors
+                (_, Z), (_, C, cw) = mapped[0], points[0]
+                fits = [fit_guarded(Z, data.y, cw, cost, boundary, C=C, ladder=self.ladder,
+                                    n_jobs=self.n_jobs, **common)]  # fmt: skip
+            else:  # the members share them, one fit at k each
+                tasks = [(Z, data.y, cw, cost, boundary, C, common)
+                         for (_, Z), (_, C, cw) in zip(mapped, points, strict=True)]  # fmt: skip
+                fits = fork_map(_fit_member, tasks, effective_n_jobs(self.n_jobs))
         except BaseException:
             if forest is not None:
                 forest.cancel()
             raise
-        self.boundary_length_ = ttk.boundary_length_
-        self.trivial_ = ttk.trivial_
-        self.score_spread_ = ttk.score_spread_
-        self.best_estimator_ = Pipeline([*steps, ("ttk", ttk)])
+        ttk, self.class_weight_ = fits[0]
+        pipes = [Pipeline([*st, ("ttk", t)]) for (st, _), (t, _) in zip(mapped, fits, strict=True)]
+        self.trivial_ = all(t.trivial_ for t, _ in fits)
+        self.score_spread_ = max(t.score_spread_ for t, _ in fits)
         self.objective_, self.status_ = ttk.objective_, ttk.status_
         self.candidates_ = data.candidates
-        self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
-        self.secondary_scores_ = self._secondary(steps, Z, data, forest)
+        if len(fits) == 1:
+            self.best_estimator_ = pipes[0]
+            self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
+        else:
+            self.best_estimator_ = MapMean(pipes, [t.candidate_scores_ for t, _ in fits])
+            self.candidate_scores_ = self.best_estimator_.fit_scores_
+        self.secondary_scores_ = self._secondary(tie_steps, mapped[0][1], data, forest)
         self._select(ttk, cost)
+        self.boundary_length_ = ttk.boundary_length_
         if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
             self.selected_ = np.asarray(ttk.selected_)
             self.n_tied_at_cutoff_ = 0  # not a cut of the ranking: no tie decides it
+        elif len(fits) > 1:
+            self._ensemble_tail(boundary, cost)
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = data.X.shape[1]
+
+    def _ensemble_tail(self, boundary: object, cost: object) -> None:
+        """The ensemble's threshold (a cut between selected and not) and boundary length."""
+        s = self.candidate_scores_
+        chosen = np.zeros(s.size, dtype=bool)
+        chosen[np.searchsorted(self.candidates_, self.selected_)] = True
+        if cost is None and chosen.any() and not chosen.all():
+            self.best_estimator_.threshold_ = 0.5 * (s[chosen].min() + s[~chosen].max())
+        if boundary is not None:
+            self.boundary_length_ = float(boundary.take(self.candidates_).length(chosen))
 
     def _start_forest(self, steps: list, data: TransductiveData) -> Forked | None:
         """Start the tie-break forest in a forked child while TTK fits, where it will be
         needed (``tie_break="forest"``, no ``stack`` map) and a second processor is allowed."""
-        needed = self.tie_break == "forest" and not any(
-            isinstance(step, ForestScore) for _, step in steps
-        )
+        needed = self.tie_break == "forest" and _forest_step(steps) is None
         if not needed or effective_n_jobs(self.n_jobs) < 2:
             return None
         # one thread: the child shares the processors with the TTK fits
