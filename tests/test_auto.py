@@ -381,15 +381,18 @@ def test_the_ensemble_holds_the_maps_within_noise_of_the_winner():
 
 
 def test_the_ensemble_is_the_mean_of_its_members_standardised_scores():
-    # Oracle: each member refitted alone at k (no CV, no ladder), its candidates' scores
-    # standardised by hand and averaged; the top k of that mean are the selection.
+    # Oracle: each member refitted alone (no CV; its ladder mean, as a lone winner), its
+    # candidates' scores standardised by hand and averaged; the top k of that mean are the
+    # selection.
     X, y = _rare_positives(0)
     est = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0).fit(X, y)
     assert len(est.members_) == 3
+    assert all(m[-1].ladder_budgets_ == (5, 4, 8) for m in est.best_estimator_.members)
     z = []
     for model, C, cw in est.members_:
-        alone = AutoTTK(k=5, models=(model,), Cs=(C,), class_weight=cw, random_state=0,
-                        ladder="none").fit(X, y)  # fmt: skip
+        alone = AutoTTK(k=5, models=(model,), Cs=(C,), class_weight=cw, random_state=0)
+        alone.fit(X, y)
+        assert alone.best_estimator_[-1].ladder_budgets_ == (5, 4, 8)
         s = alone.candidate_scores_
         z.append((s - s.mean()) / s.std())
     mean = np.mean(z, axis=0)

@@ -277,7 +277,7 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
 
 def _tie_forest(data: TransductiveData, seed: int | None, n_jobs: int | None) -> object:
     """:class:`ForestScore`'s random forest fitted on the labelled rows' raw features (the
-    tie-break forest when the winning map is not ``stack``), on ``n_jobs`` threads.
+    tie-break forest when no member of the final fit is ``stack``), on ``n_jobs`` threads.
 
     It predicts on one thread: a forest's threads add the trees' votes in the order they
     finish, which can change the last bits of a probability and so the order of two
@@ -469,8 +469,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         its share and forked children the rest, whatever the size of the CV; elsewhere
         joblib's worker processes do, and only when the CV holds at least
         :data:`PARALLEL_MIN_ROWS` labelled rows (a fresh worker's imports cost more than
-        such a fold). The final fit uses them too: TTK's ladder fits share them, and the
-        tie-break forest is fitted in a child beside them (Linux). The results do not depend
+        such a fold). The final fit uses them too: TTK's ladder fits (or the ensemble's
+        members) share them, and the tie-break forest is fitted in a child beside them
+        (Linux). The results do not depend
         on it. ``reserve select`` passes one per processor.
     effort_columns : sequence of int or None, default=None
         Columns of ``X`` that hold survey effort covariates (``reserve select --effort``:
@@ -496,7 +497,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         The secondary score that orders candidates whose TTK scores tie (within 1e-7
         relative): ``"forest"``, the presence probability of the random forest of
         :class:`reserve.solvers.features.ForestScore` fitted on the labelled rows' raw
-        features (the ``stack`` map's own forest when that map won); ``"logistic"``, the
+        features (the ``stack`` map's own forest when that map is a member); ``"logistic"``, the
         log-odds of a balanced logistic regression on the mapped features. A fit that
         ends near the trivial scorer, or a linear fit that pins many candidates to the margin,
         can tie a hundred candidates at the cutoff; the secondary score then picks them.
@@ -806,7 +807,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 (_, Z), (_, C, cw) = mapped[0], points[0]
                 fits = [fit_guarded(Z, data.y, cw, cost, boundary, C=C, ladder=self.ladder,
                                     n_jobs=self.n_jobs, **common)]  # fmt: skip
-            else:  # the members share them, one fit at k each
+            else:  # the members share them, each with its ladder on one processor
+                common |= {"ladder": self.ladder, "n_jobs": 1}
                 tasks = [(Z, data.y, cw, cost, boundary, C, common)
                          for (_, Z), (_, C, cw) in zip(mapped, points, strict=True)]  # fmt: skip
                 fits = fork_map(_fit_member, tasks, effective_n_jobs(self.n_jobs))
