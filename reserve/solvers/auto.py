@@ -3,9 +3,10 @@
 The default estimator of ``reserve select``. It tries every (feature map, C) of a small grid
 on the labelled rows, where each held-out fold plays the candidates (its rows are unlabelled
 in the fit, exactly ``k_fold`` of them are selected, and the score is the precision of that
-selection against their hidden labels), then fits TTK on all rows with each feature map's
-best ``C`` and class weight, and selects by the mean of their standardised scores
-(``ensemble="maps"``, the default; ``"none"`` fits the overall winner alone).
+selection against their hidden labels), then fits TTK on all rows with the winner and with
+every other feature map's best grid point whose deficit to it is within the folds' noise, and
+selects by the mean of their standardised scores (``ensemble="maps"``, the default:
+:func:`map_winners`, :class:`MapMean`; ``"none"`` fits the winner alone).
 
 Class weights are chosen like the map and ``C`` (``class_weight="cv"``, the default): every
 grid point is tried unweighted and with ``class_weight="balanced"``. The guard against the
@@ -73,8 +74,8 @@ CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
 #: scores tie.
 TIE_BREAKS: tuple[str, ...] = ("forest", "logistic")
 
-#: Values of AutoTTK's ``ensemble``: the mean of every feature map's CV winner, or the
-#: overall winner alone.
+#: Values of AutoTTK's ``ensemble``: the mean of the maps the CV cannot tell from the
+#: winner (:func:`map_winners`), or the winner alone.
 ENSEMBLES: tuple[str, ...] = ("maps", "none")
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
@@ -216,8 +217,8 @@ def fit_guarded(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: ob
 
 def _fit_member(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: object,
                 boundary: object, C: float, params: dict) -> tuple[TTK, str | None]:  # fmt: skip
-    """One member of the ensemble: :func:`fit_guarded` at ``k``, on one BLAS thread (the
-    members share the processors; the numbers are the same wherever it runs)."""
+    """One member of the ensemble: :func:`fit_guarded` (with ``params``' ladder), on one BLAS
+    thread (the members share the processors; the numbers are the same wherever it runs)."""
     with one_blas_thread():
         return fit_guarded(Z, y, class_weight, cost, boundary, C=C, **params)
 
@@ -508,12 +509,14 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         not jump between neighbouring budgets (each budget's fit ends in its own local
         optimum). The cross-validation's fits are single fits.
     ensemble : {"maps", "none"}, default="maps"
-        ``"maps"``: the final scorer is the mean of the standardised TTK scores of every
-        feature map's best grid point by the CV (:class:`MapMean`; one fit per map, the
-        overall winner first); ``"none"``: the overall winner alone. With few positives
+        ``"maps"``: the final scorer is the mean of the standardised TTK scores of the
+        winner and of every other map's best grid point whose fold-by-fold deficit to it is
+        within one standard error (:func:`map_winners`, :class:`MapMean`; each fitted as a
+        lone winner is, with the ladder); ``"none"``: the winner alone. With few positives
         the CV's scores differ by a cell or two between maps, too little to choose one map
-        reliably; the mean does not bet on one (docs/algorithm.md, "The ensemble of the
-        maps"). With a ``boundary_penalty`` the winner alone is fitted.
+        reliably; the mean does not bet on one, while a map the folds show clearly better
+        stays alone (docs/algorithm.md, "The ensemble of the maps"). With a
+        ``boundary_penalty`` the winner alone is fitted.
     members : sequence of (model, C, class_weight) or None, default=None
         Grid points to fit as the final model without any cross-validation (their mean
         when several). :meth:`refit_params` sets it, so that the bootstrap's and the
@@ -525,8 +528,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         ``{"model": ..., "C": ..., "class_weight": ...}`` of the winner (its grid point:
         ``class_weight`` is ``"auto"`` for the guard; ``class_weight_`` says what it did).
     members_ : tuple of (model, C, class_weight)
-        The grid points of the final fit, the winner first (one per map with
-        ``ensemble="maps"``).
+        The grid points of the final fit, the winner first (then the maps within noise of
+        it, with ``ensemble="maps"``).
     cv_results_ : dict of ndarray
         ``params``, ``model``, ``C``, ``class_weight``, ``mean_test_score``,
         ``std_test_score``, ``rank_test_score`` and ``split<i>_test_score`` per grid point.
