@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from reserve.config import SELECT_DEFAULTS
     from reserve.solvers import AutoTTK
+    from reserve.solvers.auto import describe_members
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=100_000)
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         f"AutoTTK(k, n_jobs={args.jobs}) whole fit: {t_auto:.1f} s = {t_auto / t_rf:.2f}x the "
         f"forest (cross-validation {est.cv_runtime_:.1f} s, the rest "
         f"{t_auto - est.cv_runtime_:.1f} s); "
-        f"chose {est.best_params_} (cv_note: {est.cv_note_ or 'none'})",
+        f"chose {est.best_params_} (cv_note: {est.cv_note_ or 'none'}); the final fit held "
+        f"{len(est.members_)} member(s): {describe_members(est.members_)}",
         f"tie-break scores computed for {int(np.isfinite(est.secondary_scores_).sum()):,} of "
         f"{args.m:,} candidates (those whose TTK score another's comes within two tie widths)",
         f"target (default <= forest): {'met' if t_auto <= t_rf else 'NOT met'}",
