@@ -98,3 +98,21 @@ def test_the_start_benchmark_times_both_solvers_to_the_same_optimum(capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
     assert [r[0] for r in rows] == ["linear"] * 3 + ["spline"] * 3
     assert all(abs(float(r[-1])) < 1e-6 for r in rows)  # the objectives agree
+
+
+def test_ensemble_rules_zmean_is_what_mapmean_selects_by():
+    from benchmarks.bench_ensemble_rules import combinations, top
+    from reserve.solvers import MapMean
+
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(3, 50)) * np.array([[1.0], [10.0], [0.1]]) + 5.0
+    rules = combinations(S)
+    np.testing.assert_allclose(rules["zmean"], MapMean([], list(S)).fit_scores_)
+    # Borda: the mean rank, whatever each member's scale
+    ranks = np.argsort(np.argsort(S, axis=1), axis=1).mean(axis=0)
+    chosen = top(rules["rankmean"], 5)
+    assert ranks[chosen].min() >= np.delete(ranks, chosen).max()
+    # one member's outlier decides the mean of z-scores, not the median
+    S[0, 7] = 1e3
+    assert top(combinations(S)["zmean"], 1)[0] == 7
+    assert top(combinations(S)["zmedian"], 1)[0] != 7
