@@ -48,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from sklearn.ensemble import RandomForestClassifier
 
     from reserve.config import SELECT_DEFAULTS
-    from reserve.solvers import AutoTTK
-    from reserve.solvers.auto import describe_members
+    from reserve.solvers import AutoTTK, describe_members
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=100_000)

@@ -11,7 +11,8 @@ import pytest
 from reserve import fork as _fork
 from reserve.errors import InvalidInputError
 from reserve.solvers import auto
-from reserve.solvers.auto import TIE_BREAKS, AutoTTK, fold_k, map_winners, nearly_balanced
+from reserve.solvers.auto import TIE_BREAKS, AutoTTK, fold_k, nearly_balanced
+from reserve.solvers.ensemble import map_winners
 from reserve.solvers.features import (
     FEATURE_MAPS,
     MAX_EXPANDED_BYTES,

@@ -6,7 +6,7 @@ in the fit, exactly ``k_fold`` of them are selected, and the score is the precis
 selection against their hidden labels), then fits TTK on all rows with the winner and with
 every other feature map's best grid point whose deficit to it is within the folds' noise, and
 selects by the mean of their standardised scores (``ensemble="maps"``, the default:
-:func:`map_winners`, :class:`MapMean`; ``"none"`` fits the winner alone).
+:mod:`reserve.solvers.ensemble`; ``"none"`` fits the winner alone).
 
 Class weights are chosen like the map and ``C`` (``class_weight="cv"``, the default): every
 grid point is tried unweighted and with ``class_weight="balanced"``. The guard against the
@@ -40,6 +40,7 @@ from reserve.solvers._validation import (
     check_positive_real,
     check_transductive,
 )
+from reserve.solvers.ensemble import ENSEMBLES, MapMean, check_members, map_winners
 from reserve.solvers.features import FEATURE_MAPS, ForestScore, feature_map
 from reserve.solvers.ttk import LADDERS, TTK
 
@@ -48,15 +49,11 @@ __all__ = [
     "AUTO_MODELS",
     "BALANCE_RATIO",
     "CLASS_WEIGHTS",
-    "ENSEMBLES",
     "PARALLEL_MIN_ROWS",
     "TIE_BREAKS",
     "AutoTTK",
-    "MapMean",
     "at_standard_effort",
-    "describe_members",
     "fold_k",
-    "map_winners",
     "nearly_balanced",
 ]
 
@@ -73,10 +70,6 @@ CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
 #: Values of AutoTTK's ``tie_break``: the secondary score that orders candidates whose TTK
 #: scores tie.
 TIE_BREAKS: tuple[str, ...] = ("forest", "logistic")
-
-#: Values of AutoTTK's ``ensemble``: the mean of the maps the CV cannot tell from the
-#: winner (:func:`map_winners`), or the winner alone.
-ENSEMBLES: tuple[str, ...] = ("maps", "none")
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 _MAX_CV_ROWS = 4000
@@ -314,131 +307,6 @@ def _forest_step(steps: list) -> ForestScore | None:
     return next((step for _, step in steps if isinstance(step, ForestScore)), None)
 
 
-def map_winners(grid: list[tuple], scores: np.ndarray, best: int) -> list[int]:
-    """Grid positions of the feature maps the CV cannot tell from the winner: the overall
-    ``best`` first, then each other map's best point whose paired deficit is within noise.
-
-    ``scores`` holds each grid point's fold scores (one column per fold). A map's best point
-    (by mean score; ties: grid order) joins when its mean deficit to ``best`` over the folds
-    both scored is at most the deficit's standard error (the one-standard-error rule), so a
-    map the folds show clearly worse is left out; with fewer than two such folds it joins
-    only when it ties. Maps no fold could score are left out.
-
-    Examples
-    --------
-    >>> grid = [("linear", 1.0, "auto"), ("linear", 10.0, "auto"), ("spline", 1.0, "auto")]
-    >>> folds = np.array([[0.5, 0.5, 0.5], [0.75, 0.5, 1.0], [0.5, 0.75, 0.75]])
-    >>> map_winners(grid, folds, 1)  # spline's deficit (1/12) is within its error (1/6)
-    [1, 2]
-    >>> map_winners(grid, np.array([[0.5, 0.5], [1.0, 1.0], [0.0, 0.0]]), 1)
-    [1]
-    """
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), axis=1)
-    first: dict[str, int] = {grid[best][0]: best}
-    for i in np.argsort(-np.nan_to_num(mean, nan=-np.inf), kind="stable"):
-        if np.isfinite(mean[i]):
-            first.setdefault(grid[i][0], int(i))
-    return [i for i in first.values() if i == best or _within_noise(scores[best], scores[i])]
-
-
-def _within_noise(winner: np.ndarray, other: np.ndarray) -> bool:
-    """Whether ``other``'s mean deficit to ``winner`` over the folds both scored is at most
-    its standard error (a tie when fewer than two folds were scored by both)."""
-    both = np.isfinite(winner) & np.isfinite(other)
-    gap = winner[both] - other[both]
-    if gap.size < 2:
-        return gap.size == 1 and gap[0] <= 0
-    return float(gap.mean()) <= float(gap.std(ddof=1)) / np.sqrt(gap.size)
-
-
-def _check_members(members: object) -> list[tuple[str, float, str | None]]:
-    """``members`` as a list of checked ``(model, C, class_weight)`` grid points."""
-    out = []
-    for point in members if isinstance(members, list | tuple) else [members]:
-        ok = isinstance(point, list | tuple) and len(point) == 3
-        if ok and point[0] in FEATURE_MAPS and point[2] in ("auto", "balanced", None):
-            out.append((str(point[0]), check_positive_real(point[1], "members' C"), point[2]))
-            continue
-        raise InvalidInputError(
-            f"members must hold (model, C, class_weight) triples with a model from "
-            f"{', '.join(FEATURE_MAPS)} and class_weight 'auto', 'balanced' or None; "
-            f"received {point!r}"
-        )
-    if not out:
-        raise InvalidInputError("members must hold at least one (model, C, class_weight)")
-    return out
-
-
-def describe_members(members: list[tuple] | tuple[tuple, ...]) -> str:
-    """A short description of the fitted grid points, for progress lines.
-
-    Examples
-    --------
-    >>> describe_members([("linear", 1.0, "auto")])
-    'linear with C=1'
-    >>> describe_members([("linear", 1.0, "auto"), ("spline", 0.1, "balanced")])
-    'the mean of linear with C=1 and spline with C=0.1 (balanced)'
-    """
-    parts = [f"{m} with C={C:g}" + (" (balanced)" if cw == "balanced" else "")
-             for m, C, cw in members]  # fmt: skip
-    if len(parts) == 1:
-        return parts[0]
-    return "the mean of " + ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-class MapMean:
-    """The ensemble's scorer: the mean of its members' standardised TTK scores.
-
-    Each member is a fitted pipeline (a feature map and TTK). Its scores are standardised by
-    the mean and standard deviation of its candidates' scores in the fit, so that every
-    member weighs alike whatever the scale of its margin; a member whose candidates all score
-    alike (the trivial scorer) adds nothing. The mean is linear in the members' mapped
-    features together, so the ensemble is itself a linear scorer in their union.
-
-    Parameters
-    ----------
-    members : list of Pipeline
-        The fitted members.
-    fit_scores : list of ndarray
-        Each member's scores of the fit's candidates.
-
-    Attributes
-    ----------
-    offsets_, scales_ : ndarray
-        Each member's candidate mean and standard deviation (scale ``inf`` for a member
-        whose candidates all score alike).
-    fit_scores_ : ndarray
-        The candidates' mean standardised score.
-    threshold_ : float
-        Subtracted by :meth:`decision_function`: midway between the last selected candidate
-        and the best one left out (0 when the selection is not a cut, as with costs).
-    """
-
-    def __init__(self, members: list, fit_scores: list[np.ndarray]) -> None:
-        S = np.vstack([np.asarray(f, dtype=np.float64) for f in fit_scores])
-        self.members = members
-        self.offsets_ = S.mean(axis=1)
-        sd = S.std(axis=1)
-        self.scales_ = np.where(sd > 0, sd, np.inf)
-        self.threshold_ = 0.0
-        self.fit_scores_ = self._mean(S)
-
-    def _mean(self, S: np.ndarray) -> np.ndarray:
-        return ((S - self.offsets_[:, None]) / self.scales_[:, None]).mean(axis=0)
-
-    def transform(self, X: object) -> np.ndarray:
-        """The members' mapped features of each row, side by side (their union)."""
-        return np.hstack([m[:-1].transform(X) if len(m) > 1 else np.asarray(X)
-                          for m in self.members])  # fmt: skip
-
-    def decision_function(self, X: object) -> np.ndarray:
-        """The members' mean standardised score of each row, less ``threshold_``."""
-        S = np.vstack([m.decision_function(X) for m in self.members])
-        return self._mean(S) - self.threshold_
-
-
 class AutoTTK(ClassifierMixin, BaseEstimator):
     """TTK whose feature map and ``C`` are chosen by transductive cross-validation.
 
@@ -628,7 +496,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         check_choice(self.ladder, LADDERS, "ladder")
         check_choice(self.ensemble, ENSEMBLES, "ensemble")
         if self.members is not None:
-            return _check_members(self.members)
+            return check_members(self.members)
         cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
         return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
 
