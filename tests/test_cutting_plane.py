@@ -176,6 +176,32 @@ def test_polish_with_the_cutting_plane_matches_clarabel(seed, monkeypatch):
     assert ours.objective == pytest.approx(ref.objective, rel=1e-6)
 
 
+@pytest.mark.parametrize("n_columns", [10, 70])
+def test_polish_keeps_wide_rows_off_the_cutting_plane(monkeypatch, n_columns):
+    from reserve.solvers import _qp
+    from reserve.solvers._polish import polish
+    from reserve.solvers.ttk import shifted_svm_start
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1300, n_columns))
+    labels = X[:1000, :3] @ np.array([1.0, -0.5, 0.3]) + 0.5 * rng.normal(size=1000) > 0.4
+    X_lab, X_cand, y = X[:1000], X[1000:], np.where(labels, 1.0, -1.0)
+    w, b, _ = shifted_svm_start(X_lab, y, X_cand, 10, 1.0)
+    calls = []
+    original = _qp.solve_cutting_plane
+
+    def recording(*args, **kwargs):
+        calls.append(args[0].shape)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_qp, "solve_cutting_plane", recording)
+    res = polish(X_lab, y, X_cand, 10, 1.0, w, b)
+    assert res.n_qp >= 1
+    # 1,000 labelled rows: the cutting plane for narrow rows, the dense solver for wide ones
+    assert bool(calls) == (n_columns < _qp.DENSE_MIN_COLUMNS)
+    assert res.objective == pytest.approx(hinge_objective(res.w, res.b, X_lab, y, 1.0), rel=1e-9)
+
+
 def test_auto_falls_back_to_clarabel_when_the_cutting_plane_fails(monkeypatch):
     from reserve.solvers import _qp
 
