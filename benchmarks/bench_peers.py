@@ -50,7 +50,8 @@ them. UCI rows have no effort.
 
 Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
 (writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
-``--folds``, ``--splits`` set them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set). ``--csv``
+``--folds``, ``--splits`` set them, ``--first-split`` starts the UCI splits later, so that
+two runs can share them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set). ``--csv``
 appends every record as each problem ends; ``--from-csv`` writes the report from such a file
 (a stopped run's too) without fitting anything.
 """
@@ -307,12 +308,13 @@ def bcr27_problems(n_folds: int, min_checklists: int = 5,
                               y, truth, (k,), context)  # fmt: skip
 
 
-def uci_problems(n_splits: int) -> Iterator[Problem]:
-    """The paper's seven UCI sets: random 50/50 splits, k = 5 % of the test half."""
+def uci_problems(n_splits: int, first: int = 0) -> Iterator[Problem]:
+    """The paper's seven UCI sets: random 50/50 splits ``first .. n_splits - 1``, k = 5 % of
+    the test half (split ``s`` is the same whichever runs beside it)."""
     from reserve.paper.datasets import BENCHMARKS, load_benchmark, transductive_split
 
     data = {name: load_benchmark(name) for name in BENCHMARKS}
-    for s in range(n_splits):  # splits outermost: a partial run covers every set
+    for s in range(first, n_splits):  # splits outermost: a partial run covers every set
         for name, (X, y0) in data.items():
             Xa, yf, yh, k = transductive_split(X, y0, random_state=s)
             truth = np.concatenate([yf[yf != -1], yh])
@@ -482,7 +484,7 @@ def _problems(args: argparse.Namespace, work: Path, notes: list[str]) -> Iterato
             for effort in efforts:
                 yield from bcr27_problems(3 if args.quick else args.folds, effort=effort)
     if "uci" in suites:
-        yield from uci_problems(3 if args.quick else args.splits)
+        yield from uci_problems(3 if args.quick else args.splits, args.first_split)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -504,6 +506,12 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     parser.add_argument("--seeds", default=None, help="region simulation seeds (0,1,2,3,4)")
     parser.add_argument("--folds", type=int, default=10, help="BCR 27 candidate folds")
     parser.add_argument("--splits", type=int, default=10, help="UCI random splits per set")
+    parser.add_argument(
+        "--first-split",
+        type=int,
+        default=0,
+        help="UCI: start at this split (several runs can share the splits)",
+    )
     parser.add_argument(
         "--work",
         type=Path,
