@@ -209,9 +209,9 @@ def test_auto_falls_back_to_clarabel_when_the_cutting_plane_fails(monkeypatch):
         raise SolverError("did not converge")
 
     X, y, Z = _instance(1, p=10)
-    monkeypatch.setattr(_qp, "CUTTING_PLANE_MIN_ROWS", 0)
     monkeypatch.setattr(_qp, "solve_cutting_plane", failing)
-    r = solve_fixed_set(X, y, 1.0, Z)
+    # the threshold passed, not the module constant: the default was bound when defined
+    r = solve_fixed_set(X, y, 1.0, Z, cutting_plane_min_rows=0)
     ref = solve_fixed_set(X, y, 1.0, Z, method="clarabel")
     assert r.objective == pytest.approx(ref.objective, rel=1e-12)
     with pytest.raises(SolverError, match="did not converge"):

@@ -51,51 +51,17 @@ import numpy as np
 from reserve.solvers._base import greedy_fit, top_k
 from reserve.solvers._fd import augmented_norms, working_set
 from reserve.solvers._hinge import species_objectives
-from reserve.solvers._qp import (
-    CUTTING_PLANE_MIN_ROWS,
-    DENSE_MIN_COLUMNS,
-    CuttingPlaneState,
-    QPResult,
-    hinge_objective,
-    solve_fixed_set,
-)
+from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
 from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
 
-__all__ = [
-    "CandidateScreen",
-    "PolishResult",
-    "polish",
-    "polish_cp_min_rows",
-    "solve_subset",
-    "swap_pairs",
-]
+__all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset", "swap_pairs"]
 
 #: From this many labelled rows the polish's QPs on narrow rows use the cutting plane: its
 #: cuts carry over from solve to solve and a lower bound can reject a trial early (spambase,
 #: n = 2,300: one fit 121 s on Clarabel, 39 s on the cutting plane before early rejection).
-#: Wide rows (a spline map) keep the dense interior point up to ``CUTTING_PLANE_MIN_ROWS``
-#: (see :func:`polish_cp_min_rows`).
+#: Wide rows (a spline map) keep the dense interior point (``solve_fixed_set``).
 _POLISH_CP_MIN_ROWS = 1000
-
-
-def polish_cp_min_rows(n_columns: int) -> int:
-    """Labelled rows from which the polish's QPs on rows of ``n_columns`` use the cutting plane.
-
-    Narrow rows: from :data:`_POLISH_CP_MIN_ROWS`. Rows of at least ``DENSE_MIN_COLUMNS``
-    columns: from ``CUTTING_PLANE_MIN_ROWS``, as every other fixed-set QP; below that the
-    dense interior point solves them. The cutting plane needs more cuts the more columns a
-    row has: on UCI splice (1,587 labelled rows, 360 spline columns, C = 10) one ensemble
-    member's fit (three ladder fits, each polished) took 199 s with the dense interior point;
-    with the cutting plane it had not ended after 25 minutes.
-
-    Examples
-    --------
-    >>> polish_cp_min_rows(18), polish_cp_min_rows(108)
-    (1000, 10000)
-    """
-    return _POLISH_CP_MIN_ROWS if n_columns < DENSE_MIN_COLUMNS else CUTTING_PLANE_MIN_ROWS
-
 
 #: Below this many candidates the QP carries every outsider's constraint.
 _FULL_CONSTRAINTS = 400
@@ -306,7 +272,7 @@ def solve_subset(
             X_cand[rows],
             warm_start=warm_start,
             cutoff=cutoff,
-            cutting_plane_min_rows=polish_cp_min_rows(X_lab.shape[1]),
+            cutting_plane_min_rows=_POLISH_CP_MIN_ROWS,
         )
         n_solves += 1
         if rows.size == n_out or res.status.startswith("Cutoff"):

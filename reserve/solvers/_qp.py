@@ -85,9 +85,10 @@ def solve_fixed_set(
         with ``(n + p) d^2``). ``"cutting_plane"``:
         :func:`reserve.solvers._cutting_plane.solve_cutting_plane` (relative gap ``tol``; two
         passes over ``X`` per iteration). ``"auto"``: the cutting plane from
-        ``cutting_plane_min_rows`` labelled rows (Clarabel if it fails to reach ``tol``);
-        below, the dense interior point for rows of at least ``DENSE_MIN_COLUMNS`` columns
-        (Clarabel if it fails), Clarabel for narrower ones.
+        ``cutting_plane_min_rows`` labelled rows for rows narrower than
+        ``DENSE_MIN_COLUMNS`` columns, and from ``CUTTING_PLANE_MIN_ROWS`` for wider ones
+        (Clarabel if it fails to reach ``tol``); below, the dense interior point for wide
+        rows (Clarabel if it fails), Clarabel for narrow ones.
     warm_start : CuttingPlaneState or None
         Cuts of earlier solves on the same ``(X, y_pm)``, updated in place; used by the
         cutting plane only.
@@ -97,7 +98,12 @@ def solve_fixed_set(
         Cutting plane only: stop once the optimum is proved to be >= ``cutoff`` (status
         ``"Cutoff ..."``, a feasible point returned). Clarabel ignores it.
     cutting_plane_min_rows : int
-        The ``"auto"`` threshold: from this many labelled rows, the cutting plane.
+        The ``"auto"`` threshold for narrow rows: from this many labelled rows, the cutting
+        plane (the polish lowers it: its cuts carry over between solves). Wide rows keep the
+        dense interior point up to ``CUTTING_PLANE_MIN_ROWS``: the cutting plane needs more
+        cuts the more columns a row has (UCI splice, 1,587 labelled rows, 360 spline columns,
+        C = 10: one ensemble member's polish had not ended after 25 minutes on the cutting
+        plane; the member's whole fit took 199 s on the dense interior point).
 
     Returns
     -------
@@ -115,14 +121,16 @@ def solve_fixed_set(
         raise InvalidInputError(
             f'method must be "auto", "clarabel", "dense" or "cutting_plane"; received {method!r}.'
         )
-    if method == "cutting_plane" or (method == "auto" and X.shape[0] >= cutting_plane_min_rows):
+    wide = X.shape[1] >= DENSE_MIN_COLUMNS
+    from_rows = CUTTING_PLANE_MIN_ROWS if wide else cutting_plane_min_rows
+    if method == "cutting_plane" or (method == "auto" and X.shape[0] >= from_rows):
         try:
             return solve_cutting_plane(X, y_pm, C, Z, tol=tol, state=warm_start, cutoff=cutoff)[0]
         except SolverError:
             if method == "cutting_plane":
                 raise
             # "auto": the interior point below is slow at this size but does converge.
-    if method == "dense" or (method == "auto" and X.shape[1] >= DENSE_MIN_COLUMNS):
+    if method == "dense" or (method == "auto" and wide):
         try:
             return solve_dense(X, y_pm, C, Z)
         except SolverError:
