@@ -278,7 +278,7 @@ SELECT_DEFAULTS = SelectDefaults()
 
 #: Values of ``model=`` / ``--model`` (the feature maps of :mod:`reserve.solvers.features`,
 #: and ``auto``, which chooses among them by cross-validation).
-SELECT_MODELS = ("auto", "linear", "spline", "interactions", "rbf", "stack")
+SELECT_MODELS = ("auto", "linear", "spline", "interactions", "rbf", "stack", "forest")
 
 
 #: Prefixes of the per-species columns of ``planning_units`` written by an ingest of several

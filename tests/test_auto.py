@@ -44,6 +44,18 @@ def test_forest_score_is_out_of_bag_on_labelled_rows():
     assert not np.allclose(Z[lab, -1], later[lab])
 
 
+def test_forest_score_threads_give_the_one_thread_scores():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(25_000, 3))
+    y = np.r_[(X[:400, 0] > 0.5).astype(int), -np.ones(24_600, dtype=int)]
+    kw = {"n_estimators": 20, "passthrough": False, "random_state": 0}
+    one = ForestScore(n_jobs=1, **kw)
+    two = ForestScore(n_jobs=2, **kw)
+    np.testing.assert_array_equal(two.fit_transform(X, y), one.fit_transform(X, y))
+    np.testing.assert_array_equal(two.transform(X[::-1]), one.transform(X[::-1]))
+    assert two.forest_.n_jobs == 1  # later predicts (the tie-break) on one thread too
+
+
 def test_feature_map_widths_match_the_transformers():
     X = np.random.default_rng(1).normal(size=(50, 4))
     y = np.r_[np.tile([0, 1], 15), -np.ones(20, dtype=int)]
@@ -319,6 +331,19 @@ def test_the_stack_map_breaks_ties_with_its_own_forest():
     np.testing.assert_array_equal(scored, _near_another(est))
 
 
+def test_the_forest_map_selects_its_forests_top_k():
+    X, y, occupied = quadratic_problem(3)
+    est = AutoTTK(k=20, models=("forest",), Cs=(1.0,), random_state=0).fit(X, y)
+    steps = dict(est.best_estimator_.steps)
+    cand = np.flatnonzero(y == -1)
+    proba = steps["forest"].forest_.predict_proba(steps["scale"].transform(X[cand]))[:, 1]
+    order = np.argsort(-proba, kind="stable")
+    assert proba[order[19]] > proba[order[20]]  # no tie at the cutoff: one right answer
+    assert set(est.selected_) == set(cand[order[:20]])
+    assert est.best_estimator_.named_steps["ttk"].coef_.ravel()[0] > 0
+    assert occupied[est.selected_].mean() > occupied[cand].mean() + 0.3
+
+
 def _near_another(est) -> np.ndarray:
     """Candidates whose TTK score lies within two tie widths of another's (by brute force)."""
     s = est.candidate_scores_
@@ -363,22 +388,36 @@ def _fold_matrix(res: dict) -> np.ndarray:
 
 
 def test_the_ensemble_holds_the_maps_within_noise_of_the_winner():
-    # Recomputed from cv_results_: the winner first; every other map's best point joins
-    # exactly when its mean paired deficit over the folds is within one standard error.
+    # Recomputed from cv_results_: the winner (the best point of a map that may lead) first;
+    # every other map's best point joins exactly when its mean paired deficit over the
+    # folds is within one standard error.
     X, y, _ = quadratic_problem(3, n=150, m=250)
     est = AutoTTK(k=12, Cs=(0.1, 1.0), random_state=0).fit(X, y)
     res, folds = est.cv_results_, _fold_matrix(est.cv_results_)
-    best = int(np.flatnonzero(res["rank_test_score"] == 1)[0])
+    rank = res["rank_test_score"]
+    best = min(np.flatnonzero(res["model"] != "forest"), key=lambda i: rank[i])
     assert est.members_[0] == tuple(res["params"][best].values())
     joined = []
-    for model in ("linear", "spline", "stack"):
+    for model in ("linear", "spline", "stack", "forest"):
         mine = np.flatnonzero(res["model"] == model)
-        i = mine[np.argmin(res["rank_test_score"][mine])]  # the map's best point
+        i = mine[np.argmin(rank[mine])]  # the map's best point
         gap = folds[best] - folds[i]
         if i == best or gap.mean() <= gap.std(ddof=1) / np.sqrt(gap.size):
             joined.append(tuple(res["params"][i].values()))
     assert sorted(est.members_) == sorted(joined)
-    assert [m for m, _, _ in est.members_] == ["stack", "spline"]  # the hump: linear is out
+    assert [m for m, _, _ in est.members_] == ["stack", "forest", "spline"]  # linear is out
+
+
+def test_the_forest_map_has_one_grid_point_and_never_leads():
+    est = AutoTTK(models=("forest", "linear"), Cs=(0.1, 1.0, 10.0), class_weight="cv")
+    X, y, _ = quadratic_problem(0, n=60, m=40)
+    grid = est.set_params(k=3)._grid()
+    assert [p for p in grid if p[0] == "forest"] == [("forest", 0.1, "auto")]
+    assert len(grid) == 7
+    scores = np.array([[1.0, 1.0], *[[0.5, 0.25]] * 6])  # the forest scores best
+    assert est._record(grid, scores) == 1  # the best point of a map that may lead
+    only = AutoTTK(models=("forest",), Cs=(1.0,), random_state=0).fit(X, y)
+    assert only.members_ == (("forest", 1.0, "auto"),)  # alone, it is fitted
 
 
 def test_the_ensemble_is_the_mean_of_its_members_standardised_scores():
@@ -387,7 +426,7 @@ def test_the_ensemble_is_the_mean_of_its_members_standardised_scores():
     # selection.
     X, y = _rare_positives(0)
     est = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0).fit(X, y)
-    assert len(est.members_) == 3
+    assert [m for m, _, _ in est.members_] == ["spline", "forest", "linear", "stack"]
     assert all(m[-1].ladder_budgets_ == (5, 4, 8) for m in est.best_estimator_.members)
     z = []
     for model, C, cw in est.members_:
@@ -410,7 +449,7 @@ def test_forked_members_give_the_sequential_answer(monkeypatch):
     X, y = _rare_positives(0)
     seq = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0, n_jobs=1).fit(X, y)
     par = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0, n_jobs=2).fit(X, y)
-    assert par.members_ == seq.members_ and len(par.members_) == 3
+    assert par.members_ == seq.members_ and len(par.members_) == 4
     np.testing.assert_array_equal(par.candidate_scores_, seq.candidate_scores_)
     np.testing.assert_array_equal(par.selected_, seq.selected_)
 
@@ -458,7 +497,7 @@ def test_a_boundary_penalty_fits_the_winner_alone():
     plain = AutoTTK(k=5, Cs=(1.0,), random_state=0).fit(X, y, boundary=boundary)
     penalised = AutoTTK(k=5, Cs=(1.0,), random_state=0, boundary_penalty=0.5)
     penalised.fit(X, y, boundary=boundary)
-    assert len(plain.members_) == 2 and len(penalised.members_) == 1
+    assert len(plain.members_) == 3 and len(penalised.members_) == 1
     assert plain.boundary_length_ == 5.0  # the ensemble's own selection: 5 lone cells
     assert map_winners([("linear", 1.0, None)], np.array([[np.nan, np.nan]]), 0) == [0]
 

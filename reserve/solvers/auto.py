@@ -41,7 +41,7 @@ from reserve.solvers._validation import (
     check_transductive,
 )
 from reserve.solvers.ensemble import ENSEMBLES, MapMean, check_members, map_winners
-from reserve.solvers.features import FEATURE_MAPS, ForestScore, feature_map
+from reserve.solvers.features import FEATURE_MAPS, JOINING_MAPS, ForestScore, feature_map
 from reserve.solvers.ttk import LADDERS, TTK
 
 __all__ = [
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 #: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
-AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
+AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack", "forest")
 
 #: Values of ``C`` AutoTTK compares by default.
 AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
@@ -174,9 +174,11 @@ def _folds(y_lab: np.ndarray, groups: np.ndarray | None, n_splits: int, n_repeat
     return out, note
 
 
-def _fit_map(model: str, X: np.ndarray, y: np.ndarray, seed: int | None) -> tuple[list, np.ndarray]:
+def _fit_map(model: str, X: np.ndarray, y: np.ndarray, seed: int | None,
+             n_jobs: int | None = None) -> tuple[list, np.ndarray]:  # fmt: skip
     """Fit feature map ``model`` on all rows of ``X``; its fitted steps and the mapped rows."""
-    steps = feature_map(model, n_features=X.shape[1], n_samples=X.shape[0], random_state=seed)
+    steps = feature_map(model, n_features=X.shape[1], n_samples=X.shape[0], random_state=seed,
+                        n_jobs=n_jobs)  # fmt: skip
     Z = X
     for _, step in steps:
         Z = step.fit_transform(Z, y)
@@ -498,7 +500,12 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         if self.members is not None:
             return check_members(self.members)
         cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
-        return [(m, float(c), cw) for m in models for c in Cs for cw in cws]
+        grid: list[tuple[str, float, str | None]] = []
+        for point in ((m, float(c), cw) for m in models for c in Cs for cw in cws):
+            # a joining map ranks as its one column does whatever C and weights: one point
+            if point[0] not in JOINING_MAPS or all(p[0] != point[0] for p in grid):
+                grid.append(point)
+        return grid
 
     def _cv_sample(self, y_lab: np.ndarray) -> np.ndarray:
         """Positions of the labelled rows the CV uses (a stratified sample when many)."""
@@ -537,7 +544,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         return np.column_stack(_map_folds(tasks, jobs, y_cv.size))
 
     def _record(self, grid: list[tuple], scores: np.ndarray) -> int:
-        """Fill ``cv_results_`` and return the winner's grid position (first of the ties)."""
+        """Fill ``cv_results_`` and return the winner's grid position: the best mean score
+        (first of the ties) among the maps that may lead (not :data:`JOINING_MAPS`, unless
+        only they were scored)."""
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # rows without a fold: NaN
             valid = np.isfinite(scores).any(axis=1)
@@ -559,6 +568,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         for i in range(scores.shape[1]):
             res[f"split{i}_test_score"] = scores[:, i]
         self.cv_results_ = res
+        leads = [i for i in order if grid[i][0] not in JOINING_MAPS and valid[i]]
         if not valid.any():
             if scores.shape[1] == 0 and len(grid) == 1:
                 return 0
@@ -566,7 +576,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 self.cv_note_ = "no fold could be scored (no positive held out)"
             self.cv_note_ += "; fell back to the first grid point"
             return 0
-        return int(order[0])
+        return int(leads[0] if leads else order[0])
 
     def fit(self, X: object, y: object, cost: object = None, groups: object = None,
             boundary: object = None) -> AutoTTK:  # fmt: skip
@@ -666,7 +676,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     def _fit_final(self, data: TransductiveData, points: list[tuple], cost: object,
                    boundary: object = None) -> None:  # fmt: skip
         """Fit every grid point of ``points`` on all rows; select by their (mean) score."""
-        mapped = [_fit_map(model, data.X, data.y, self.random_state) for model, _, _ in points]
+        mapped = [_fit_map(model, data.X, data.y, self.random_state, self.n_jobs)
+                  for model, _, _ in points]  # fmt: skip
         tie_steps = next((st for st, _ in mapped if _forest_step(st) is not None), mapped[0][0])
         forest = self._start_forest(tie_steps, data)
         money = {} if self.budget is None else {"budget": self.budget}

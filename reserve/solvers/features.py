@@ -16,12 +16,17 @@ map                 what it adds
 ``rbf``             a Nystroem approximation of the Gaussian (RBF) kernel
 ``stack``           the standardised features plus the logit of a random forest's out-of-bag
                     presence probability (a tree ensemble's view under TTK's top-k constraint)
+``forest``          that logit alone: TTK then ranks the candidates as the forest does (the
+                    tree ensemble's view without a linear correction)
 ==================  ==========================================================================
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.kernel_approximation import Nystroem
@@ -32,6 +37,7 @@ from reserve.errors import InvalidInputError
 
 __all__ = [
     "FEATURE_MAPS",
+    "JOINING_MAPS",
     "MAX_EXPANDED_BYTES",
     "ForestScore",
     "expanded_width",
@@ -39,7 +45,13 @@ __all__ = [
 ]
 
 #: The feature maps :func:`feature_map` builds, simplest first.
-FEATURE_MAPS: tuple[str, ...] = ("linear", "spline", "interactions", "rbf", "stack")
+FEATURE_MAPS: tuple[str, ...] = ("linear", "spline", "interactions", "rbf", "stack", "forest")
+
+#: Maps that may join AutoTTK's ensemble but never lead it, nor be fitted alone by its CV:
+#: TTK over the single ``forest`` column ranks the candidates as the forest does (``C`` and
+#: the class weights change nothing but the scale), so a fit led by it would be a random
+#: forest, not a TTK (docs/algorithm.md, "The forest as a member").
+JOINING_MAPS: tuple[str, ...] = ("forest",)
 
 #: Largest expanded design (rows x expanded columns x 8 bytes) a map may build: 4 GiB.
 MAX_EXPANDED_BYTES: int = 4 * 2**30
@@ -47,6 +59,9 @@ MAX_EXPANDED_BYTES: int = 4 * 2**30
 _SPLINE_KNOTS = 4
 _SPLINE_DEGREE = 3
 _RBF_COMPONENTS = 200
+
+#: Fewest rows per block of a :class:`ForestScore` predict shared between threads.
+_PREDICT_BLOCK_ROWS = 10_000
 
 
 def expanded_width(name: str, n_features: int, n_samples: int) -> int:
@@ -68,6 +83,8 @@ def expanded_width(name: str, n_features: int, n_samples: int) -> int:
         return min(_RBF_COMPONENTS, int(n_samples))
     if name == "stack":
         return d + 1
+    if name == "forest":
+        return 1
     return d
 
 
@@ -84,7 +101,12 @@ def _check_size(name: str, n_features: int, n_samples: int) -> None:
 
 
 def feature_map(
-    name: str, *, n_features: int, n_samples: int, random_state: int | None = None
+    name: str,
+    *,
+    n_features: int,
+    n_samples: int,
+    random_state: int | None = None,
+    n_jobs: int | None = None,
 ) -> list[tuple[str, object]]:
     """Pipeline steps of feature map ``name`` (see the module docstring), TTK not included.
 
@@ -96,7 +118,10 @@ def feature_map(
         Shape of the raw design, to size the map and refuse one that would not fit in memory
         (:data:`MAX_EXPANDED_BYTES`).
     random_state : int or None
-        Seed of the randomised maps (``rbf``, ``stack``).
+        Seed of the randomised maps (``rbf``, ``stack``, ``forest``).
+    n_jobs : int or None
+        Threads of the forest of ``stack`` and ``forest`` (:class:`ForestScore`; the
+        numbers do not depend on it).
 
     Returns
     -------
@@ -130,7 +155,11 @@ def feature_map(
         )  # fmt: skip
         steps += [("rbf", rbf), ("rescale", StandardScaler())]
     elif name == "stack":
-        steps += [("forest", ForestScore(random_state=random_state)), ("rescale", StandardScaler())]
+        forest = ForestScore(random_state=random_state, n_jobs=n_jobs)
+        steps += [("forest", forest), ("rescale", StandardScaler())]
+    elif name == "forest":
+        forest = ForestScore(passthrough=False, random_state=random_state, n_jobs=n_jobs)
+        steps += [("forest", forest), ("rescale", StandardScaler())]
     return steps
 
 
@@ -157,7 +186,10 @@ class ForestScore(TransformerMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of the forest.
     n_jobs : int or None, default=None
-        Parallel trees.
+        Threads: the trees are fitted in parallel, and the rows are scored in blocks on
+        separate threads, each block's trees summed in order, so the scores do not depend
+        on it (the forest's own parallel predict adds the trees' votes in the order they
+        finish, which can change a probability's last bits).
 
     Attributes
     ----------
@@ -220,6 +252,7 @@ class ForestScore(TransformerMixin, BaseEstimator):
             n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
             max_samples=draw, oob_score=True, random_state=self.random_state, n_jobs=self.n_jobs,
         ).fit(X[lab], yl)  # fmt: skip
+        self.forest_.set_params(n_jobs=1)  # predict: see _proba
         self._eps = 0.5 / (self.n_estimators + 1)
         return self
 
@@ -236,7 +269,7 @@ class ForestScore(TransformerMixin, BaseEstimator):
         self.fit(X, y)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         lab, _ = self._labelled(y, X.shape[0])
-        score = self.forest_.predict_proba(X)[:, -1]
+        score = self._proba(X)
         oob = self.forest_.oob_decision_function_[:, -1]
         # A row in every tree's bag has no out-of-bag vote: keep the whole forest's score.
         score[lab] = np.where(np.isfinite(oob), oob, score[lab])
@@ -246,4 +279,15 @@ class ForestScore(TransformerMixin, BaseEstimator):
         """The whole forest's score of every row (appended to ``X`` with ``passthrough``)."""
         check_is_fitted(self, "forest_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return self._out(X, self.forest_.predict_proba(X)[:, -1])
+        return self._out(X, self._proba(X))
+
+    def _proba(self, X: np.ndarray) -> np.ndarray:
+        """The whole forest's presence probability of each row; with ``n_jobs``, blocks of
+        rows on separate threads (the same numbers: each row's trees are summed in order)."""
+        jobs = min(effective_n_jobs(self.n_jobs), X.shape[0] // _PREDICT_BLOCK_ROWS)
+        if jobs < 2:
+            return self.forest_.predict_proba(X)[:, -1]
+        blocks = np.array_split(X, jobs)
+        with ThreadPoolExecutor(jobs) as pool:
+            parts = pool.map(lambda b: self.forest_.predict_proba(b)[:, -1], blocks)
+            return np.concatenate(list(parts))
