@@ -273,14 +273,14 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
 
 def _tie_forest(data: TransductiveData, seed: int | None, n_jobs: int | None) -> object:
     """:class:`ForestScore`'s random forest fitted on the labelled rows' raw features (the
-    tie-break forest when no member of the final fit is ``stack``), on ``n_jobs`` threads.
+    tie-break forest when no member of the final fit is ``stack`` or ``forest``), on
+    ``n_jobs`` threads.
 
-    It predicts on one thread: a forest's threads add the trees' votes in the order they
-    finish, which can change the last bits of a probability and so the order of two
-    candidates whose probabilities are equal.
+    It predicts on one thread (:class:`ForestScore` leaves it so): a forest's threads add
+    the trees' votes in the order they finish, which can change the last bits of a
+    probability and so the order of two candidates whose probabilities are equal.
     """
-    forest = ForestScore(random_state=seed, n_jobs=n_jobs).fit(data.X, data.y).forest_
-    return forest.set_params(n_jobs=1)
+    return ForestScore(random_state=seed, n_jobs=n_jobs).fit(data.X, data.y).forest_
 
 
 def _tie_width(s: np.ndarray) -> float:
@@ -368,10 +368,11 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         The secondary score that orders candidates whose TTK scores tie (within 1e-7
         relative): ``"forest"``, the presence probability of the random forest of
         :class:`reserve.solvers.features.ForestScore` fitted on the labelled rows' raw
-        features (the ``stack`` map's own forest when that map is a member); ``"logistic"``, the
-        log-odds of a balanced logistic regression on the mapped features. A fit that
-        ends near the trivial scorer, or a linear fit that pins many candidates to the margin,
-        can tie a hundred candidates at the cutoff; the secondary score then picks them.
+        features (the ``stack`` or ``forest`` map's own forest when one is a member);
+        ``"logistic"``, the log-odds of a balanced logistic regression on the mapped
+        features. A fit that ends near the trivial scorer, or a linear fit that pins many
+        candidates to the margin, can tie a hundred candidates at the cutoff; the secondary
+        score then picks them.
         See docs/algorithm.md, "Nonlinear TTK and its model selection" (Ties).
     ladder : {"mean", "none"}, default="mean"
         The final fit's :attr:`reserve.solvers.TTK.ladder`: ``"mean"`` averages the TTK fits

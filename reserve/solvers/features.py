@@ -47,10 +47,10 @@ __all__ = [
 #: The feature maps :func:`feature_map` builds, simplest first.
 FEATURE_MAPS: tuple[str, ...] = ("linear", "spline", "interactions", "rbf", "stack", "forest")
 
-#: Maps that may join AutoTTK's ensemble but never lead it, nor be fitted alone by its CV:
-#: TTK over the single ``forest`` column ranks the candidates as the forest does (``C`` and
-#: the class weights change nothing but the scale), so a fit led by it would be a random
-#: forest, not a TTK (docs/algorithm.md, "The forest as a member").
+#: Maps that may join AutoTTK's ensemble of the maps but never lead it (unless they are all
+#: it compares): TTK over the single ``forest`` column ranks the candidates as the forest
+#: does (``C`` and the class weights change nothing but the scale), so a fit led by it
+#: would be a random forest, not a TTK (docs/algorithm.md, "The forest as a member").
 JOINING_MAPS: tuple[str, ...] = ("forest",)
 
 #: Largest expanded design (rows x expanded columns x 8 bytes) a map may build: 4 GiB.
