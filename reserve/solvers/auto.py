@@ -571,7 +571,6 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         for i in range(scores.shape[1]):
             res[f"split{i}_test_score"] = scores[:, i]
         self.cv_results_ = res
-        leads = [i for i in order if grid[i][0] not in JOINING_MAPS and valid[i]]
         if not valid.any():
             if scores.shape[1] == 0 and len(grid) == 1:
                 return 0
@@ -579,6 +578,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 self.cv_note_ = "no fold could be scored (no positive held out)"
             self.cv_note_ += "; fell back to the first grid point"
             return 0
+        leads = [i for i in order if grid[i][0] not in JOINING_MAPS and valid[i]]
         return int(leads[0] if leads else order[0])
 
     def fit(self, X: object, y: object, cost: object = None, groups: object = None,
