@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+from sklearn.pipeline import Pipeline
 
 from reserve import fork as _fork
 from reserve.errors import InvalidInputError
@@ -19,6 +20,7 @@ from reserve.solvers.features import (
     ForestScore,
     expanded_width,
     feature_map,
+    fit_feature_map,
 )
 
 
@@ -354,6 +356,37 @@ def test_the_forest_map_has_one_grid_point_and_never_leads():
     assert est._record(grid, scores) == 1  # the best point of a map that may lead
     only = AutoTTK(models=("forest",), Cs=(1.0,), random_state=0).fit(X, y)
     assert only.members_ == (("forest", 1.0, "auto"),)  # alone, it is fitted
+
+
+@pytest.mark.parametrize("first", ["stack", "forest"])
+def test_the_stack_and_forest_maps_share_one_forest_as_if_fitted_alone(first):
+    X, y, _ = quadratic_problem(5, n=120, m=200)
+    shared: dict = {}
+    order = [first, "forest" if first == "stack" else "stack"]
+    together = {m: fit_feature_map(m, X, y, random_state=0, shared=shared) for m in order}
+    new_rows = np.random.default_rng(9).normal(size=(30, 3))
+    for model, (steps, Z) in together.items():
+        alone_steps, alone_Z = fit_feature_map(model, X, y, random_state=0)
+        np.testing.assert_array_equal(Z, alone_Z)  # the mapped rows, labelled ones out of bag
+        twin, alone = (Pipeline(s).transform(new_rows) for s in (steps, alone_steps))
+        np.testing.assert_array_equal(twin, alone)  # and later rows
+    forests = [dict(steps)["forest"].forest_ for steps, _ in together.values()]
+    assert forests[0] is forests[1]
+
+
+def test_autottk_fits_one_forest_per_fold_for_stack_and_forest(monkeypatch):
+    fits = []
+    real_fit = ForestScore.fit
+    monkeypatch.setattr(ForestScore, "fit", lambda self, X, y=None: fits.append(1) or
+                        real_fit(self, X, y))  # fmt: skip
+    X, y, _ = quadratic_problem(2, n=120, m=200)
+    kw = {"k": 10, "Cs": (1.0,), "class_weight": "auto", "random_state": 0, "n_jobs": 1}
+    AutoTTK(models=("stack", "forest"), cv=3, n_repeats=1, **kw).fit(X, y)
+    assert len(fits) == 3 + 1  # one forest in each fold, one in the final fit
+    fits.clear()
+    both = (("stack", 1.0, "auto"), ("forest", 1.0, "auto"))
+    est = AutoTTK(members=both, tie_break="logistic", **kw).fit(X, y)
+    assert est.members_ == both and len(fits) == 1
 
 
 def _near_another(est) -> np.ndarray:

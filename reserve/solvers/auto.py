@@ -41,7 +41,12 @@ from reserve.solvers._validation import (
     check_transductive,
 )
 from reserve.solvers.ensemble import ENSEMBLES, MapMean, check_members, map_winners
-from reserve.solvers.features import FEATURE_MAPS, JOINING_MAPS, ForestScore, feature_map
+from reserve.solvers.features import (
+    FEATURE_MAPS,
+    JOINING_MAPS,
+    ForestScore,
+    fit_feature_map,
+)
 from reserve.solvers.ttk import LADDERS, TTK
 
 __all__ = [
@@ -176,17 +181,6 @@ def _folds(y_lab: np.ndarray, groups: np.ndarray | None, n_splits: int, n_repeat
     return out, note
 
 
-def _fit_map(model: str, X: np.ndarray, y: np.ndarray, seed: int | None,
-             n_jobs: int | None = None) -> tuple[list, np.ndarray]:  # fmt: skip
-    """Fit feature map ``model`` on all rows of ``X``; its fitted steps and the mapped rows."""
-    steps = feature_map(model, n_features=X.shape[1], n_samples=X.shape[0], random_state=seed,
-                        n_jobs=n_jobs)  # fmt: skip
-    Z = X
-    for _, step in steps:
-        Z = step.fit_transform(Z, y)
-    return steps, Z
-
-
 def fit_guarded(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: object = None,
                 boundary: object = None, **params) -> tuple[TTK, str | None]:  # fmt: skip
     """``TTK(**params)`` on ``(Z, y)``; with ``class_weight="auto"``, refitted balanced when
@@ -225,8 +219,9 @@ def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[t
     """Held-out precision of every grid point on one fold (NaN where it cannot be scored).
 
     Each feature map is fitted once per fold (on the fold's rows, held-out ones included, as
-    in the final fit); every ``C`` then fits TTK without the polish on the mapped rows. The
-    folds share the processors, so each uses one BLAS thread (:func:`reserve.fork.one_blas_thread`).
+    in the final fit; the ``stack`` and ``forest`` maps share one forest); every ``C`` then
+    fits TTK without the polish on the mapped rows. The folds share the processors, so each
+    uses one BLAS thread (:func:`reserve.fork.one_blas_thread`).
     """
     with one_blas_thread():
         return _fold_scores_here(X_lab, y_lab, fold, grid, k, m, seed)
@@ -243,10 +238,12 @@ def _fold_scores_here(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: l
     yf = np.concatenate([y_lab[fold.train], np.full(fold.held.size, -1)])
     kf = fold_k(fold.held.size, int(y_held.sum()), k, m)
     mapped: dict[str, np.ndarray] = {}
+    shared: dict = {}  # the stack and forest maps' one forest
     for i, (model, C, cw) in enumerate(grid):
         try:
             if model not in mapped:
-                mapped[model] = _fit_map(model, Xf, yf, seed)[1]
+                mapped[model] = fit_feature_map(model, Xf, yf, random_state=seed,
+                                                shared=shared)[1]  # fmt: skip
             ttk, _ = fit_guarded(mapped[model], yf, cw, k=kf, C=C, polish=False,
                                  random_state=seed)  # fmt: skip
         except (SolverError, InvalidInputError):
@@ -679,7 +676,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     def _fit_final(self, data: TransductiveData, points: list[tuple], cost: object,
                    boundary: object = None) -> None:  # fmt: skip
         """Fit every grid point of ``points`` on all rows; select by their (mean) score."""
-        mapped = [_fit_map(model, data.X, data.y, self.random_state, self.n_jobs)
+        shared: dict = {}  # the stack and forest maps' one forest
+        mapped = [fit_feature_map(model, data.X, data.y, random_state=self.random_state,
+                                  n_jobs=self.n_jobs, shared=shared)
                   for model, _, _ in points]  # fmt: skip
         tie_steps = next((st for st, _ in mapped if _forest_step(st) is not None), mapped[0][0])
         forest = self._start_forest(tie_steps, data)

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from joblib import effective_n_jobs
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.kernel_approximation import Nystroem
 from sklearn.preprocessing import PolynomialFeatures, SplineTransformer, StandardScaler
@@ -42,6 +42,7 @@ __all__ = [
     "ForestScore",
     "expanded_width",
     "feature_map",
+    "fit_feature_map",
 ]
 
 #: The feature maps :func:`feature_map` builds, simplest first.
@@ -163,6 +164,73 @@ def feature_map(
     return steps
 
 
+#: The maps whose one forest :func:`fit_feature_map` shares (the same scaled rows, the same
+#: seed: the same forest), with the ``passthrough`` of each.
+_FOREST_MAPS: dict[str, bool] = {"stack": True, "forest": False}
+
+
+def fit_feature_map(
+    name: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    random_state: int | None = None,
+    n_jobs: int | None = None,
+    shared: dict | None = None,
+) -> tuple[list[tuple[str, object]], np.ndarray]:
+    """Fit feature map ``name`` on all rows of ``X``: its fitted steps and the mapped rows.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`FEATURE_MAPS`.
+    X : numpy.ndarray
+        Raw rows, labelled and candidate.
+    y : numpy.ndarray
+        1 / 0 for labelled rows, -1 for the others.
+    random_state, n_jobs : int or None
+        As :func:`feature_map`'s.
+    shared : dict or None
+        A dict kept across the calls of one fit on the same rows (same ``X``, ``y`` and
+        ``random_state``): the ``stack`` and ``forest`` maps then fit one forest between
+        them, as the second would have fitted it (the same scaled rows and seed), and return
+        what fitting each alone returns.
+
+    Returns
+    -------
+    steps : list of (str, transformer)
+        The fitted steps, TTK not included.
+    Z : numpy.ndarray
+        ``X`` through them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 3)); y = (X[:, 0] > 0).astype(int); y[50:] = -1
+    >>> cache = {}
+    >>> _, Zs = fit_feature_map("stack", X, y, random_state=0, shared=cache)
+    >>> _, Zf = fit_feature_map("forest", X, y, random_state=0, shared=cache)
+    >>> _, Zf_alone = fit_feature_map("forest", X, y, random_state=0)
+    >>> Zs.shape, bool(np.array_equal(Zf, Zf_alone))
+    ((80, 4), True)
+    """
+    steps = feature_map(name, n_features=X.shape[1], n_samples=X.shape[0],
+                        random_state=random_state, n_jobs=n_jobs)  # fmt: skip
+    if shared is not None and name in _FOREST_MAPS and "forest" in shared:
+        scale, forest, scaled, logit = shared["forest"]
+        rescale = steps[-1][1]
+        Z = rescale.fit_transform(np.hstack([scaled, logit]) if _FOREST_MAPS[name] else logit)
+        return [("scale", scale), ("forest", forest.twin(_FOREST_MAPS[name])),
+                ("rescale", rescale)], Z  # fmt: skip
+    Z = X
+    for _, step in steps:
+        Z_in, Z = Z, step.fit_transform(Z, y)
+        if shared is not None and isinstance(step, ForestScore):  # its input: the scaled rows
+            shared["forest"] = (steps[0][1], step, Z_in, Z[:, -1:])
+    return steps, Z
+
+
 class ForestScore(TransformerMixin, BaseEstimator):
     """Append the logit of a random forest's presence probability to the features.
 
@@ -280,6 +348,39 @@ class ForestScore(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "forest_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return self._out(X, self._proba(X))
+
+    def twin(self, passthrough: bool) -> ForestScore:
+        """A fitted twin of this transformer with ``passthrough`` set, sharing its forest.
+
+        The twin is what fitting this transformer's parameters with ``passthrough`` on the
+        same rows gives, without fitting a second forest: the ``stack`` and ``forest`` maps
+        share one this way (:func:`fit_feature_map`).
+
+        Parameters
+        ----------
+        passthrough : bool
+            The twin's ``passthrough``.
+
+        Returns
+        -------
+        ForestScore
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(60, 2)); y = (X[:, 0] > 0).astype(int); y[40:] = -1
+        >>> both = ForestScore(n_estimators=20, random_state=0).fit(X, y)
+        >>> alone = ForestScore(n_estimators=20, passthrough=False, random_state=0).fit(X, y)
+        >>> bool(np.array_equal(both.twin(False).transform(X), alone.transform(X)))
+        True
+        """
+        check_is_fitted(self, "forest_")
+        twin = clone(self).set_params(passthrough=passthrough)
+        for name in ("forest_", "_eps", "n_features_in_", "feature_names_in_"):
+            if hasattr(self, name):
+                setattr(twin, name, getattr(self, name))
+        return twin
 
     def _proba(self, X: np.ndarray) -> np.ndarray:
         """The whole forest's presence probability of each row; with ``n_jobs``, blocks of
