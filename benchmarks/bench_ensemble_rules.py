@@ -1,4 +1,4 @@
-"""How AutoTTK's ensemble combines its members: the mean of standardised scores and others.
+"""How AutoTTK's ensemble combines its members: the mean of clipped standardised scores and others.
 
 Usage::
 
@@ -10,11 +10,12 @@ For every problem of the peers suites (:mod:`benchmarks.bench_peers`, same rows,
 final fit holds several members (:class:`reserve.solvers.MapMean`), it scores the candidates
 with each member alone and with several ways of combining them, and prints the precision at
 ``k`` of each (ties go to the lower row; AutoTTK's own tie-break is not applied, so
-``zmean`` may differ from ``auto`` where scores tie):
+``zclip3`` may differ from ``auto`` where scores tie):
 
-* ``zmean``: the mean of the members' scores standardised over the candidates, by
-  ``MapMean`` itself (what the default selects by);
-* ``zclip3``: the same with each standardised score clipped to [-3, 3];
+* ``zmean``: the mean of the members' scores standardised over the candidates (the
+  default until session 15);
+* ``zclip3``: the same with each standardised score clipped to [-3, 3], by ``MapMean``
+  itself (what the default selects by);
 * ``zmedian``: their median;
 * ``rankmean``: the mean of the members' candidate ranks (Borda), ties by ``zmean``;
 * ``normscore``: the mean of the ranks' normal scores.
@@ -57,8 +58,8 @@ def combinations(S: np.ndarray) -> dict[str, np.ndarray]:
     m = S.shape[1]
     R = np.vstack([rankdata(s) for s in S])
     return {
-        "zmean": MapMean([], list(S)).fit_scores_,  # the product's own mean
-        "zclip3": np.clip(Z, -3.0, 3.0).mean(axis=0),
+        "zmean": Z.mean(axis=0),
+        "zclip3": MapMean([], list(S)).fit_scores_,  # the product's own mean
         "zmedian": np.median(Z, axis=0),
         "rankmean": R.mean(axis=0) / m + 1e-9 * Z.mean(axis=0),
         "normscore": norm.ppf((R - 0.5) / m).mean(axis=0),

@@ -117,3 +117,6 @@ def test_ensemble_rules_zmean_is_the_mean_of_standardised_scores():
     S[0, 7] = 1e3
     assert top(combinations(S)["zmean"], 1)[0] == 7
     assert top(combinations(S)["zmedian"], 1)[0] != 7
+    Z = (S - S.mean(axis=1, keepdims=True)) / S.std(axis=1, keepdims=True)
+    assert Z[0, 7] > 3.0  # the product's mean holds the outlier to 3 sd
+    np.testing.assert_allclose(combinations(S)["zclip3"], np.clip(Z, -3.0, 3.0).mean(axis=0))

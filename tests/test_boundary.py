@@ -260,7 +260,7 @@ def test_auto_penalty_keeps_the_model_choice_cross_validation_on_record(tmp_path
     path, _ = _select(tmp_path, "cv", "--boundary-penalty", "auto", "--model", "auto")
     summary = pyogrio.read_dataframe(path, layer="run_summary").iloc[0]
     assert 0.0 <= summary["cv_precision"] <= 1.0
-    assert set(summary["model_fitted"].split("+")) <= {"linear", "spline", "stack"}
+    assert set(summary["model_fitted"].split("+")) <= {"linear", "spline", "stack", "forest"}
     html = next((path.parent).glob("*.html")).read_text()
     assert "In cross-validation on the" in html and "Not measured by cross-validation" not in html
 

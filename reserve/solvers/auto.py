@@ -5,7 +5,7 @@ on the labelled rows, where each held-out fold plays the candidates (its rows ar
 in the fit, exactly ``k_fold`` of them are selected, and the score is the precision of that
 selection against their hidden labels), then fits TTK on all rows with the winner and with
 every other feature map's best grid point whose deficit to it is within the folds' noise, and
-selects by the mean of their standardised scores (``ensemble="maps"``, the default:
+selects by the mean of their standardised scores, clipped (``ensemble="maps"``, the default:
 :mod:`reserve.solvers.ensemble`; ``"none"`` fits the winner alone).
 
 Class weights are chosen like the map and ``C`` (``class_weight="cv"``, the default): every
@@ -62,10 +62,8 @@ __all__ = [
     "nearly_balanced",
 ]
 
-#: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`; ``forest``
-#: may be added: it joins the ensemble, never leads it, but is not a default, see
-#: docs/algorithm.md, "The forest as a member").
-AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack")
+#: Feature maps AutoTTK compares by default (see :mod:`reserve.solvers.features`).
+AUTO_MODELS: tuple[str, ...] = ("linear", "spline", "stack", "forest")
 
 #: Values of ``C`` AutoTTK compares by default.
 AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
@@ -329,9 +327,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         Folds of the labelled rows.
     n_repeats : int, default=2
         Repeats of the stratified folds (grouped folds are not repeated). With the class
-        weights in the grid the CV makes 108 fits (3 maps x 3 C x 2 weightings x 6 folds;
-        a ``forest`` map adds one point); one repeat would halve them but made the choice
-        too noisy to find the balanced loss on BCR 27 (docs/algorithm.md).
+        weights in the grid the CV makes 114 fits (3 maps x 3 C x 2 weightings, plus the
+        ``forest`` map's one point, x 6 folds); one repeat would halve them but made the
+        choice too noisy to find the balanced loss on BCR 27 (docs/algorithm.md).
     random_state : int or None, default=None
         Seed of the folds, the randomised maps and TTK.
     n_jobs : int or None, default=None

@@ -3,7 +3,8 @@
 With few positives a cross-validation's scores differ by a cell or two between feature maps,
 too little to choose one reliably. :func:`map_winners` keeps the winner and every other map
 whose fold-by-fold deficit to it is within one standard error; :class:`MapMean` scores by the
-mean of their standardised TTK scores (docs/algorithm.md, "The ensemble of the maps").
+mean of their standardised TTK scores, each clipped to +- 3 (docs/algorithm.md, "The
+ensemble of the maps").
 Arrays in, arrays out: the members are fitted by :class:`reserve.solvers.AutoTTK`.
 """
 
@@ -17,11 +18,17 @@ from reserve.errors import InvalidInputError
 from reserve.solvers._validation import check_positive_real
 from reserve.solvers.features import FEATURE_MAPS
 
-__all__ = ["ENSEMBLES", "MapMean", "check_members", "describe_members", "map_winners"]
+__all__ = ["ENSEMBLES", "MEMBER_CLIP", "MapMean", "check_members", "describe_members", "map_winners"]
 
 #: Values of AutoTTK's ``ensemble``: the mean of the maps the CV cannot tell from the
 #: winner (:func:`map_winners`), or the winner alone.
 ENSEMBLES: tuple[str, ...] = ("maps", "none")
+
+#: A member's standardised score is clipped to +- this many standard deviations before the
+#: mean, so that no member's extreme tail (a linear fit extrapolating to candidates unlike
+#: any surveyed cell) decides the top of the ranking alone (docs/algorithm.md, "The forest
+#: joins the default").
+MEMBER_CLIP: float = 3.0
 
 
 def map_winners(grid: list[tuple], scores: np.ndarray, best: int) -> list[int]:
@@ -99,13 +106,14 @@ def describe_members(members: list[tuple] | tuple[tuple, ...]) -> str:
 
 
 class MapMean:
-    """The ensemble's scorer: the mean of its members' standardised TTK scores.
+    """The ensemble's scorer: the mean of its members' standardised TTK scores, clipped.
 
     Each member is a fitted pipeline (a feature map and TTK). Its scores are standardised by
     the mean and standard deviation of its candidates' scores in the fit, so that every
-    member weighs alike whatever the scale of its margin; a member whose candidates all score
-    alike (the trivial scorer) adds nothing. The mean is linear in the members' mapped
-    features together, so the ensemble is itself a linear scorer in their union.
+    member weighs alike whatever the scale of its margin, and clipped to
+    +- :data:`MEMBER_CLIP`, so that a few candidates far out in one member's tail cannot
+    outweigh every other member; a member whose candidates all score alike (the trivial
+    scorer) adds nothing.
 
     Parameters
     ----------
@@ -120,10 +128,18 @@ class MapMean:
         Each member's candidate mean and standard deviation (scale ``inf`` for a member
         whose candidates all score alike).
     fit_scores_ : ndarray
-        The candidates' mean standardised score.
+        The candidates' mean clipped standardised score.
     threshold_ : float
         Subtracted by :meth:`decision_function`: midway between the last selected candidate
         and the best one left out (0 when the selection is not a cut, as with costs).
+
+    Examples
+    --------
+    >>> tail = np.r_[np.zeros(19), 1.0]  # one candidate far out in the first member's tail
+    >>> rank = np.arange(20.0)[::-1]  # the second member ranks it last
+    >>> s = MapMean([], [tail, rank]).fit_scores_
+    >>> int(s.argmax()), round(float(s[19]), 3)  # unclipped, the outlier would lead (1.357)
+    (0, 0.676)
     """
 
     def __init__(self, members: list, fit_scores: list[np.ndarray]) -> None:
@@ -136,7 +152,8 @@ class MapMean:
         self.fit_scores_ = self._mean(S)
 
     def _mean(self, S: np.ndarray) -> np.ndarray:
-        return ((S - self.offsets_[:, None]) / self.scales_[:, None]).mean(axis=0)
+        Z = (S - self.offsets_[:, None]) / self.scales_[:, None]
+        return np.clip(Z, -MEMBER_CLIP, MEMBER_CLIP).mean(axis=0)
 
     def transform(self, X: object) -> np.ndarray:
         """The members' mapped features of each row, side by side (their union)."""
@@ -144,6 +161,6 @@ class MapMean:
                           for m in self.members])  # fmt: skip
 
     def decision_function(self, X: object) -> np.ndarray:
-        """The members' mean standardised score of each row, less ``threshold_``."""
+        """The members' mean clipped standardised score of each row, less ``threshold_``."""
         S = np.vstack([m.decision_function(X) for m in self.members])
         return self._mean(S) - self.threshold_
