@@ -377,10 +377,11 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         not jump between neighbouring budgets (each budget's fit ends in its own local
         optimum). The cross-validation's fits are single fits.
     ensemble : {"maps", "none"}, default="maps"
-        ``"maps"``: the final scorer is the mean of the standardised TTK scores of the
-        winner and of every other map's best grid point whose fold-by-fold deficit to it is
-        within one standard error (:func:`map_winners`, :class:`MapMean`; each fitted as a
-        lone winner is, with the ladder); ``"none"``: the winner alone. With few positives
+        ``"maps"``: the final scorer is the mean of the standardised TTK scores (each
+        clipped to +-3) of the winner and of every other map's best grid point whose
+        fold-by-fold deficit to it is within one standard error (:func:`map_winners`,
+        :class:`MapMean`; each fitted as a lone winner is, with the ladder); ``"none"``:
+        the winner alone. With few positives
         the CV's scores differ by a cell or two between maps, too little to choose one map
         reliably; the mean does not bet on one, while a map the folds show clearly better
         stays alone (docs/algorithm.md, "The ensemble of the maps"). With a

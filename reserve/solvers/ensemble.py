@@ -18,7 +18,14 @@ from reserve.errors import InvalidInputError
 from reserve.solvers._validation import check_positive_real
 from reserve.solvers.features import FEATURE_MAPS
 
-__all__ = ["ENSEMBLES", "MEMBER_CLIP", "MapMean", "check_members", "describe_members", "map_winners"]
+__all__ = [
+    "ENSEMBLES",
+    "MEMBER_CLIP",
+    "MapMean",
+    "check_members",
+    "describe_members",
+    "map_winners",
+]
 
 #: Values of AutoTTK's ``ensemble``: the mean of the maps the CV cannot tell from the
 #: winner (:func:`map_winners`), or the winner alone.
