@@ -381,11 +381,10 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         clipped to +-3) of the winner and of every other map's best grid point whose
         fold-by-fold deficit to it is within one standard error (:func:`map_winners`,
         :class:`MapMean`; each fitted as a lone winner is, with the ladder); ``"none"``:
-        the winner alone. With few positives
-        the CV's scores differ by a cell or two between maps, too little to choose one map
-        reliably; the mean does not bet on one, while a map the folds show clearly better
-        stays alone (docs/algorithm.md, "The ensemble of the maps"). With a
-        ``boundary_penalty`` the winner alone is fitted.
+        the winner alone. With few positives the CV's scores differ by a cell or two
+        between maps, too little to choose one map reliably; the mean does not bet on one,
+        while a map the folds show clearly better stays alone (docs/algorithm.md, "The
+        ensemble of the maps"). With a ``boundary_penalty`` the winner alone is fitted.
     members : sequence of (model, C, class_weight) or None, default=None
         Grid points to fit as the final model without any cross-validation (their mean
         when several). :meth:`refit_params` sets it, so that the bootstrap's and the

@@ -145,7 +145,7 @@ class MapMean:
     >>> tail = np.r_[np.zeros(19), 1.0]  # one candidate far out in the first member's tail
     >>> rank = np.arange(20.0)[::-1]  # the second member ranks it last
     >>> s = MapMean([], [tail, rank]).fit_scores_
-    >>> int(s.argmax()), round(float(s[19]), 3)  # unclipped, the outlier would lead (1.357)
+    >>> int(s.argmax()), round(float(s[19]), 3)  # unclipped, the outlier would lead (1.356)
     (0, 0.676)
     """
 
