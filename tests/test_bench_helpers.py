@@ -120,3 +120,21 @@ def test_ensemble_rules_zmean_is_the_mean_of_standardised_scores():
     Z = (S - S.mean(axis=1, keepdims=True)) / S.std(axis=1, keepdims=True)
     assert Z[0, 7] > 3.0  # the product's mean holds the outlier to 3 sd
     np.testing.assert_allclose(combinations(S)["zclip3"], np.clip(Z, -3.0, 3.0).mean(axis=0))
+
+
+def test_cv_forest_fold_scores_read_one_ranking_at_three_depths():
+    from benchmarks.bench_cv_forest import fold_scores
+
+    s = np.arange(100.0)[::-1]  # row 0 scores best
+    y = np.zeros(100, dtype=int)
+    y[[0, 1, 3, *range(11, 28)]] = 1  # 20 positives: 3 in the top 10, the rest below
+    # k = 5 of 100 candidates: the share is 5 rows, AutoTTK's budget half the positives, 10
+    assert fold_k(100, 20, 5, 100) == 10
+    got = fold_scores(s, y, 5, 100)
+    assert got["true"] == pytest.approx(3 / 5)
+    assert got["auto"] == pytest.approx(3 / 10)
+    hits = np.cumsum(y[:10])
+    assert got["mean"] == pytest.approx(np.mean(hits / np.arange(1, 11)))
+    # the forest's view or TTK's: a better ranking never scores lower at any depth
+    better = fold_scores(np.where(y == 1, 1.0, 0.0) + s * 1e-6, y, 5, 100)
+    assert all(better[name] >= got[name] for name in got)
