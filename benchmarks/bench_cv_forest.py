@@ -72,14 +72,15 @@ def fold_scores(s: np.ndarray, y_held: np.ndarray, k: int, m: int) -> dict[str, 
 
 
 def model_scores(name: str, X: np.ndarray, y: np.ndarray, train: np.ndarray,
-                 held: np.ndarray, k_fold: int) -> np.ndarray:  # fmt: skip
-    """Scores of the ``held`` rows by model ``name`` fitted on the ``train`` rows."""
+                 held: np.ndarray, k: int, polish: bool = False) -> np.ndarray:  # fmt: skip
+    """Scores of the ``held`` rows by model ``name`` fitted on the ``train`` rows (TTK:
+    selecting ``k`` of the held rows, with or without its ``polish``)."""
     if name == "forest":
         rf = RandomForestClassifier(n_estimators=300, random_state=0)
         return rf.fit(X[train], y[train]).predict_proba(X[held])[:, 1]
     Xf = np.vstack([X[train], X[held]])
     yf = np.concatenate([y[train], np.full(held.size, -1)])
-    ttk = TTK(k=k_fold, C=1.0, polish=False, random_state=0).fit(Xf, yf)
+    ttk = TTK(k=k, C=1.0, polish=polish, random_state=0).fit(Xf, yf)
     return ttk.decision_function(X[held])
 
 
@@ -100,14 +101,10 @@ def cv_means(X: np.ndarray, y: np.ndarray, k: int, m: int) -> dict[tuple, float]
 
 def candidate_precision(name: str, X: np.ndarray, y: np.ndarray, truth: np.ndarray,
                         k: int) -> float:  # fmt: skip
-    """Precision at ``k`` on the candidates (``y == -1``) of model ``name`` fitted on the rest."""
-    lab = np.flatnonzero(y != -1)
-    cand = np.flatnonzero(y == -1)
-    if name == "forest":
-        rf = RandomForestClassifier(n_estimators=300, random_state=0).fit(X[lab], y[lab])
-        s = rf.predict_proba(X[cand])[:, 1]
-    else:
-        s = TTK(k=k, C=1.0, random_state=0).fit(X, y).decision_function(X[cand])
+    """Precision at ``k`` on the candidates (``y == -1``) of model ``name`` fitted on the rest
+    (TTK as the peers benchmark fits it: with the polish)."""
+    lab, cand = np.flatnonzero(y != -1), np.flatnonzero(y == -1)
+    s = model_scores(name, X, y, lab, cand, k, polish=True)
     return float(top_precisions(s, truth[cand], k)[-1])
 
 
