@@ -120,7 +120,9 @@ def _strata_precision(score: np.ndarray, label: np.ndarray, strata: np.ndarray, 
     return hits / taken
 
 
-def _check_inputs(score, label, n_checklists):  # noqa: ANN001, ANN202
+def _check_inputs(
+    score: np.ndarray, label: np.ndarray, n_checklists: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     score = np.asarray(score, dtype=np.float64)
     label = np.asarray(label)
     strata = effort_strata(n_checklists)
