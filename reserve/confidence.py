@@ -37,7 +37,9 @@ __all__ = [
     "MIN_CHECK_CLASS",
     "N_BOOT",
     "TOP_SHARE",
+    "CrossValidation",
     "PrivateCheck",
+    "cv_interval",
     "effort_strata",
     "private_land_check",
     "stratified_auc",
@@ -320,3 +322,72 @@ def private_land_check(
                for end, v in zip(("", "_low", "_high"), vals, strict=True)}  # fmt: skip
     return PrivateCheck(True, "", n, n_det, share=float(share), blind=n_det / n,
                         n_strata=len(mixed), **figures)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Held-out precision of the chosen model in cross-validation on the training cells.
+
+    Attributes
+    ----------
+    precision, low, high : float
+        Mean held-out precision over the folds and its interval (NaN: not measured).
+    n_splits : int
+        Folds scored.
+    blind : float
+        A blind pick's precision: the training cells' prevalence.
+    """
+
+    precision: float = float("nan")
+    low: float = float("nan")
+    high: float = float("nan")
+    n_splits: int = 0
+    blind: float = float("nan")
+
+    @property
+    def measured(self) -> bool:
+        """Whether the cross-validation scored the model at all."""
+        return bool(np.isfinite(self.precision))
+
+
+def cv_interval(split_scores: np.ndarray, test_fraction: float, blind: float) -> CrossValidation:
+    """The mean held-out precision of repeated cross-validation with its interval.
+
+    Folds of repeated cross-validation share their training cells, so the spread of their
+    scores understates the uncertainty of the mean. The interval is Nadeau and Bengio's
+    (2003) corrected resampled t: variance ``(1/J + n_test/n_train) s**2`` over ``J``
+    scored folds, ``t`` with ``J - 1`` degrees of freedom, level :data:`LEVEL`.
+
+    Parameters
+    ----------
+    split_scores : array-like
+        Held-out precision of every fold (NaN: not scored).
+    test_fraction : float
+        ``n_test / n_train`` of a fold (``1 / (K - 1)`` for K folds).
+    blind : float
+        The training cells' prevalence.
+
+    Returns
+    -------
+    CrossValidation
+
+    Examples
+    --------
+    >>> cv = cv_interval(np.array([0.6, 0.5, 0.7, 0.6]), 0.5, 0.3)
+    >>> round(cv.precision, 2), round(cv.low, 2), round(cv.high, 2)
+    (0.6, 0.43, 0.77)
+    """
+    from scipy.stats import t as student_t
+
+    s = np.asarray(split_scores, dtype=np.float64)
+    s = s[np.isfinite(s)]
+    if s.size == 0:
+        return CrossValidation(blind=blind)
+    mean = float(s.mean())
+    if s.size < 2:
+        return CrossValidation(mean, float("nan"), float("nan"), 1, blind)
+    half = float(student_t.ppf(0.5 + LEVEL / 2.0, s.size - 1)) * np.sqrt(
+        (1.0 / s.size + test_fraction) * s.var(ddof=1)
+    )
+    low, high = max(mean - float(half), 0.0), min(mean + float(half), 1.0)
+    return CrossValidation(mean, low, high, int(s.size), blind)

@@ -19,10 +19,18 @@ import numpy as np
 import pandas as pd
 
 from reserve.adjacency import EDGE_FACTOR, boundary_length, grid_adjacency, patch_labels
+from reserve.confidence import (
+    LEVEL,
+    CrossValidation,
+    PrivateCheck,
+    cv_interval,
+    private_land_check,
+)
 from reserve.config import SELECT_DEFAULTS, SelectOptions
 from reserve.design import Problem
 from reserve.errors import InvalidInputError
-from reserve.signal import CutoffTies, assess_signal, break_cutoff_ties
+from reserve.occupancy import OccupancyCalibration
+from reserve.signal import CutoffTies, Verdict, assess_signal, break_cutoff_ties
 
 __all__ = ["FitOutcome", "SelectionResult", "build_result"]
 
@@ -130,6 +138,9 @@ class FitOutcome:
     model_choice : estimator or None
         The fit whose cross-validation chose the model, with ``--boundary-penalty auto``
         (``estimator`` is then a refit of that model without one); else None.
+    held_out : numpy.ndarray or None
+        With ``learn_from="surveyed"``: every cell's score from a fit that did not see its
+        label (cross-fitted; NaN for cells not surveyed), for the private-land check.
     """
 
     estimator: Any
@@ -143,6 +154,7 @@ class FitOutcome:
     tradeoff: pd.DataFrame | None = None
     boundary_penalty: float = 0.0
     model_choice: Any = None
+    held_out: np.ndarray | None = None
 
 
 def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -303,16 +315,186 @@ def _tied_at_cutoff(problem: Problem, fit: FitOutcome, score: np.ndarray) -> int
     return int((np.abs(cand - last) <= tol).sum())
 
 
-def _signal(summary: Mapping[str, Any], ties: CutoffTies, problem: Problem, fit: FitOutcome,
-            opts: SelectOptions) -> dict[str, Any]:  # fmt: skip
-    """``signal`` ("ok", "weak", "none"), ``signal_note`` and ``n_tied_drawn`` of the summary."""
-    cv_precision = _nan_or(summary.get("cv_precision"))
-    if not np.isfinite(cv_precision) and fit.cv is not None:  # --C cv: the best C's precision
-        cv_precision = _nan_or(np.nanmax(np.asarray(fit.cv.mean_scores, dtype=np.float64)))
-    n_train = max(int(summary["n_train"]), 1)
-    prevalence = summary["n_train_positive"] / n_train
-    signal, note = assess_signal(ties, int(problem.k_free), cv_precision, prevalence, opts.seed)
-    return {"signal": signal, "signal_note": note, "n_tied_drawn": ties.n_drawn}
+#: A chosen cell surveyed without a detection is flagged once its checklists would have
+#: detected an occupied cell this often (by the calibrated detection per checklist).
+MISS_CHANCE = 0.1
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How sure the selection is: the checks, the verdict and the calibrated probabilities.
+
+    Attributes
+    ----------
+    check : reserve.confidence.PrivateCheck
+    cv : reserve.confidence.CrossValidation
+    verdict : reserve.signal.Verdict
+    calibration : reserve.occupancy.OccupancyCalibration
+    calibration_source : str
+        The cells the probabilities were calibrated on, in words.
+    probability : numpy.ndarray
+        Every cell's probability of presence given its own survey (NaN: no score).
+    expected : tuple of float
+        Expected occupied cells among the chosen ones and its interval.
+    many_checklists : int
+        Checklists without a detection that flag a cell (``surveyed_no_detection``).
+    """
+
+    check: PrivateCheck
+    cv: CrossValidation
+    verdict: Verdict
+    calibration: OccupancyCalibration
+    calibration_source: str
+    probability: np.ndarray
+    expected: tuple[float, float, float]
+    many_checklists: int
+
+
+def _checklists(problem: Problem) -> np.ndarray:
+    units = problem.units
+    if "n_checklists" not in units.columns:
+        return np.zeros(len(units))
+    n = pd.to_numeric(units["n_checklists"], errors="coerce").to_numpy(dtype=np.float64)
+    return np.nan_to_num(n, nan=0.0)
+
+
+def _cross_validation(problem: Problem, fit: FitOutcome) -> CrossValidation:
+    """The chosen model's held-out precision over the folds, with its interval."""
+    train = problem.train
+    blind = float((problem.label[train] == 1).mean()) if train.any() else float("nan")
+    est = fit.model_choice if fit.model_choice is not None else fit.estimator
+    res = getattr(est, "cv_results_", None)
+    if res is not None and "rank_test_score" in res:
+        i = int(np.flatnonzero(res["rank_test_score"] == 1)[0])
+        splits = np.array([res[key][i] for key in res if key.startswith("split")], dtype=float)
+        folds = max(splits.size // max(int(getattr(est, "n_repeats", 1)), 1), 2)
+        return cv_interval(splits, 1.0 / (folds - 1), blind)
+    if fit.cv is not None:
+        i = int(np.flatnonzero(np.asarray(fit.cv.Cs) == fit.C)[0])
+        return cv_interval(fit.cv.scores[i], 1.0 / (SELECT_DEFAULTS.cv_folds - 1), blind)
+    return CrossValidation(blind=blind)
+
+
+def _surveyed_candidates(problem: Problem, score: np.ndarray) -> np.ndarray:
+    """Unlocked candidate cells with a label of their own, at least one checklist and a score."""
+    label_known = np.isin(problem.label, (0, 1))
+    return problem.candidate & label_known & (_checklists(problem) >= 1) & np.isfinite(score)
+
+
+def _private_check(problem: Problem, score: np.ndarray, n_chosen: int,
+                   seed: int | None) -> PrivateCheck:  # fmt: skip
+    """The private-land check of the ranking (:func:`reserve.confidence.private_land_check`)."""
+    if problem.multi:
+        return PrivateCheck(False, "not computed for several species at once")
+    surveyed = _surveyed_candidates(problem, score)
+    if not surveyed.any():
+        return PrivateCheck(False, "not available: no candidate cell was surveyed")
+    share = min(max(n_chosen, 1) / max(int(problem.candidate.sum()), 1), 1.0)
+    return private_land_check(score[surveyed], problem.label[surveyed],
+                              _checklists(problem)[surveyed], share, seed=seed)  # fmt: skip
+
+
+def _calibrate(problem: Problem, score: np.ndarray, check: PrivateCheck,
+               slope: bool) -> tuple[OccupancyCalibration, str]:  # fmt: skip
+    """The occupancy calibration, on the surveyed private cells when the check allows it."""
+    n_chk = _checklists(problem)
+    if check.available:
+        cells = _surveyed_candidates(problem, score)
+        source = f"the {int(cells.sum())} surveyed private cells, scored out of sample"
+    else:
+        cells = problem.train & np.isfinite(score)
+        source = (f"the {int(cells.sum())} training cells, scored in sample (optimistic: no "
+                  "surveyed private cells to calibrate on)")  # fmt: skip
+    cal = OccupancyCalibration(slope=slope)
+    cal.fit(score[cells], n_chk[cells], problem.label[cells] == 1)
+    if not slope:
+        source += "; the model ranks nothing, so every probability is the occupancy prevalence"
+    return cal, source
+
+
+def assess_evidence(problem: Problem, opts: SelectOptions, fit: FitOutcome, score: np.ndarray,
+                    sel_rows: np.ndarray, ties: CutoffTies) -> Evidence:  # fmt: skip
+    """The private-land check, cross-validation, verdict and calibrated probabilities.
+
+    Parameters
+    ----------
+    problem : reserve.design.Problem
+    opts : reserve.config.SelectOptions
+    fit : FitOutcome
+    score : numpy.ndarray of shape (n_cells,)
+        Every cell's score (NaN: none).
+    sel_rows : numpy.ndarray of int
+        The chosen cells.
+    ties : reserve.signal.CutoffTies
+        The tie at the budget's cut.
+
+    Returns
+    -------
+    Evidence
+    """
+    check_score = score if fit.held_out is None else fit.held_out
+    check = _private_check(problem, check_score, int(problem.k_free), opts.seed)
+    cv = _cross_validation(problem, fit)
+    train = problem.train
+    n_pos = int((problem.label[train] == 1).sum())
+    verdict = assess_signal(ties, int(problem.k_free), check, cv, int(train.sum()), n_pos,
+                            opts.seed)  # fmt: skip
+    cal, source = _calibrate(problem, check_score, check, slope=verdict.signal != "none")
+    n_chk = _checklists(problem)
+    known = np.isin(problem.label, (0, 1))
+    finite = np.isfinite(score)
+    probability = np.full(score.shape, np.nan)
+    probability[finite] = cal.posterior(score[finite], np.where(known, n_chk, 0.0)[finite],
+                                        (problem.label == 1)[finite])  # fmt: skip
+    s = sel_rows
+    expected = cal.expected_count(score[s], np.where(known, n_chk, 0.0)[s],
+                                  (problem.label == 1)[s], LEVEL, opts.seed)  # fmt: skip
+    q = max(1.0 - cal.detection_, 1e-12)
+    many = max(int(np.ceil(np.log(MISS_CHANCE) / np.log(q))), 1) if q < 1 else 10**9
+    return Evidence(check, cv, verdict, cal, source, probability, expected, many)
+
+
+def evidence_columns(problem: Problem, evidence: Evidence) -> dict[str, np.ndarray]:
+    """Per cell: ``probability``, ``known_detection`` and ``surveyed_no_detection``."""
+    n_chk = _checklists(problem)
+    return {
+        "probability": evidence.probability,
+        "known_detection": problem.label == 1,
+        "surveyed_no_detection": (problem.label == 0) & (n_chk >= evidence.many_checklists),
+    }
+
+
+def evidence_summary(evidence: Evidence, sel_rows: np.ndarray,
+                     columns: Mapping[str, np.ndarray]) -> dict[str, Any]:  # fmt: skip
+    """The ``run_summary`` keys of the evidence (``check_*``, ``cv_*``, ``signal*``,
+    ``expected_occupied*``, ``n_selected_known_detection``, ...)."""
+    c, cv, v = evidence.check, evidence.cv, evidence.verdict
+    out: dict[str, Any] = {
+        "check_available": c.available,
+        "check_note": c.reason,
+        "check_strata": "half-octaves of checklists per cell",
+        "check_n_surveyed": c.n_surveyed,
+        "check_n_detected": c.n_detected,
+    }
+    for key in ("auc", "share", "precision_share", "precision_top", "blind"):
+        for end in ("", "_low", "_high"):
+            if hasattr(c, key + end):
+                out[f"check_{key}{end}"] = float(getattr(c, key + end))
+    out.update({
+        "cv_precision_low": cv.low, "cv_precision_high": cv.high, "cv_n_splits": cv.n_splits,
+        "cv_blind": cv.blind, "interval_level": LEVEL,
+        "signal": v.signal, "signal_evidence": v.evidence, "signal_reason": v.reason,
+        "signal_note": v.note,
+        "expected_occupied": evidence.expected[0],
+        "expected_occupied_low": evidence.expected[1],
+        "expected_occupied_high": evidence.expected[2],
+        "calibration_source": evidence.calibration_source,
+        "detection_per_checklist": evidence.calibration.detection_,
+        "no_detection_checklists": evidence.many_checklists,
+        "n_selected_known_detection": int(columns["known_detection"][sel_rows].sum()),
+        "n_selected_no_detection": int(columns["surveyed_no_detection"][sel_rows].sum()),
+    })  # fmt: skip
+    return out
 
 
 def _model_summary(opts: SelectOptions, est: Any) -> dict[str, Any]:
@@ -423,6 +605,17 @@ def patch_report(geometry: np.ndarray, sel_rows: np.ndarray) -> tuple[np.ndarray
     }
 
 
+def _add_columns(units: pd.DataFrame, sel: pd.DataFrame, ranking: pd.DataFrame,
+                 columns: Mapping[str, np.ndarray]) -> None:  # fmt: skip
+    """Put each per-cell column after ``score`` in the three tables (rows by ``cell_id``)."""
+    ids = pd.Index(units["cell_id"])
+    for table in (units, sel, ranking):
+        at = table.columns.get_loc("score") + 1
+        rows = None if table is units else ids.get_indexer(table["cell_id"])
+        for name, values in reversed(list(columns.items())):
+            table.insert(at, name, values if rows is None else values[rows])
+
+
 def build_result(
     problem: Problem, opts: SelectOptions, fit: FitOutcome, *,
     inputs: Mapping[str, str], config: Mapping[str, Any],
@@ -447,6 +640,10 @@ def build_result(
     SelectionResult
     """
     result_units, sel, ranking, sel_rows, ties = _tables(problem, opts, fit, opts.method)
+    evidence = assess_evidence(problem, opts, fit, result_units["score"].to_numpy(), sel_rows,
+                               ties)  # fmt: skip
+    columns = evidence_columns(problem, evidence)
+    _add_columns(result_units, sel, ranking, columns)
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
     patch, patch_summary = patch_report(problem.units.geometry.to_numpy(), sel_rows)
@@ -480,7 +677,8 @@ def build_result(
     )
     summary["main_features"] = ", ".join(result.main_features())
     summary["n_tied_at_cutoff"] = _tied_at_cutoff(problem, fit, result_units["score"].to_numpy())
-    summary.update(_signal(summary, ties, problem, fit, opts))
+    summary.update(evidence_summary(evidence, sel_rows, columns))
+    summary["n_tied_drawn"] = ties.n_drawn
     if problem.species:
         summary["species"] = ", ".join(problem.species)
     if problem.multi:

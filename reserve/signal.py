@@ -9,10 +9,10 @@ Two questions a planner must not have to ask the code:
   random permutation seeded with the run's ``seed``, never by cell id (ids follow the grid, so
   an id order picks a strip along one edge of the region). Without a tie across the cut the
   selection is the estimator's, unchanged.
-* **Does the model rank anything?** :func:`assess_signal` says ``"none"`` when the candidates'
-  scores are all tied or every chosen cell was drawn from a tie, ``"weak"`` when part of the
-  selection was drawn from a tie or the cross-validated precision is no better than the
-  training cells' prevalence, else ``"ok"``, with a one-line note naming the fix.
+* **Does the model rank anything?** :func:`assess_signal` decides ``"ok"``, ``"weak"`` or
+  ``"none"`` from intervals, the evidence about the land being bought first (the private-land
+  check of :mod:`reserve.confidence`), then cross-validation on the training cells, and says
+  which evidence decided and what would help.
 """
 
 from __future__ import annotations
@@ -21,7 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TIE_RTOL", "CutoffTies", "assess_signal", "break_cutoff_ties"]
+from reserve.confidence import LEVEL, CrossValidation, PrivateCheck
+
+__all__ = [
+    "MIN_TRAIN_CELLS",
+    "MIN_TRAIN_POSITIVE",
+    "TIE_RTOL",
+    "CutoffTies",
+    "Verdict",
+    "assess_signal",
+    "break_cutoff_ties",
+]
 
 #: Relative width of a tie in the score (the same as AutoTTK's).
 TIE_RTOL = 1e-7
@@ -30,6 +40,12 @@ TIE_RTOL = 1e-7
 FIX = (
     "use features that vary between cells (a finer land-cover raster, its --legend, an "
     "elevation raster, larger --cell-size) or more surveyed public land"
+)
+
+#: What would help a model that does not rank the land, named in every weak or none note.
+HELP = (
+    "what would help: more surveyed public land, other habitat features (elevation, a finer "
+    "land cover), larger --cell-size, or --learn-from surveyed"
 )
 
 
@@ -128,10 +144,110 @@ def break_cutoff_ties(
     return new, rest, CutoffTies(group.size, m, drawn, flat)
 
 
+#: Fewest training cells, and fewest with a detection, for cross-validation to judge a model.
+MIN_TRAIN_CELLS = 20
+MIN_TRAIN_POSITIVE = 5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Does the fitted model rank the candidates, and on what evidence.
+
+    Attributes
+    ----------
+    signal : str
+        ``"ok"``, ``"weak"`` or ``"none"``.
+    evidence : str
+        What decided it: ``"private-land check"``, ``"cross-validation"``, ``"ties"``,
+        ``"too few training cells"`` or ``"nothing measured"``.
+    reason : str
+        One sentence: the evidence and its interval.
+    note : str
+        The warning line for ``"weak"`` and ``"none"`` (the reason and what would help);
+        '' for ``"ok"``.
+    """
+
+    signal: str
+    evidence: str
+    reason: str
+    note: str = ""
+
+
+def _ties_verdict(ties: CutoffTies, k_free: int, seed: int | None) -> Verdict | None:
+    """The verdict when a tie at the cut decides (part of) the selection, else None."""
+    if ties.flat:
+        reason = (f"the habitat model ranks nothing: every candidate has the same score, so "
+                  f"the {k_free} cells are a random draw (seed {seed})")  # fmt: skip
+        return Verdict("none", "ties", reason, f"{reason}; {FIX}")
+    if ties.n_drawn and ties.n_tied_chosen >= k_free:
+        reason = (f"the habitat model ranks nothing here: {ties.n_tied} candidates tie at the "
+                  f"top score and all {k_free} cells are a random draw among them "
+                  f"(seed {seed})")  # fmt: skip
+        return Verdict("none", "ties", reason, f"{reason}; {FIX}")
+    return None
+
+
+def _check_verdict(check: PrivateCheck) -> Verdict:
+    """The verdict of the private-land check (it is available)."""
+    pct = round(LEVEL * 100)
+    reason = (
+        f"on {check.n_surveyed} surveyed private cells ({check.n_detected} with a detection), "
+        f"the ranking's AUC within effort strata is {check.auc:.2f} ({pct}% interval "
+        f"{check.auc_low:.2f}-{check.auc_high:.2f}; a blind pick has 0.50)"
+    )
+    if check.auc_low > 0.5:
+        return Verdict("ok", "private-land check", reason)
+    if check.auc_high < 0.5:
+        return Verdict("none", "private-land check", reason, (
+            f"the habitat model ranks the surveyed private land worse than a blind pick: "
+            f"{reason}; {HELP}"))  # fmt: skip
+    return Verdict("weak", "private-land check", reason, (
+        f"weak signal: the habitat model does not rank the surveyed private land better than "
+        f"a blind pick: {reason}; {HELP}"))  # fmt: skip
+
+
+def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int) -> Verdict:
+    """The verdict of cross-validation on the training cells (no private-land check)."""
+    if n_train < MIN_TRAIN_CELLS or min(n_positive, n_train - n_positive) < MIN_TRAIN_POSITIVE:
+        reason = (
+            f"{n_train} training cells ({n_positive} with a detection) are too few to judge any "
+            f"habitat model (it takes at least {MIN_TRAIN_CELLS} cells, {MIN_TRAIN_POSITIVE} "
+            "with and without a detection), and no surveyed private cells check the ranking"
+        )
+        return Verdict("none", "too few training cells", reason, f"{reason}; {HELP}")
+    if not cv.measured:
+        reason = "nothing measured how well the model ranks (no cross-validation, no surveyed "
+        reason += "private cells)"
+        return Verdict("weak", "nothing measured", reason,
+                       f"weak signal: {reason}; use --model auto or --C cv")  # fmt: skip
+    pct = round(LEVEL * 100)
+    interval = (f" ({pct}% interval {cv.low:.2f}-{cv.high:.2f})" if np.isfinite(cv.low)
+                else " (one fold: no interval)")  # fmt: skip
+    reason = (
+        f"in cross-validation on the {n_train} training cells, {cv.precision:.2f} of the "
+        f"held-out picks had a detection{interval} against {cv.blind:.2f} for a blind pick"
+    )
+    if np.isfinite(cv.low) and cv.low > cv.blind:
+        return Verdict("ok", "cross-validation", reason)
+    return Verdict("weak", "cross-validation", reason, (
+        f"weak signal: the cross-validated precision is not clearly above a blind pick's: "
+        f"{reason}; {HELP}"))  # fmt: skip
+
+
 def assess_signal(
-    ties: CutoffTies, k_free: int, cv_precision: float, prevalence: float, seed: int | None
-) -> tuple[str, str]:
-    """``("ok" | "weak" | "none", note)``: does the fitted model rank the candidates?
+    ties: CutoffTies, k_free: int, check: PrivateCheck, cv: CrossValidation,
+    n_train: int, n_positive: int, seed: int | None,
+) -> Verdict:  # fmt: skip
+    """Does the fitted model rank the candidates? Intervals decide, the land being bought first.
+
+    In order: a tie that decides every chosen cell gives ``"none"``; then the private-land
+    check (:func:`reserve.confidence.private_land_check`), when the surveyed candidates allow
+    one: ``"ok"`` when the lower end of its AUC interval is above a blind pick's 0.5,
+    ``"none"`` when the upper end is below, else ``"weak"``; without it, too few training
+    cells (fewer than :data:`MIN_TRAIN_CELLS`, or fewer than :data:`MIN_TRAIN_POSITIVE` with
+    or without a detection) give ``"none"``, and cross-validation gives ``"ok"`` only when
+    the lower end of its interval is above the training cells' prevalence. A tie that decides
+    part of the selection turns ``"ok"`` into ``"weak"``.
 
     Parameters
     ----------
@@ -139,43 +255,43 @@ def assess_signal(
         From :func:`break_cutoff_ties`.
     k_free : int
         Cells the estimator chose (the budget less locked-in cells).
-    cv_precision : float
-        Cross-validated precision of the chosen model (NaN when not measured).
-    prevalence : float
-        Share of the training cells with a detection.
+    check : reserve.confidence.PrivateCheck
+        The private-land check.
+    cv : reserve.confidence.CrossValidation
+        The cross-validated precision of the chosen model.
+    n_train, n_positive : int
+        Training cells, and those with a detection.
     seed : int or None
         The run's seed (named in the note).
 
     Returns
     -------
-    (str, str)
-        The verdict and a one-line note ('' for "ok").
+    Verdict
 
     Examples
     --------
-    >>> assess_signal(CutoffTies(500, 20, 20, True), 20, float("nan"), 0.1, 0)[0]
+    >>> from reserve.confidence import CrossValidation, PrivateCheck
+    >>> none, cv = PrivateCheck(False), CrossValidation()
+    >>> flat, clear = CutoffTies(500, 20, 20, True), CutoffTies()
+    >>> assess_signal(flat, 20, none, cv, 50, 9, 0).signal
     'none'
-    >>> assess_signal(CutoffTies(1, 1, 0, False), 20, 0.5, 0.1, 0)
-    ('ok', '')
+    >>> assess_signal(clear, 20, none, cv, 10, 3, 0).evidence
+    'too few training cells'
+    >>> good = PrivateCheck(True, n_surveyed=300, n_detected=60, auc=0.7, auc_low=0.65,
+    ...                     auc_high=0.75)
+    >>> assess_signal(clear, 20, good, cv, 10, 3, 0).signal
+    'ok'
     """
-    if ties.flat:
-        return "none", (
-            f"the habitat model ranks nothing: every candidate has the same score, so the "
-            f"{k_free} cells are a random draw (seed {seed}); {FIX}"
-        )
-    if ties.n_drawn and ties.n_tied_chosen >= k_free:
-        return "none", (
-            f"the habitat model ranks nothing here: {ties.n_tied} candidates tie at the top "
-            f"score and all {k_free} cells are a random draw among them (seed {seed}); {FIX}"
-        )
-    if ties.n_drawn:
-        return "weak", (
-            f"{ties.n_tied} candidates tie at the last chosen cell's score; {ties.n_drawn} of "
-            f"the {k_free} cells are a random draw among them (seed {seed}); {FIX}"
-        )
-    if np.isfinite(cv_precision) and np.isfinite(prevalence) and cv_precision <= prevalence:
-        return "weak", (
-            f"weak signal: the cross-validated precision {cv_precision:.2f} is no better than "
-            f"the share of surveyed training cells with a detection ({prevalence:.2f}); {FIX}"
-        )
-    return "ok", ""
+    tied = _ties_verdict(ties, k_free, seed)
+    if tied is not None:
+        return tied
+    if check.available:
+        verdict = _check_verdict(check)
+    else:
+        verdict = _cv_verdict(cv, n_train, n_positive)
+    if ties.n_drawn and verdict.signal == "ok":
+        reason = (f"{ties.n_tied} candidates tie at the last chosen cell's score; "
+                  f"{ties.n_drawn} of the {k_free} cells are a random draw among them "
+                  f"(seed {seed})")  # fmt: skip
+        return Verdict("weak", "ties", reason, f"{reason}; {FIX}")
+    return verdict
