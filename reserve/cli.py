@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -550,6 +551,46 @@ def _print_selection(result: object) -> None:
     _print_figures(console, result)
 
 
+def _interval(s: Mapping[str, Any], key: str, spec: str = ".2f", ends: str = "") -> str:
+    """``0.70 (90% 0.65-0.74)`` from ``key``, ``key_low`` and ``key_high`` of the summary."""
+    pct = round(100 * float(s.get("interval_level", 0.9)))
+    low, high = s.get(f"{key}_low"), s.get(f"{key}_high")
+    point = format(s[key], spec)
+    if low is None or low != low:
+        return point
+    ends = ends or spec
+    return f"{point} ({pct}% {format(low, ends)}-{format(high, ends)})"
+
+
+def confidence_lines(s: Mapping[str, Any]) -> list[str]:
+    """The footer's lines on how sure the run is: the verdict, the private-land check, the
+    cross-validation and the expected occupied cells, each figure with its interval."""
+    lines = [f"signal {s['signal']}: decided by the {s['signal_evidence']}"]
+    if s.get("check_available"):
+        lines.append(
+            f"private-land check: {s['check_n_surveyed']} surveyed private cells "
+            f"({s['check_n_detected']} detected), within effort strata: AUC "
+            f"{_interval(s, 'check_auc')} against 0.50 blind; top 5%: "
+            f"{_interval(s, 'check_precision_top')} detected against {s['check_blind']:.2f} blind"
+        )
+    else:
+        lines.append(f"private-land check: {s.get('check_note') or 'not available'}; the "
+                     "verdict rests on cross-validation alone")  # fmt: skip
+    if s.get("cv_precision") == s.get("cv_precision"):  # not NaN
+        lines.append(
+            f"cross-validation: precision {_interval(s, 'cv_precision')} on the "
+            f"{s['n_train']} training cells against {s['cv_blind']:.2f} blind"
+        )
+    known = int(s.get("n_selected_known_detection") or 0)
+    missed = int(s.get("n_selected_no_detection") or 0)
+    lines.append(
+        f"expected occupied: {_interval(s, 'expected_occupied', '.1f', '.0f')} of the "
+        f"{s['n_selected']} chosen cells; {known} chosen with a detection of their own, "
+        f"{missed} surveyed {s['no_detection_checklists']}+ times without one"
+    )
+    return lines
+
+
 def _print_figures(console: Any, result: object) -> None:
     """The run's figures (budget, solver, cells, locks, species, bootstrap, files)."""
     from reserve.config import species_slug
@@ -578,6 +619,8 @@ def _print_figures(console: Any, result: object) -> None:
         f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
         f"{s['n_candidates']} candidates, {s['n_cells']} in all"
     )
+    for line in confidence_lines(s):
+        console.print(line, soft_wrap=True)
     if s.get("n_patches", -1) >= 0:
         penalty = s.get("boundary_penalty") or 0.0
         console.print(
