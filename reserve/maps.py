@@ -383,21 +383,52 @@ def _title(summary: Mapping[str, Any]) -> str:
     return f"{species}: {_budget_text(summary)} to buy · {date}"
 
 
+def _pct_interval(summary: Mapping[str, Any], key: str) -> str:
+    """``49% (90% interval 37-61%)`` of a share in the summary."""
+    point, low, high = (summary.get(key + end) for end in ("", "_low", "_high"))
+    level = round(100 * float(summary.get("interval_level") or 0.9))
+    if not isinstance(low, float) or not np.isfinite(low):
+        return f"{point:.0%}"
+    return f"{point:.0%} ({level}% interval {low:.0%}-{high:.0%})"
+
+
 def _certainty(summary: Mapping[str, Any]) -> str:
-    """How sure the selection is, in plain words."""
+    """How sure the selection is, in plain words: the evidence about the land being bought
+    first, each figure with its interval; no confidence claimed where the verdict is weak."""
     n_train, n_pos = summary.get("n_train"), summary.get("n_train_positive")
     if not n_train or n_pos is None:
         return "Not measured (no training cells recorded)."
-    prev = n_pos / n_train if n_train else float("nan")
-    cvp = summary.get("cv_precision")
-    if isinstance(cvp, float) and np.isfinite(cvp):
-        return (
-            f"In cross-validation on the {n_train} surveyed public cells, {cvp:.0%} of the "
-            f"cells this model picked held the species, against {prev:.0%} for a blind pick."
+    signal = summary.get("signal", "ok")
+    parts = []
+    if summary.get("check_available"):
+        parts.append(
+            f"Of {summary['check_n_surveyed']} private cells that birders surveyed, "
+            f"{summary['check_n_detected']} had a detection. Comparing cells of equal survey "
+            f"effort, the top 5% by this model's score had the species in "
+            f"{_pct_interval(summary, 'check_precision_top')}, against "
+            f"{summary['check_blind']:.0%} for a blind pick."
         )
-    return (
-        f"Not measured by cross-validation in this run (use --model auto or --C cv); "
-        f"{n_pos} of the {n_train} surveyed public cells had a detection."
+    elif summary.get("check_note"):
+        parts.append(f"No check on private land ({summary['check_note']}).")
+    if isinstance(summary.get("cv_precision"), float) and np.isfinite(summary["cv_precision"]):
+        parts.append(
+            f"In cross-validation on the {n_train} surveyed public cells, "
+            f"{_pct_interval(summary, 'cv_precision')} of the cells this model picked held "
+            f"the species, against {summary.get('cv_blind', n_pos / n_train):.0%} blind."
+        )
+    expected = summary.get("expected_occupied")
+    if isinstance(expected, float) and np.isfinite(expected) and signal == "ok":
+        parts.append(
+            f"Expected to hold the species: {expected:.0f} of the {summary['n_selected']} "
+            f"chosen cells ({round(100 * float(summary.get('interval_level') or 0.9))}% "
+            f"interval {summary['expected_occupied_low']:.0f}-"
+            f"{summary['expected_occupied_high']:.0f})."
+        )
+    if signal != "ok":
+        parts.append("This does not show that the model can rank these cells: treat the "
+                     "choice as unproven.")  # fmt: skip
+    return " ".join(parts) or (
+        f"Not measured in this run; {n_pos} of the {n_train} surveyed public cells had a detection."
     )
 
 
@@ -465,9 +496,9 @@ def _banner(summary: Mapping[str, Any]) -> str:
     if signal not in ("weak", "none"):
         return ""
     head = (
-        "The habitat model ranks nothing here: these cells are a random draw."
+        "No signal: the habitat model ranks nothing here; treat these cells as unproven."
         if signal == "none"
-        else "Weak signal: part of this choice is not the model's."
+        else "Weak signal: the evidence does not show that this model ranks the land."
     )
     note = html.escape(str(summary.get("signal_note", "")))
     return (
