@@ -70,5 +70,6 @@ def selection_frequency(
         counts = np.zeros(len(problem.rows), dtype=np.int64)
         for chosen in picks:
             counts[chosen] += 1
-        frequency[problem.rows] = counts / opts.bootstrap
+        cand = (problem.y if problem.y.ndim == 1 else problem.y[:, 0]) == -1
+        frequency[problem.rows[cand]] = counts[cand] / opts.bootstrap  # not learned copies
     return frequency

@@ -16,6 +16,7 @@ import click
 from reserve import __version__
 from reserve.config import (
     INGEST_DEFAULTS,
+    LEARN_FROM,
     MAX_DEFAULT_JOBS,
     SELECT_DEFAULTS,
     SELECT_METHODS,
@@ -417,6 +418,13 @@ def ingest_command(**kw: object) -> None:
     f"training median effort (default {'--effort' if SELECT_DEFAULTS.effort else '--no-effort'}).",
 )
 @click.option(
+    "--learn-from",
+    type=click.Choice(LEARN_FROM, case_sensitive=False),
+    help="Whose labels train the habitat model: 'public' (the surveyed public cells) or "
+    "'surveyed' (the surveyed private cells too; they stay candidates, and the private-land "
+    f"check is then cross-fitted) (default {SELECT_DEFAULTS.learn_from}).",
+)
+@click.option(
     "--boundary-penalty",
     type=_PENALTY,
     metavar="LAMBDA|auto",
@@ -579,7 +587,8 @@ def confidence_lines(s: Mapping[str, Any]) -> list[str]:
     if s.get("cv_precision") == s.get("cv_precision"):  # not NaN
         lines.append(
             f"cross-validation: precision {_interval(s, 'cv_precision')} on the "
-            f"{s['n_train']} training cells against {s['cv_blind']:.2f} blind"
+            f"{s['n_train'] + int(s.get('n_learned') or 0)} labelled cells against "
+            f"{s['cv_blind']:.2f} blind"
         )
     known = int(s.get("n_selected_known_detection") or 0)
     missed = int(s.get("n_selected_no_detection") or 0)
@@ -615,9 +624,11 @@ def _print_figures(console: Any, result: object) -> None:
         f"runtime {s['runtime_seconds']:.2f} s",
         soft_wrap=True,
     )
+    learned = int(s.get("n_learned") or 0)
     console.print(
         f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
         f"{s['n_candidates']} candidates, {s['n_cells']} in all"
+        + (f"; learned also from {learned} surveyed candidates" if learned else "")
     )
     for line in confidence_lines(s):
         console.print(line, soft_wrap=True)

@@ -19,6 +19,7 @@ __all__ = [
     "EFFORT_COLUMNS",
     "EFFORT_PREFIX",
     "INGEST_DEFAULTS",
+    "LEARN_FROM",
     "MAX_DEFAULT_JOBS",
     "MULTI_SPECIES_METHODS",
     "PLANNING_UNIT_COLUMNS",
@@ -272,9 +273,13 @@ class SelectDefaults:
     n_jobs: int = field(default_factory=lambda: _available_cpus(MAX_DEFAULT_JOBS))
     model: str = "auto"
     effort: bool = False
+    learn_from: str = "public"
 
 
 SELECT_DEFAULTS = SelectDefaults()
+
+#: Values of ``learn_from=`` / ``--learn-from``.
+LEARN_FROM = ("public", "surveyed")
 
 #: Values of ``model=`` / ``--model`` (the feature maps of :mod:`reserve.solvers.features`,
 #: and ``auto``, which chooses among them by cross-validation).
@@ -399,6 +404,15 @@ def _as_model(value: Any) -> str:
     return m
 
 
+def _as_learn_from(value: Any) -> str:
+    m = str(value).strip().lower()
+    if m not in LEARN_FROM:
+        raise InvalidInputError(
+            f"learn_from={value!r} is unknown; choose one of {', '.join(LEARN_FROM)}"
+        )
+    return m
+
+
 def _as_method(value: Any) -> str:
     m = str(value).strip().lower()
     if m not in SELECT_METHODS:
@@ -481,6 +495,8 @@ class SelectOptions:
     boundary_penalty : float or "auto"
         Weight of the selection's boundary length in TTK's objective (per metre; 0: none),
         or ``"auto"`` for Cohon's calibration (:func:`reserve.solvers.calibrate_penalty`).
+    learn_from : str
+        ``"public"`` or ``"surveyed"`` (:attr:`SelectDefaults.learn_from`).
 
     Examples
     --------
@@ -508,6 +524,7 @@ class SelectOptions:
     model: str = SELECT_DEFAULTS.model
     effort: bool = SELECT_DEFAULTS.effort
     boundary_penalty: float | str = 0.0
+    learn_from: str = SELECT_DEFAULTS.learn_from
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -537,9 +554,25 @@ class SelectOptions:
                 if not (key == "map" and isinstance(value, bool)):
                     raise InvalidInputError(f"{key} must be a path; received {value!r}")
         put(self, "boundary_penalty", _as_penalty(self.boundary_penalty))
+        put(self, "learn_from", _as_learn_from(self.learn_from))
         self._check_species()
         self._check_model()
         self._check_penalty()
+        self._check_learn_from()
+
+    def _check_learn_from(self) -> None:
+        if self.learn_from == "public":
+            return
+        if self.species is not None and len(self.species) > 1:
+            raise InvalidInputError(
+                "learn_from='surveyed' with several --species is not supported; pass one "
+                "--species, or --learn-from public"
+            )
+        if self.boundary_penalty != 0.0:
+            raise InvalidInputError(
+                "learn_from='surveyed' with a boundary penalty is not supported; drop "
+                "--boundary-penalty, or pass --learn-from public"
+            )
 
     def _check_penalty(self) -> None:
         if self.boundary_penalty == 0.0:

@@ -145,6 +145,12 @@ class Problem:
     effort : dict of str to float
         With ``effort=True``: each effort covariate (the last columns of ``features``) and the
         standard value every cell but the training cells is scored at; empty otherwise.
+    X_fit : numpy.ndarray of shape (len(rows), n_features) or None
+        Raw features of the fitted rows (``X[rows]``, but for the labelled copies of learned
+        cells, which keep their own survey effort).
+    learned : numpy.ndarray of bool or None
+        With ``learn_from="surveyed"``: the surveyed candidate cells whose labels the fit
+        learns from (each is a labelled row and a candidate row).
     boundary : reserve.solvers.Boundary or None
         With a boundary penalty: the boundary length of sets of ``rows`` (candidates' entries
         are read), locked-in cells counted as selected; None otherwise.
@@ -170,6 +176,8 @@ class Problem:
     free_budget: float | None
     effort: dict[str, float] = field(default_factory=dict)
     boundary: Boundary | None = None
+    X_fit: np.ndarray | None = None
+    learned: np.ndarray | None = None
 
     @property
     def multi(self) -> bool:
@@ -795,6 +803,31 @@ def boundary_term(units: gpd.GeoDataFrame, source: str) -> Boundary:
     return Boundary(4 * adj.cell_size - (1 - EDGE_FACTOR) * adj.outer(), adj.matrix())
 
 
+def _fit_arrays(
+    raw: np.ndarray, features: list[str], label: np.ndarray, train: np.ndarray,
+    cand: np.ndarray, learned: np.ndarray | None, effort: dict[str, float],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """``rows``, ``y`` and ``X_fit`` of the fit; with ``learned`` cells, each twice.
+
+    Every training and candidate cell is a row (candidates unlabelled). Each ``learned`` cell
+    (a surveyed candidate, with ``learn_from="surveyed"``) is a candidate row *and* a
+    labelled row appended at the end, with its own survey effort; the candidate rows, and
+    ``raw`` (from which every cell is scored), hold the standard effort.
+    """
+    base = np.flatnonzero(train | cand)
+    y = np.where(cand[base], -1, label[base]).astype(np.int64)
+    if learned is None or not learned.any():
+        return base, y, raw[base]
+    extra = np.flatnonzero(learned)
+    own = raw[extra].copy()
+    for j, name in enumerate(features):
+        if name in effort:
+            raw[cand, j] = effort[name]
+    rows = np.concatenate([base, extra])
+    y = np.concatenate([y, label[extra].astype(np.int64)])
+    return rows, y, np.vstack([raw[base], own])
+
+
 def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> Problem:
     """Check ``units`` against ``opts`` and build the :class:`Problem`.
 
@@ -832,14 +865,14 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     exclude = () if opts.cost_column is None else (opts.cost_column,)
     features = _feature_names(units, exclude, source)
     train, cand = _fit_rows(units, label, lock_out | lock_in, source)
+    learned = cand & np.isin(label, (0, 1)) if opts.learn_from == "surveyed" else None
     effort: dict[str, float] = {}
     if opts.effort:
-        covariates, effort = effort_covariates(units, train)
+        covariates, effort = effort_covariates(units, train if learned is None else train | learned)
         units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
         features = [*features, *effort]
     raw = _feature_values(units, features, train | cand, source)
-    rows = np.flatnonzero(train | cand)
-    y = np.where(cand[rows], -1, label[rows]).astype(np.int64)
+    rows, y, X_fit = _fit_arrays(raw, features, label, train, cand, learned, effort)
     if labels is not None and len(opts.species) > 1:
         _check_species_classes(labels, train, opts.species, source)
         y = np.where(cand[rows][:, None], -1, labels[rows]).astype(np.int64)
@@ -854,4 +887,5 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
         labels=labels, species=tuple(opts.species or ()), slugs=tuple(slugs),
         k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort, boundary=boundary,
+        X_fit=X_fit, learned=learned,
     )  # fmt: skip

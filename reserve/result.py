@@ -525,6 +525,8 @@ def _summary(
         **_solver_summary(opts, fit),
         "n_train": int(train.sum()),
         "n_train_positive": int((train & (problem.label == 1)).sum()),
+        "learn_from": opts.learn_from,
+        "n_learned": 0 if problem.learned is None else int(problem.learned.sum()),
         "n_candidates": int(problem.candidate.sum()),
         "n_locked_in": problem.n_locked_in,
         "n_locked_out": int(problem.locked_out.sum()),

@@ -115,7 +115,7 @@ def _choose_C(
 
 def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> FitOutcome:
     """Choose C, fit the pipeline, bootstrap; everything the result tables need."""
-    X_rows = problem.X[problem.rows]
+    X_rows = problem.X_fit
     Z_rows = MomentScaler().fit_transform(X_rows)  # what the pipeline's estimator sees
     C, C_source, cv = _choose_C(opts, problem, Z_rows, say)
     what = f"C={C:g}" if C_source != "model" else f"model {opts.model}"
@@ -148,10 +148,52 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = pipe.named_steps["scale"].transform(X_all)
+    held_out = cross_fitted_scores(opts, problem, pipe, X_all, cost, say)
     return FitOutcome(estimator=est, Z=Z, picked=picked, C=C, C_source=C_source, cv=cv,
                       fit_seconds=fit_seconds, frequency=frequency, tradeoff=tradeoff,
-                      boundary_penalty=float(penalty),
-                      model_choice=chooser)  # fmt: skip
+                      boundary_penalty=float(penalty), model_choice=chooser,
+                      held_out=held_out)  # fmt: skip
+
+
+#: Folds of the cross-fitting that scores learned cells without their own labels.
+CROSS_FIT_FOLDS = 2
+
+
+def cross_fitted_scores(
+    opts: SelectOptions, problem: Problem, pipe: Pipeline, X_all: np.ndarray,
+    cost: np.ndarray | None, say: Callable[[str], None],
+) -> np.ndarray | None:  # fmt: skip
+    """Every learned cell's score from a refit that did not see its label (else NaN), or None.
+
+    With ``learn_from="surveyed"`` the surveyed private cells are training rows, so the
+    private-land check cannot use the final fit's scores of them. They are split into
+    :data:`CROSS_FIT_FOLDS` folds (stratified by label, seeded); for each fold the pipeline is
+    refitted without that fold's labelled rows (their candidate rows stay) and scores them.
+    The refits keep the chosen feature maps and C (``refit_params``: no search each).
+    """
+    if problem.learned is None or not problem.learned.any():
+        return None
+    from sklearn.base import clone
+    from sklearn.model_selection import StratifiedKFold
+
+    learned = np.flatnonzero(problem.learned)
+    labelled_copy = np.arange(len(problem.rows) - learned.size, len(problem.rows))
+    est = pipe.named_steps["select"]
+    chosen = getattr(est, "refit_params", None)
+    held_out = np.full(len(problem.X), np.nan)
+    folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=opts.seed)
+    say(f"cross-fitting {learned.size} surveyed private cells ({CROSS_FIT_FOLDS} refits)")
+    for _, fold in folds.split(learned, problem.label[learned]):
+        keep = np.setdiff1d(np.arange(len(problem.rows)), labelled_copy[fold])
+        refit = clone(pipe)
+        if chosen is not None:
+            refit.set_params(select=clone(est).set_params(**chosen()))
+        params = fit_params(opts.method, None if cost is None else cost[keep])
+        refit.fit(problem.X_fit[keep], problem.y[keep],
+                  **{f"select__{key}": v for key, v in params.items()})  # fmt: skip
+        cells = learned[fold]
+        held_out[cells] = refit.decision_function(X_all[cells])
+    return held_out
 
 
 def run_selection(
@@ -240,6 +282,7 @@ def select_reserve(
     species: list[str] | tuple[str, ...] | str | None = None,
     model: str = SELECT_DEFAULTS.model,
     effort: bool = SELECT_DEFAULTS.effort,
+    learn_from: str = SELECT_DEFAULTS.learn_from,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -257,7 +300,7 @@ def select_reserve(
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
-    n_jobs, cost_column, species, model, effort
+    n_jobs, cost_column, species, model, effort, learn_from
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
         nothing is written without ``out``; an existing output is an error, raised before any
         work, unless ``overwrite``; ``map=False`` draws no map.
@@ -295,6 +338,6 @@ def select_reserve(
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
         locked_out=locked_out, bootstrap=bootstrap, n_jobs=n_jobs, cost_column=cost_column,
-        species=species, model=model, effort=effort,
+        species=species, model=model, effort=effort, learn_from=learn_from,
     )  # fmt: skip
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)
