@@ -313,6 +313,9 @@ def ingest_command(**kw: object) -> None:
         f"(positive {counts['train_positive']}), candidate {counts['candidate']}, "
         f"other {counts['other']}"
     )
+    few = _few_training_cells(result.planning_units)
+    if few:
+        click.echo(f"reserve: warning: {few}", err=True)
     if len(names) > 1:
         from reserve.config import SPECIES_LABEL_PREFIX, species_slug
 
@@ -325,6 +328,25 @@ def ingest_command(**kw: object) -> None:
                 f"surveyed positive {int((pu[column] == 1).sum())})"
             )
         click.echo(f"label = {names[0]}")
+
+
+def _few_training_cells(units: Any) -> str:
+    """The warning when the training cells are too few for a model to be judged ('' if not)."""
+    from reserve.signal import MIN_TRAIN_CELLS, MIN_TRAIN_POSITIVE
+
+    role, label = units["role"].astype(str), units["label"]
+    train = role == "train"
+    n, pos = int(train.sum()), int((train & (label == 1)).sum())
+    if n >= MIN_TRAIN_CELLS and min(pos, n - pos) >= MIN_TRAIN_POSITIVE:
+        return ""
+    surveyed = (role == "candidate") & label.isin((0, 1))
+    return (
+        f"only {n} training cells ({pos} with a detection): too few for any habitat model to "
+        f"be judged by cross-validation (it takes at least {MIN_TRAIN_CELLS}, "
+        f"{MIN_TRAIN_POSITIVE} with and without a detection); {int(surveyed.sum())} surveyed "
+        "private cells can still check the ranking ('reserve select' does), and "
+        "'--learn-from surveyed' learns from them. Widen --public, the dates or --cell-size"
+    )
 
 
 @main.command("select", short_help="Choose the cells to buy; write a GeoPackage and a map.")

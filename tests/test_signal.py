@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from reserve.cli import main
+from reserve.confidence import CrossValidation, PrivateCheck, cv_interval
 from reserve.select import select_reserve
 from reserve.signal import CutoffTies, assess_signal, break_cutoff_ties
 from tests.test_select import FEATURES, make_units, write_units
@@ -52,15 +53,48 @@ def test_the_draw_count_does_not_depend_on_the_secondary_scale(scale):
     assert new[:2].tolist() == [0, 1] and rest.size == 1 and ties.n_tied == 3 and ties.n_drawn == 1
 
 
-def test_signal_verdicts():
-    nan = float("nan")
-    assert assess_signal(CutoffTies(50, 10, 10, True), 10, nan, 0.2, 0)[0] == "none"
-    assert assess_signal(CutoffTies(50, 10, 10, False), 10, nan, 0.2, 0)[0] == "none"
-    weak, note = assess_signal(CutoffTies(50, 3, 3, False), 10, nan, 0.2, 0)
-    assert weak == "weak" and "3 of the 10" in note and "--legend" in note
-    weak, note = assess_signal(CutoffTies(1, 1, 0, False), 10, 0.15, 0.2, 0)
-    assert weak == "weak" and "no better" in note
-    assert assess_signal(CutoffTies(1, 1, 0, False), 10, 0.6, 0.2, 0) == ("ok", "")
+NO_CHECK = PrivateCheck(False, "not available: no candidate cell was surveyed")
+
+
+def check(low, high):
+    return PrivateCheck(True, n_surveyed=200, n_detected=40, auc=(low + high) / 2,
+                        auc_low=low, auc_high=high)  # fmt: skip
+
+
+def test_ties_decide_first():
+    cv = cv_interval(np.array([0.9, 0.8, 0.9, 0.85]), 0.5, 0.2)
+    flat = assess_signal(CutoffTies(50, 10, 10, True), 10, check(0.7, 0.8), cv, 100, 30, 0)
+    assert flat.signal == "none" and flat.evidence == "ties"
+    drawn = assess_signal(CutoffTies(50, 10, 10, False), 10, NO_CHECK, cv, 100, 30, 0)
+    assert drawn.signal == "none"
+    part = assess_signal(CutoffTies(50, 3, 3, False), 10, check(0.7, 0.8), cv, 100, 30, 0)
+    assert part.signal == "weak" and "3 of the 10" in part.note and "--legend" in part.note
+
+
+def test_the_private_land_check_decides_by_its_interval():
+    clear, cv_good = CutoffTies(1, 1, 0, False), cv_interval(np.full(6, 0.9), 0.5, 0.2)
+    ok = assess_signal(clear, 10, check(0.55, 0.7), CrossValidation(), 5, 1, 0)
+    assert ok.signal == "ok" and ok.note == "" and ok.evidence == "private-land check"
+    # cross-validation cannot overrule the land being bought
+    weak = assess_signal(clear, 10, check(0.45, 0.6), cv_good, 100, 30, 0)
+    assert weak.signal == "weak" and "blind pick" in weak.note
+    assert "--learn-from surveyed" in weak.note and "0.45-0.60" in weak.note
+    worse = assess_signal(clear, 10, check(0.3, 0.45), cv_good, 100, 30, 0)
+    assert worse.signal == "none" and "worse than a blind pick" in worse.note
+
+
+def test_without_the_check_cross_validation_decides_by_its_interval():
+    clear = CutoffTies(1, 1, 0, False)
+    few = assess_signal(clear, 10, NO_CHECK, cv_interval(np.full(4, 0.9), 0.5, 0.3), 10, 3, 0)
+    assert few.signal == "none" and few.evidence == "too few training cells"
+    good = cv_interval(np.array([0.6, 0.7, 0.65, 0.6, 0.7, 0.65]), 0.5, 0.3)
+    assert assess_signal(clear, 10, NO_CHECK, good, 100, 30, 0).signal == "ok"
+    wide = cv_interval(np.array([0.0, 1.0, 0.5, 0.2]), 0.5, 0.3)  # the interval spans 0.3
+    verdict = assess_signal(clear, 10, NO_CHECK, wide, 100, 30, 0)
+    assert verdict.signal == "weak" and verdict.evidence == "cross-validation"
+    assert "interval" in verdict.note
+    unmeasured = assess_signal(clear, 10, NO_CHECK, CrossValidation(), 100, 30, 0)
+    assert unmeasured.signal == "weak" and "--model auto" in unmeasured.note
 
 
 def flat_cells(tmp_path):
@@ -95,8 +129,19 @@ def test_flat_scores_warn_everywhere_and_draw_neutrally(tmp_path):
     assert 'class="reserve-banner reserve-none"' in page and "ranks nothing" in page
 
 
+def surveyed_cells(path, seed=0):
+    """The fixture's cells with most candidates surveyed too (detection follows forest)."""
+    units = make_units(n_side=16, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    cand = (units["role"] == "candidate").to_numpy() & (rng.random(len(units)) < 0.7)
+    p = 1 / (1 + np.exp(-(5 * units["lc_forest"] - 2 * units["lc_crop"] - 2)))
+    units.loc[cand, "label"] = (rng.random(int(cand.sum())) < p[cand]).astype(int)
+    units.loc[cand, "n_checklists"] = rng.integers(1, 6, int(cand.sum()))
+    return write_units(path, units)
+
+
 def test_a_model_with_signal_does_not_warn(tmp_path):
-    cells = write_units(tmp_path / "cells.gpkg")
+    cells = surveyed_cells(tmp_path / "cells.gpkg")
     res = CliRunner().invoke(
         main, ["select", "--budget", "6", "--cells", str(cells), "--model", "linear",
                "--out", str(tmp_path / "out"), "--map", str(tmp_path / "map.html")],
@@ -105,7 +150,20 @@ def test_a_model_with_signal_does_not_warn(tmp_path):
     assert "reserve: warning" not in res.stderr
     row = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="run_summary").iloc[0]
     assert row["signal"] == "ok" and row["signal_note"] in ("", None)
+    assert row["signal_evidence"] == "private-land check" and row["check_auc_low"] > 0.5
     assert '<details class="reserve-banner' not in (tmp_path / "map.html").read_text()
+
+
+def test_a_linear_model_with_nothing_to_check_it_is_weak(tmp_path):
+    """No cross-validation (--model linear) and no surveyed candidate: nothing earned."""
+    cells = write_units(tmp_path / "cells.gpkg")
+    res = CliRunner().invoke(main, ["select", "--budget", "6", "--cells", str(cells),
+                                    "--model", "linear", "--out", str(tmp_path / "out"),
+                                    "--map", str(tmp_path / "map.html")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("reserve: warning")]
+    assert len(warnings) == 1 and "nothing measured" in warnings[0]
+    assert "private-land check: not available: no candidate cell was surveyed" in res.stdout
 
 
 @pytest.mark.parametrize("seed", [0, 3])

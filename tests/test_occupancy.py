@@ -1,0 +1,65 @@
+"""The occupancy calibration (reserve.occupancy): gradient, recovery, posterior, intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+
+from reserve.occupancy import OccupancyCalibration
+
+
+def simulate(seed, size=3000, a=-0.5, b=1.0, p=0.3):
+    rng = np.random.default_rng(seed)
+    s = rng.normal(size=size)
+    occupied = rng.random(size) < 1 / (1 + np.exp(-(a + b * s)))
+    n = rng.integers(1, 12, size)
+    detected = occupied & (rng.random(size) < 1 - (1 - p) ** n)
+    return s, n, detected, occupied
+
+
+def test_gradient_matches_finite_differences():
+    s, n, det, _ = simulate(0, 80)
+    cal = OccupancyCalibration()
+    err = check_grad(lambda t: cal._nll(t, s, n, det)[0], lambda t: cal._nll(t, s, n, det)[1],
+                     np.array([0.2, -0.4, 0.1]))  # fmt: skip
+    assert err < 1e-4
+
+
+def test_recovers_occupancy_and_detection():
+    s, n, det, occupied = simulate(1)
+    cal = OccupancyCalibration().fit(s, n, det)
+    assert cal.detection_ == pytest.approx(0.3, abs=0.06)
+    truth = 1 / (1 + np.exp(-(-0.5 + s)))
+    assert np.abs(cal.probability(s) - truth).mean() < 0.05
+    # a naive share of detections would understate occupancy; the model does not
+    assert det.mean() < occupied.mean() - 0.05
+    assert cal.probability(s).mean() == pytest.approx(occupied.mean(), abs=0.04)
+
+
+def test_posterior_uses_the_cells_own_survey():
+    s, n, det, _ = simulate(2)
+    cal = OccupancyCalibration().fit(s, n, det)
+    post = cal.posterior(np.zeros(3), np.array([0, 5, 5]), np.array([False, False, True]))
+    prior = cal.probability(np.zeros(1))[0]
+    assert post[0] == pytest.approx(prior)
+    assert post[1] < prior and post[2] == 1.0
+
+
+def test_without_slope_every_cell_gets_the_prevalence():
+    s, n, det, _ = simulate(3)
+    cal = OccupancyCalibration(slope=False).fit(s, n, det)
+    p = cal.probability(np.array([-3.0, 0.0, 3.0]))
+    assert np.ptp(p) == 0 and cal.params_[1] == 0 and cal.cov_[1, 1] == 0
+
+
+def test_expected_count_interval_covers_the_truth_nine_times_in_ten():
+    """The stated 90 % interval of the occupied count, over 40 simulated calibrations."""
+    covered = 0
+    for seed in range(40):
+        s, n, det, occupied = simulate(seed, 600)
+        cal = OccupancyCalibration().fit(s[:500], n[:500], det[:500])
+        top = 500 + np.argsort(-s[500:])[:30]  # the 30 best-scored unsurveyed cells
+        _, low, high = cal.expected_count(s[top], np.zeros(30), np.zeros(30, bool), seed=seed)
+        covered += low <= occupied[top].sum() <= high
+    assert covered >= 34  # 90 % of 40 is 36; allow for the draw
