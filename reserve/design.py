@@ -806,8 +806,8 @@ def boundary_term(units: gpd.GeoDataFrame, source: str) -> Boundary:
 def _fit_arrays(
     raw: np.ndarray, features: list[str], label: np.ndarray, train: np.ndarray,
     cand: np.ndarray, learned: np.ndarray | None, effort: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """``rows``, ``y`` and ``X_fit`` of the fit; with ``learned`` cells, each twice.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Every cell's ``X`` and the fit's ``rows``, ``y``, ``X_fit``; ``learned`` cells twice.
 
     Every training and candidate cell is a row (candidates unlabelled). Each ``learned`` cell
     (a surveyed candidate, with ``learn_from="surveyed"``) is a candidate row *and* a
@@ -817,15 +817,15 @@ def _fit_arrays(
     base = np.flatnonzero(train | cand)
     y = np.where(cand[base], -1, label[base]).astype(np.int64)
     if learned is None or not learned.any():
-        return base, y, raw[base]
+        return raw, base, y, raw[base]
     extra = np.flatnonzero(learned)
-    own = raw[extra].copy()
+    own, raw = raw[extra], raw.copy()
     for j, name in enumerate(features):
         if name in effort:
             raw[cand, j] = effort[name]
     rows = np.concatenate([base, extra])
     y = np.concatenate([y, label[extra].astype(np.int64)])
-    return rows, y, np.vstack([raw[base], own])
+    return raw, rows, y, np.vstack([raw[base], own])
 
 
 def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> Problem:
@@ -872,7 +872,7 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
         features = [*features, *effort]
     raw = _feature_values(units, features, train | cand, source)
-    rows, y, X_fit = _fit_arrays(raw, features, label, train, cand, learned, effort)
+    raw, rows, y, X_fit = _fit_arrays(raw, features, label, train, cand, learned, effort)
     if labels is not None and len(opts.species) > 1:
         _check_species_classes(labels, train, opts.species, source)
         y = np.where(cand[rows][:, None], -1, labels[rows]).astype(np.int64)
