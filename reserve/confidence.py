@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 __all__ = [
     "LEVEL",
@@ -82,42 +81,52 @@ def effort_strata(n_checklists: np.ndarray) -> np.ndarray:
     return np.floor(2.0 * np.log2(n) + 1e-9).astype(np.int64)
 
 
-def _auc_rows(score: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``score`` (B, m): the Mann-Whitney U of the positives and the pair count."""
-    ranks = rankdata(score, axis=1)  # average ranks: a tie counts one half
-    pos = label.astype(bool)
-    n_pos = pos.sum(axis=1)
-    n_neg = pos.shape[1] - n_pos
-    u = (ranks * pos).sum(axis=1) - n_pos * (n_pos + 1) / 2.0
-    return u, (n_pos * n_neg).astype(np.float64)
+def _weights(strata: np.ndarray, s: int, boot: dict | None) -> np.ndarray:
+    """Each cell of stratum ``s``: 1 (the sample itself) or its bootstrap counts (B, m)."""
+    m = int((strata == s).sum())
+    return np.ones((1, m)) if boot is None else boot[s]
 
 
 def _strata_auc(score: np.ndarray, label: np.ndarray, strata: np.ndarray,
-                idx: np.ndarray | None) -> np.ndarray:  # fmt: skip
-    """Stratified AUC of each bootstrap replicate ``idx[b]`` (None: the sample itself)."""
+                boot: dict | None) -> np.ndarray:  # fmt: skip
+    """Stratified AUC of the sample (``boot`` None) or of each bootstrap replicate.
+
+    A replicate weighs each cell by how often it was drawn, so that no replicate is sorted:
+    within a stratum the cells are sorted by score once, grouped into ties, and a detected
+    cell's wins are the undetected weight below its group plus half of its group's.
+    """
     u_sum, pairs = 0.0, 0.0
     for s in np.unique(strata):
         rows = np.flatnonzero(strata == s)
-        take = rows[None, :] if idx is None else rows[idx[s]]
-        u, p = _auc_rows(score[take], label[take])
-        u_sum, pairs = u_sum + u, pairs + p
+        perm = np.argsort(score[rows], kind="stable")
+        order = rows[perm]
+        starts = np.flatnonzero(np.r_[True, np.diff(score[order]) != 0])
+        w = _weights(strata, s, boot)[:, perm].astype(np.float64)
+        pos = label[order].astype(bool)
+        w_pos = np.add.reduceat(w * pos, starts, axis=1)
+        w_neg = np.add.reduceat(w * ~pos, starts, axis=1)
+        below = np.cumsum(w_neg, axis=1) - w_neg
+        u_sum = u_sum + (w_pos * (below + 0.5 * w_neg)).sum(axis=1)
+        pairs = pairs + w_pos.sum(axis=1) * w_neg.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(pairs > 0, u_sum / np.where(pairs > 0, pairs, 1.0), np.nan)
 
 
 def _strata_precision(score: np.ndarray, label: np.ndarray, strata: np.ndarray, share: float,
-                      idx: np.ndarray | None) -> np.ndarray:  # fmt: skip
-    """Stratified precision at ``share`` of each bootstrap replicate (None: the sample)."""
+                      boot: dict | None) -> np.ndarray:  # fmt: skip
+    """Stratified precision at ``share`` of the sample (``boot`` None) or of each replicate:
+    the cells of a stratum by decreasing score (ties in row order), weighted by their draws,
+    taken until ``share`` of the stratum's weight, the last one fractionally."""
     hits, taken = 0.0, 0.0
     for s in np.unique(strata):
         rows = np.flatnonzero(strata == s)
-        take = rows[None, :] if idx is None else rows[idx[s]]
-        sc, lab = score[take], label[take].astype(np.float64)
-        order = np.argsort(-sc, axis=1, kind="stable")
-        lab = np.take_along_axis(lab, order, axis=1)
-        m = share * rows.size  # cells taken from this stratum, the last one fractionally
-        weight = np.clip(m - np.arange(rows.size), 0.0, 1.0)
-        hits = hits + lab @ weight
+        rank = np.argsort(-score[rows], kind="stable")
+        w = _weights(strata, s, boot)[:, rank].astype(np.float64)
+        lab = label[rows[rank]].astype(np.float64)
+        m = share * rows.size  # weight taken from this stratum
+        before = np.cumsum(w, axis=1) - w
+        part = np.clip(m - before, 0.0, w)
+        hits = hits + part @ lab
         taken = taken + m
     return hits / taken
 
@@ -242,13 +251,15 @@ class PrivateCheck:
     n_strata: int = 0
 
 
-def _bootstrap_indices(strata: np.ndarray, n_boot: int, seed: int | None) -> dict:
-    """Per stratum, ``(n_boot, m)`` positions within the stratum drawn with replacement."""
+def _bootstrap_counts(strata: np.ndarray, n_boot: int, seed: int | None) -> dict:
+    """Per stratum, ``(n_boot, m)``: how often each of its ``m`` cells is drawn, when ``m``
+    cells are drawn with replacement (one row per replicate)."""
     rng = np.random.default_rng(seed)
     out = {}
     for s in np.unique(strata):
         m = int((strata == s).sum())
-        out[s] = rng.integers(0, m, size=(n_boot, m))
+        drawn = rng.integers(0, m, size=(n_boot, m)) + m * np.arange(n_boot)[:, None]
+        out[s] = np.bincount(drawn.ravel(), minlength=n_boot * m).reshape(n_boot, m)
     return out
 
 
@@ -312,12 +323,12 @@ def private_land_check(
             "comparable survey effort"
         )
         return PrivateCheck(False, reason, n, n_det)
-    idx = _bootstrap_indices(strata, n_boot, seed)
+    boot = _bootstrap_counts(strata, n_boot, seed)
     auc = _strata_auc(score, label, strata, None)[0]
-    out = {"auc": (auc, *_interval(_strata_auc(score, label, strata, idx)))}
+    out = {"auc": (auc, *_interval(_strata_auc(score, label, strata, boot)))}
     for key, q in (("precision_share", share), ("precision_top", TOP_SHARE)):
         point = _strata_precision(score, label, strata, q, None)[0]
-        out[key] = (point, *_interval(_strata_precision(score, label, strata, q, idx)))
+        out[key] = (point, *_interval(_strata_precision(score, label, strata, q, boot)))
     figures = {f"{key}{end}": float(v) for key, vals in out.items()
                for end, v in zip(("", "_low", "_high"), vals, strict=True)}  # fmt: skip
     return PrivateCheck(True, "", n, n_det, share=float(share), blind=n_det / n,
