@@ -255,6 +255,11 @@ class SelectDefaults:
         (the training cells' median), so the ranking is of habitat, not of birder density
         (eBird's analytical guidelines). See ``docs/benchmarks.md`` for the measurement
         behind the default.
+    exclude_novel : bool
+        Keep out of the selection every candidate cell whose habitat is *novel*: outside the
+        training cells' range on some habitat feature (a negative MESS,
+        :mod:`reserve.novelty`), where the model's score is an extrapolation. Off by default:
+        such cells are flagged (the ``novel`` column), not removed.
     """
 
     method: str = "ttk"
@@ -272,6 +277,7 @@ class SelectDefaults:
     n_jobs: int = field(default_factory=lambda: _available_cpus(MAX_DEFAULT_JOBS))
     model: str = "auto"
     effort: bool = False
+    exclude_novel: bool = False
 
 
 SELECT_DEFAULTS = SelectDefaults()
@@ -481,6 +487,9 @@ class SelectOptions:
     boundary_penalty : float or "auto"
         Weight of the selection's boundary length in TTK's objective (per metre; 0: none),
         or ``"auto"`` for Cohon's calibration (:func:`reserve.solvers.calibrate_penalty`).
+    exclude_novel : bool
+        Never select a candidate whose habitat lies outside the training cells' range
+        (negative MESS): such cells are locked out.
 
     Examples
     --------
@@ -508,6 +517,7 @@ class SelectOptions:
     model: str = SELECT_DEFAULTS.model
     effort: bool = SELECT_DEFAULTS.effort
     boundary_penalty: float | str = 0.0
+    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -526,7 +536,7 @@ class SelectOptions:
         else:
             put(self, "budget", _as_cells(self.budget))
         put(self, "species", _as_species(self.species))
-        for key in ("overwrite", "effort"):
+        for key in ("overwrite", "effort", "exclude_novel"):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidInputError(
                     f"{key} must be true or false; received {getattr(self, key)!r}"
@@ -768,6 +778,7 @@ _CONFIG_CHECKS: dict[str, Any] = {
     "time_limit": lambda v, n: _as_seconds(v),
     "boundary_penalty": lambda v, n: _as_penalty(v),
     "overwrite": _check_bool,
+    "exclude_novel": _check_bool,
     "species": lambda v, n: _as_species(v),
     "cost_column": _check_cost_column,
     "map": _check_map,

@@ -203,6 +203,8 @@ def run_selection(
         choosing = (f"choosing {problem.k_free} more" if not opts.money
                     else f"choosing more for {problem.free_budget:g} of the budget")  # fmt: skip
         say(f"{problem.n_locked_in} cells locked in, {n_out} locked out; {choosing}")
+    if problem.novel_out is not None and problem.novel_out.any():
+        say(f"{int(problem.novel_out.sum())} novel candidate cells kept out (exclude_novel)")
     if problem.effort:
         say(f"effort covariates {', '.join(problem.effort)}; candidates scored at the training "
             "median")  # fmt: skip
@@ -240,6 +242,7 @@ def select_reserve(
     species: list[str] | tuple[str, ...] | str | None = None,
     model: str = SELECT_DEFAULTS.model,
     effort: bool = SELECT_DEFAULTS.effort,
+    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -257,7 +260,7 @@ def select_reserve(
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
-    n_jobs, cost_column, species, model, effort
+    n_jobs, cost_column, species, model, effort, exclude_novel
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
         nothing is written without ``out``; an existing output is an error, raised before any
         work, unless ``overwrite``; ``map=False`` draws no map.
@@ -295,6 +298,6 @@ def select_reserve(
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
         locked_out=locked_out, bootstrap=bootstrap, n_jobs=n_jobs, cost_column=cost_column,
-        species=species, model=model, effort=effort,
+        species=species, model=model, effort=effort, exclude_novel=exclude_novel,
     )  # fmt: skip
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)
