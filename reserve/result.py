@@ -488,7 +488,7 @@ def build_result(
                                                         sel_rows)  # fmt: skip
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
-    summary.update(novelty)
+    summary.update(novelty, exclude_novel=opts.exclude_novel)
     patch, patch_summary = patch_report(problem.units.geometry.to_numpy(), sel_rows)
     summary.update(patch_summary)
     summary["boundary_penalty"] = fit.boundary_penalty
