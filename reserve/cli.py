@@ -398,6 +398,13 @@ def ingest_command(**kw: object) -> None:
     help="Cells never selected (besides the locked_out column): a column or a polygon file.",
 )
 @click.option(
+    "--exclude-novel/--no-exclude-novel",
+    default=None,
+    help="Never select a candidate whose habitat lies outside the surveyed (training) cells' "
+    "range on some feature (negative MESS: its score is an extrapolation) (default "
+    f"{'--exclude-novel' if SELECT_DEFAULTS.exclude_novel else '--no-exclude-novel'}).",
+)
+@click.option(
     "--bootstrap",
     type=_INT,
     metavar="N",
@@ -414,13 +421,6 @@ def ingest_command(**kw: object) -> None:
     default=None,
     help="Survey effort (checklists, hours, km) as covariates, candidates scored at the "
     f"training median effort (default {'--effort' if SELECT_DEFAULTS.effort else '--no-effort'}).",
-)
-@click.option(
-    "--exclude-novel/--no-exclude-novel",
-    default=None,
-    help="Never select a candidate whose habitat lies outside the surveyed (training) cells' "
-    "range on some feature (negative MESS: its score is an extrapolation) (default "
-    f"{'--exclude-novel' if SELECT_DEFAULTS.exclude_novel else '--no-exclude-novel'}).",
 )
 @click.option(
     "--boundary-penalty",

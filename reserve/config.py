@@ -240,6 +240,11 @@ class SelectDefaults:
         lowest-scoring candidates are thinned (selected cells are always drawn).
     bootstrap : int
         Refits on resampled training cells for ``selection_frequency``; 0 for none.
+    exclude_novel : bool
+        Keep out of the selection every candidate cell whose habitat is *novel*: outside the
+        training cells' range on some habitat feature (a negative MESS,
+        :mod:`reserve.novelty`), where the model's score is an extrapolation. Off by default:
+        such cells are flagged (the ``novel`` column), not removed.
     n_jobs : int
         Worker processes for AutoTTK's cross-validation folds and the bootstrap refits
         (results do not depend on it): the processors this process may use, at most
@@ -255,11 +260,6 @@ class SelectDefaults:
         (the training cells' median), so the ranking is of habitat, not of birder density
         (eBird's analytical guidelines). See ``docs/benchmarks.md`` for the measurement
         behind the default.
-    exclude_novel : bool
-        Keep out of the selection every candidate cell whose habitat is *novel*: outside the
-        training cells' range on some habitat feature (a negative MESS,
-        :mod:`reserve.novelty`), where the model's score is an extrapolation. Off by default:
-        such cells are flagged (the ``novel`` column), not removed.
     """
 
     method: str = "ttk"
@@ -274,10 +274,10 @@ class SelectDefaults:
     time_limit: float = 60.0
     map_max_cells: int = 25_000
     bootstrap: int = 0
+    exclude_novel: bool = False
     n_jobs: int = field(default_factory=lambda: _available_cpus(MAX_DEFAULT_JOBS))
     model: str = "auto"
     effort: bool = False
-    exclude_novel: bool = False
 
 
 SELECT_DEFAULTS = SelectDefaults()
@@ -473,6 +473,9 @@ class SelectOptions:
         Boolean column names or polygon files of cells always / never selected.
     bootstrap : int
         Refits on resampled training cells (0: none).
+    exclude_novel : bool
+        Never select a candidate whose habitat lies outside the training cells' range
+        (negative MESS): such cells are locked out.
     n_jobs : int
         Worker processes of AutoTTK's folds and of the bootstrap refits.
     cost_column : str or None
@@ -487,9 +490,6 @@ class SelectOptions:
     boundary_penalty : float or "auto"
         Weight of the selection's boundary length in TTK's objective (per metre; 0: none),
         or ``"auto"`` for Cohon's calibration (:func:`reserve.solvers.calibrate_penalty`).
-    exclude_novel : bool
-        Never select a candidate whose habitat lies outside the training cells' range
-        (negative MESS): such cells are locked out.
 
     Examples
     --------
@@ -511,13 +511,13 @@ class SelectOptions:
     locked_in: str | os.PathLike[str] | None = None
     locked_out: str | os.PathLike[str] | None = None
     bootstrap: int = SELECT_DEFAULTS.bootstrap
+    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel
     n_jobs: int = SELECT_DEFAULTS.n_jobs
     cost_column: str | None = None
     species: tuple[str, ...] | None = None
     model: str = SELECT_DEFAULTS.model
     effort: bool = SELECT_DEFAULTS.effort
     boundary_penalty: float | str = 0.0
-    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel
 
     def __post_init__(self) -> None:
         put = object.__setattr__

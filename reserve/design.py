@@ -158,9 +158,6 @@ class Problem:
     effort : dict of str to float
         With ``effort=True``: each effort covariate (the last columns of ``features``) and the
         standard value every cell but the training cells is scored at; empty otherwise.
-    boundary : reserve.solvers.Boundary or None
-        With a boundary penalty: the boundary length of sets of ``rows`` (candidates' entries
-        are read), locked-in cells counted as selected; None otherwise.
     mess : numpy.ndarray of float or None
         Every cell's MESS against the training cells' habitat features (NaN where a habitat
         feature is missing; :func:`habitat_novelty`).
@@ -168,6 +165,9 @@ class Problem:
         Each cell's most dissimilar habitat feature ('' where ``mess`` is NaN).
     novel_out : numpy.ndarray of bool or None
         Candidate cells kept out for their novel habitat (``exclude_novel=True``).
+    boundary : reserve.solvers.Boundary or None
+        With a boundary penalty: the boundary length of sets of ``rows`` (candidates' entries
+        are read), locked-in cells counted as selected; None otherwise.
     """
 
     units: gpd.GeoDataFrame
@@ -189,17 +189,10 @@ class Problem:
     k_fit: int
     free_budget: float | None
     effort: dict[str, float] = field(default_factory=dict)
-    boundary: Boundary | None = None
     mess: np.ndarray | None = None
     mess_variable: np.ndarray | None = None
     novel_out: np.ndarray | None = None
-
-    @property
-    def novel(self) -> np.ndarray:
-        """Cells whose habitat lies outside the training cells' range (negative MESS)."""
-        if self.mess is None:
-            return np.zeros(len(self.X), dtype=bool)
-        return np.nan_to_num(self.mess, nan=0.0) < 0
+    boundary: Boundary | None = None
 
     @property
     def multi(self) -> bool:
@@ -210,6 +203,13 @@ class Problem:
     def n_locked_in(self) -> int:
         """Number of locked-in cells."""
         return int(self.locked_in.sum())
+
+    @property
+    def novel(self) -> np.ndarray:
+        """Cells whose habitat lies outside the training cells' range (negative MESS)."""
+        if self.mess is None:
+            return np.zeros(len(self.X), dtype=bool)
+        return np.nan_to_num(self.mess, nan=0.0) < 0
 
     def bootstrap_samples(self, n: int, seed: int) -> list[np.ndarray]:
         """``n`` resamples of the fitted rows (positions in ``rows``) for bootstrap refits.
@@ -845,9 +845,24 @@ def habitat_novelty(
     ([66.7, 66.7, 0.0, -150.0], ['lc_forest', 'lc_forest', 'lc_forest', 'lc_forest'])
     """
     cols = [j for j, f in enumerate(features) if not str(f).startswith(EFFORT_PREFIX)]
-    value, mod = mess(X[:, cols], X[np.ix_(train, cols)])
+    reference = X[np.ix_(train, cols)]
+    reference = reference[np.isfinite(reference).all(axis=1)]  # others are refused elsewhere
+    if not reference.size:
+        return np.full(len(X), np.nan), np.full(len(X), "", dtype=object)
+    value, mod = mess(X[:, cols], reference)
     names = np.array([*(str(features[j]) for j in cols), ""], dtype=object)
     return value, names[mod]  # mod == -1 picks the trailing ''
+
+
+def _novelty(
+    units: pd.DataFrame, features: list[str], train: np.ndarray, cand: np.ndarray,
+    opts: SelectOptions, lock_in: np.ndarray, cost: np.ndarray | None,
+    free_budget: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Every cell's MESS and most dissimilar feature, and the candidates kept out."""
+    X = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    value, name = habitat_novelty(X, features, train)
+    return value, name, _keep_out_novel(opts, cand, value < 0, lock_in, cost, free_budget)
 
 
 def _keep_out_novel(
@@ -939,10 +954,10 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         covariates, effort = effort_covariates(units, train)
         units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
         features = [*features, *effort]
-    raw = _feature_values(units, features, train | cand, source)
-    mess_value, mess_variable = habitat_novelty(raw, features, train)
-    novel_out = _keep_out_novel(opts, cand, mess_value < 0, lock_in, cost, free_budget)
+    mess_value, mess_variable, novel_out = _novelty(units, features, train, cand, opts, lock_in,
+                                                    cost, free_budget)  # fmt: skip
     cand = cand & ~novel_out
+    raw = _feature_values(units, features, train | cand, source)
     rows = np.flatnonzero(train | cand)
     y = np.where(cand[rows], -1, label[rows]).astype(np.int64)
     if labels is not None and len(opts.species) > 1:
@@ -955,9 +970,9 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     k_free, k_fit = _allocate(opts, n_in, None if cost is None else cost[cand],
                               int(cand.sum()), free_budget)  # fmt: skip
     return Problem(
+        mess=mess_value, mess_variable=mess_variable, novel_out=novel_out,
         units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
         train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
         labels=labels, species=tuple(opts.species or ()), slugs=tuple(slugs),
         k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort, boundary=boundary,
-        mess=mess_value, mess_variable=mess_variable, novel_out=novel_out,
     )  # fmt: skip

@@ -484,11 +484,8 @@ def build_result(
     SelectionResult
     """
     result_units, sel, ranking, sel_rows, ties = _tables(problem, opts, fit, opts.method)
-    result_units, sel, ranking, novelty = _with_novelty(problem, result_units, sel, ranking,
-                                                        sel_rows)  # fmt: skip
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
-    summary.update(novelty, exclude_novel=opts.exclude_novel)
     patch, patch_summary = patch_report(problem.units.geometry.to_numpy(), sel_rows)
     summary.update(patch_summary)
     summary["boundary_penalty"] = fit.boundary_penalty
@@ -497,6 +494,9 @@ def build_result(
         summary["boundary_tradeoff"] = fit.tradeoff.to_json(orient="records")
     result_units.insert(result_units.columns.get_loc("selected") + 1, "patch_id", patch)
     sel.insert(1, "patch_id", patch[sel_rows])
+    result_units, sel, ranking, novelty = _with_novelty(problem, result_units, sel, ranking,
+                                                        sel_rows)  # fmt: skip
+    summary.update(novelty, exclude_novel=opts.exclude_novel)
     if hasattr(fit.estimator, "coef_"):
         # several species: the sum over species of each species' contribution
         coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))

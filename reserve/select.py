@@ -236,13 +236,13 @@ def select_reserve(
     time_limit: float = SELECT_DEFAULTS.time_limit,
     locked_in: str | os.PathLike[str] | None = None,
     locked_out: str | os.PathLike[str] | None = None,
+    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel,
     bootstrap: int = SELECT_DEFAULTS.bootstrap,
     n_jobs: int = SELECT_DEFAULTS.n_jobs,
     cost_column: str | None = None,
     species: list[str] | tuple[str, ...] | str | None = None,
     model: str = SELECT_DEFAULTS.model,
     effort: bool = SELECT_DEFAULTS.effort,
-    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -260,10 +260,13 @@ def select_reserve(
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
-    n_jobs, cost_column, species, model, effort, exclude_novel
+    n_jobs, cost_column, species, model, effort
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
         nothing is written without ``out``; an existing output is an error, raised before any
         work, unless ``overwrite``; ``map=False`` draws no map.
+    exclude_novel : bool
+        Never select a candidate whose habitat lies outside the training cells' range
+        (negative MESS, :mod:`reserve.novelty`): they are locked out. Off: they are flagged.
     public, outline : path-like, optional
         Public-land and region polygons drawn on the map (default region: its own files).
     progress : callable, optional
@@ -295,9 +298,10 @@ def select_reserve(
     if config is not None and not isinstance(config, Mapping):
         raise InvalidInputError(f"config must be a mapping of option names; received {config!r}")
     opts = SelectOptions(
+        exclude_novel=exclude_novel,
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
         locked_out=locked_out, bootstrap=bootstrap, n_jobs=n_jobs, cost_column=cost_column,
-        species=species, model=model, effort=effort, exclude_novel=exclude_novel,
+        species=species, model=model, effort=effort,
     )  # fmt: skip
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)
