@@ -139,6 +139,13 @@ class Problem:
         Unlocked training / candidate cells.
     locked_in, locked_out : numpy.ndarray of bool
         Cells always / never selected.
+    mess : numpy.ndarray of float or None
+        Every cell's MESS against the training cells' habitat features (NaN where a habitat
+        feature is missing; :func:`habitat_novelty`).
+    mess_variable : numpy.ndarray of str or None
+        Each cell's most dissimilar habitat feature ('' where ``mess`` is NaN).
+    novel_out : numpy.ndarray of bool or None
+        Candidate cells kept out for their novel habitat (``exclude_novel=True``).
     cost : numpy.ndarray or None
         Each cell's cost (money budgets).
     labels : numpy.ndarray or None
@@ -158,13 +165,6 @@ class Problem:
     effort : dict of str to float
         With ``effort=True``: each effort covariate (the last columns of ``features``) and the
         standard value every cell but the training cells is scored at; empty otherwise.
-    mess : numpy.ndarray of float or None
-        Every cell's MESS against the training cells' habitat features (NaN where a habitat
-        feature is missing; :func:`habitat_novelty`).
-    mess_variable : numpy.ndarray of str or None
-        Each cell's most dissimilar habitat feature ('' where ``mess`` is NaN).
-    novel_out : numpy.ndarray of bool or None
-        Candidate cells kept out for their novel habitat (``exclude_novel=True``).
     boundary : reserve.solvers.Boundary or None
         With a boundary penalty: the boundary length of sets of ``rows`` (candidates' entries
         are read), locked-in cells counted as selected; None otherwise.
