@@ -422,6 +422,13 @@ def _few_training_cells(units: Any) -> str:
     help="Cells never selected (besides the locked_out column): a column or a polygon file.",
 )
 @click.option(
+    "--exclude-novel/--no-exclude-novel",
+    default=None,
+    help="Never select a candidate whose habitat lies outside the surveyed (training) cells' "
+    "range on some feature (negative MESS: its score is an extrapolation) (default "
+    f"{'--exclude-novel' if SELECT_DEFAULTS.exclude_novel else '--no-exclude-novel'}).",
+)
+@click.option(
     "--bootstrap",
     type=_INT,
     metavar="N",
@@ -671,6 +678,7 @@ def _print_figures(console: Any, result: object) -> None:
                 else f"within {s['effective_budget']:.6g} of the budget {s['budget']:g}"
             )
         )
+    _print_novelty(console, s)
     if s.get("expected_presences") is not None and "," in str(s.get("species", "")):
         per = ", ".join(
             f"{name.strip()} {s['expected_precision__' + species_slug(name)]:.2f}"
@@ -688,6 +696,24 @@ def _print_figures(console: Any, result: object) -> None:
     for label, path in (("GeoPackage", r.gpkg_path), ("map", r.map_path)):  # type: ignore[attr-defined]
         if path is not None:
             console.print(f"{label}: {path}")
+
+
+def _print_novelty(console: Any, s: dict[str, Any]) -> None:
+    """Chosen cells outside the surveyed habitat (negative MESS), or those kept out."""
+    n_sel, n_out = int(s.get("n_selected_novel") or 0), int(s.get("n_novel_excluded") or 0)
+    if n_sel:
+        fix = ("they are locked in, which --exclude-novel leaves in" if s.get("exclude_novel")
+               else "--exclude-novel keeps them out")  # fmt: skip
+        console.print(
+            f"novel habitat: {n_sel} of the {s['n_selected']} chosen cells lie outside the "
+            "surveyed habitat (negative mess: their score is an extrapolation; column novel); "
+            + fix
+        )
+    if n_out:
+        console.print(
+            f"novel habitat: {n_out} candidate cells outside the surveyed habitat kept out "
+            "(--exclude-novel)"
+        )
 
 
 @main.command("evaluate", short_help="Score a selection against a simulated true occupancy.")

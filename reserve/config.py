@@ -241,6 +241,11 @@ class SelectDefaults:
         lowest-scoring candidates are thinned (selected cells are always drawn).
     bootstrap : int
         Refits on resampled training cells for ``selection_frequency``; 0 for none.
+    exclude_novel : bool
+        Keep out of the selection every candidate cell whose habitat is *novel*: outside the
+        training cells' range on some habitat feature (a negative MESS,
+        :mod:`reserve.novelty`), where the model's score is an extrapolation. Off by default:
+        such cells are flagged (the ``novel`` column), not removed.
     n_jobs : int
         Worker processes for AutoTTK's cross-validation folds and the bootstrap refits
         (results do not depend on it): the processors this process may use, at most
@@ -270,6 +275,7 @@ class SelectDefaults:
     time_limit: float = 60.0
     map_max_cells: int = 25_000
     bootstrap: int = 0
+    exclude_novel: bool = False
     n_jobs: int = field(default_factory=lambda: _available_cpus(MAX_DEFAULT_JOBS))
     model: str = "auto"
     effort: bool = False
@@ -481,6 +487,9 @@ class SelectOptions:
         Boolean column names or polygon files of cells always / never selected.
     bootstrap : int
         Refits on resampled training cells (0: none).
+    exclude_novel : bool
+        Never select a candidate whose habitat lies outside the training cells' range
+        (negative MESS): such cells are locked out.
     n_jobs : int
         Worker processes of AutoTTK's folds and of the bootstrap refits.
     cost_column : str or None
@@ -518,6 +527,7 @@ class SelectOptions:
     locked_in: str | os.PathLike[str] | None = None
     locked_out: str | os.PathLike[str] | None = None
     bootstrap: int = SELECT_DEFAULTS.bootstrap
+    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel
     n_jobs: int = SELECT_DEFAULTS.n_jobs
     cost_column: str | None = None
     species: tuple[str, ...] | None = None
@@ -543,7 +553,7 @@ class SelectOptions:
         else:
             put(self, "budget", _as_cells(self.budget))
         put(self, "species", _as_species(self.species))
-        for key in ("overwrite", "effort"):
+        for key in ("overwrite", "effort", "exclude_novel"):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidInputError(
                     f"{key} must be true or false; received {getattr(self, key)!r}"
@@ -801,6 +811,7 @@ _CONFIG_CHECKS: dict[str, Any] = {
     "time_limit": lambda v, n: _as_seconds(v),
     "boundary_penalty": lambda v, n: _as_penalty(v),
     "overwrite": _check_bool,
+    "exclude_novel": _check_bool,
     "species": lambda v, n: _as_species(v),
     "cost_column": _check_cost_column,
     "map": _check_map,

@@ -37,6 +37,16 @@ buys at the median candidate cost, their candidates walked by decreasing score w
 budget (:func:`reserve.solvers.budget_select`). Locked-in cells use up their cost of the
 budget first. Every candidate's cost must be a positive finite number; a budget that buys
 every candidate, or no candidate at all (without locked-in cells), is refused.
+
+Novel habitat
+-------------
+Every cell whose habitat features are finite gets its MESS against the training cells'
+habitat features (:func:`reserve.novelty.mess`; the effort covariates are not habitat and
+are left out): negative means *novel*, outside the surveyed habitat's range on some feature,
+where the model extrapolates. With ``exclude_novel=True`` the novel candidates leave the
+candidate set like locked-out cells (never selected, not fitted, not ranked); locked-in
+cells stay, whatever their habitat (the planner chose them). Refused: every candidate
+novel, or too few left for the budget.
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ from reserve.config import (
     species_slug,
 )
 from reserve.errors import DataFileError, InvalidInputError
+from reserve.novelty import mess
 from reserve.solvers import Boundary
 
 __all__ = [
@@ -79,6 +90,7 @@ __all__ = [
     "effort_covariates",
     "feature_columns",
     "file_sha256",
+    "habitat_novelty",
     "locate_cells",
     "read_planning_units",
 ]
@@ -96,6 +108,7 @@ NON_FEATURES = (
     "locked_in",
     "selection_frequency",
     "cumulative_cost",
+    "mess",
 )
 #: Prefixes of per-species columns that are never features (labels, counts, scores).
 NON_FEATURE_PREFIXES = (SPECIES_LABEL_PREFIX, SPECIES_DETECTIONS_PREFIX, "score__", EFFORT_PREFIX)
@@ -126,6 +139,13 @@ class Problem:
         Unlocked training / candidate cells.
     locked_in, locked_out : numpy.ndarray of bool
         Cells always / never selected.
+    mess : numpy.ndarray of float or None
+        Every cell's MESS against the training cells' habitat features (NaN where a habitat
+        feature is missing; :func:`habitat_novelty`).
+    mess_variable : numpy.ndarray of str or None
+        Each cell's most dissimilar habitat feature ('' where ``mess`` is NaN).
+    novel_out : numpy.ndarray of bool or None
+        Candidate cells kept out for their novel habitat (``exclude_novel=True``).
     cost : numpy.ndarray or None
         Each cell's cost (money budgets).
     labels : numpy.ndarray or None
@@ -175,6 +195,9 @@ class Problem:
     k_fit: int
     free_budget: float | None
     effort: dict[str, float] = field(default_factory=dict)
+    mess: np.ndarray | None = None
+    mess_variable: np.ndarray | None = None
+    novel_out: np.ndarray | None = None
     boundary: Boundary | None = None
     X_fit: np.ndarray | None = None
     learned: np.ndarray | None = None
@@ -188,6 +211,13 @@ class Problem:
     def n_locked_in(self) -> int:
         """Number of locked-in cells."""
         return int(self.locked_in.sum())
+
+    @property
+    def novel(self) -> np.ndarray:
+        """Cells whose habitat lies outside the training cells' range (negative MESS)."""
+        if self.mess is None:
+            return np.zeros(len(self.X), dtype=bool)
+        return np.nan_to_num(self.mess, nan=0.0) < 0
 
     def bootstrap_samples(self, n: int, seed: int) -> list[np.ndarray]:
         """``n`` resamples of the fitted rows (positions in ``rows``) for bootstrap refits.
@@ -788,6 +818,93 @@ def effort_covariates(
     return pd.DataFrame(out, index=units.index), standard
 
 
+def habitat_novelty(
+    X: np.ndarray, features: list[str], train: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every cell's MESS against the training cells' habitat, and its most dissimilar feature.
+
+    The habitat features are ``features`` without the effort covariates (prefix
+    :data:`reserve.config.EFFORT_PREFIX`): effort says where birders went, not what the land
+    is. The reference is the ``train`` rows of ``X`` (finite); every row with finite habitat
+    features is assessed (:func:`reserve.novelty.mess`), the others get NaN and ''.
+
+    Parameters
+    ----------
+    X : numpy.ndarray of shape (n_cells, n_features)
+        Raw feature values of every cell.
+    features : list of str
+        Their names.
+    train : numpy.ndarray of bool
+        The training cells.
+
+    Returns
+    -------
+    mess : numpy.ndarray of float
+        Negative where the cell's habitat is novel.
+    most_dissimilar : numpy.ndarray of str
+        The habitat feature giving each cell's MESS ('' where it is NaN).
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 1.0], [1.0, 5.0], [2.0, 1.0], [5.0, 9.0]])
+    >>> value, name = habitat_novelty(X, ["lc_forest", "effort__log_n_checklists"],
+    ...                               np.array([True, True, True, False]))
+    >>> value.round(1).tolist(), name.tolist()
+    ([66.7, 66.7, 0.0, -150.0], ['lc_forest', 'lc_forest', 'lc_forest', 'lc_forest'])
+    """
+    cols = [j for j, f in enumerate(features) if not str(f).startswith(EFFORT_PREFIX)]
+    reference = X[np.ix_(train, cols)]
+    reference = reference[np.isfinite(reference).all(axis=1)]  # others are refused elsewhere
+    if not reference.size:
+        return np.full(len(X), np.nan), np.full(len(X), "", dtype=object)
+    value, mod = mess(X[:, cols], reference)
+    names = np.array([*(str(features[j]) for j in cols), ""], dtype=object)
+    return value, names[mod]  # mod == -1 picks the trailing ''
+
+
+def _novelty(
+    units: pd.DataFrame, features: list[str], train: np.ndarray, cand: np.ndarray,
+    opts: SelectOptions, lock_in: np.ndarray, cost: np.ndarray | None,
+    free_budget: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Every cell's MESS and most dissimilar feature, and the candidates kept out."""
+    X = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    value, name = habitat_novelty(X, features, train)
+    return value, name, _keep_out_novel(opts, cand, value < 0, lock_in, cost, free_budget)
+
+
+def _keep_out_novel(
+    opts: SelectOptions, cand: np.ndarray, novel: np.ndarray, lock_in: np.ndarray,
+    cost: np.ndarray | None, free_budget: float | None,
+) -> np.ndarray:  # fmt: skip
+    """Candidates kept out for novel habitat (``exclude_novel``); refused when too few remain."""
+    out = cand & novel if opts.exclude_novel else np.zeros_like(cand)
+    left = cand & ~out
+    n_out, n_left, n_in = int(out.sum()), int(left.sum()), int(lock_in.sum())
+    fix = "or drop --exclude-novel (novel cells are then flagged in the novel column, not kept out)"
+    if not n_out:
+        return out
+    if not n_left:
+        raise InvalidInputError(
+            f"exclude_novel keeps out all {n_out} candidate cells: the habitat of each lies "
+            "outside the training cells' range on some feature (negative MESS); survey public "
+            f"cells with that habitat {fix}"
+        )
+    if cost is None and int(opts.budget) - n_in >= n_left:
+        raise InvalidInputError(
+            f"budget={opts.budget} leaves nothing to choose among the {n_left} candidate cells "
+            f"exclude_novel keeps ({n_out} novel cells kept out); pass --budget <= "
+            f"{n_left - 1 + n_in} {fix}"
+        )
+    if cost is not None and (free_budget or 0.0) >= float(cost[left].sum()):
+        raise InvalidInputError(
+            f"budget={opts.budget:g} buys all {n_left} candidate cells exclude_novel keeps "
+            f"({n_out} novel cells kept out; the others cost {cost[left].sum():g}); pass a "
+            f"smaller --budget {fix}"
+        )
+    return out
+
+
 def boundary_term(units: gpd.GeoDataFrame, source: str) -> Boundary:
     """The boundary length of sets of ``units`` (rook edges, edge factor 0.5), from the grid.
 
@@ -871,6 +988,9 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         covariates, effort = effort_covariates(units, train if learned is None else train | learned)
         units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
         features = [*features, *effort]
+    mess_value, mess_variable, novel_out = _novelty(units, features, train, cand, opts, lock_in,
+                                                    cost, free_budget)  # fmt: skip
+    cand = cand & ~novel_out
     raw = _feature_values(units, features, train | cand, source)
     raw, rows, y, X_fit = _fit_arrays(raw, features, label, train, cand, learned, effort)
     if labels is not None and len(opts.species) > 1:
@@ -883,6 +1003,7 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     k_free, k_fit = _allocate(opts, n_in, None if cost is None else cost[cand],
                               int(cand.sum()), free_budget)  # fmt: skip
     return Problem(
+        mess=mess_value, mess_variable=mess_variable, novel_out=novel_out,
         units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
         train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
         labels=labels, species=tuple(opts.species or ()), slugs=tuple(slugs),

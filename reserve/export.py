@@ -9,20 +9,26 @@ equal-area CRS; only the map is drawn in EPSG:4326):
     ``score`` (``X @ w + b`` on standardised features; NaN where a feature is missing),
     ``rank`` (1 = best among the selected and candidate cells; 0 for the others),
     ``selected`` (bool), ``selection_frequency`` (only with ``--bootstrap``: share of refits
-    that select the cell, 0 for non-candidates), then the feature columns.
+    that select the cell, 0 for non-candidates), ``mess`` (similarity of the cell's habitat
+    to the training cells', :mod:`reserve.novelty`; negative outside their range, NaN
+    without finite features), ``novel`` (bool, ``mess < 0``), ``mess_variable`` (the most
+    dissimilar habitat feature), then the feature columns.
 ``selected`` (polygons, the ``k`` selected cells, locked-in first, then best first)
     ``rank``, ``cell_id``, ``score``, ``selection_frequency`` (with ``--bootstrap``),
-    ``locked_in`` (when any cell is locked in), ``role``, ``label``, the feature columns.
+    ``locked_in`` (when any cell is locked in), ``mess``, ``novel``, ``mess_variable``,
+    ``role``, ``label``, the feature columns.
 ``ranking`` (a table without geometry, every ranked cell in rank order)
     ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in``, ``selection_frequency``
-    (with ``--bootstrap``): the selected cells, then every other candidate by score, so the
-    runners-up are visible (the best ``k + 1`` cells are not always the best ``k`` plus one).
+    (with ``--bootstrap``), ``mess``, ``novel``, ``mess_variable``: the selected cells, then
+    every other candidate by score, so the runners-up are visible (the best ``k + 1`` cells
+    are not always the best ``k`` plus one).
 ``layer_styles`` (QGIS's style table; :mod:`reserve.qgis_styles`)
     the default QGIS styles of ``planning_units`` (graduated by score, viridis) and
     ``selected`` (magenta, labelled by rank): the layers open styled in QGIS.
 ``run_summary`` (a table without geometry, one row)
     budget, ``n_selected``, method, ``c`` and how it was chosen, solver status, objective,
-    bound and gap (NaN when unknown), iterations, runtimes, seed, cell counts, input paths and
+    bound and gap (NaN when unknown), iterations, runtimes, seed, cell counts (novel habitat:
+    ``n_candidates_novel``, ``n_selected_novel``, ``n_novel_excluded``), input paths and
     SHA-256 checksums, package versions (``version_*``) and the effective configuration
     (``config``, JSON).
 

@@ -10,6 +10,10 @@ What is drawn, each in its own entry of the layer control:
   panel names every selected cell and zooms to it on click;
 * **candidate cells** coloured by score (the colour ramp and its range are in the legend);
 * **training cells**: detected (blue) and not detected (grey);
+* **outside the surveyed habitat**: the drawn candidate and selected cells whose habitat is
+  *novel* (negative ``mess``, :mod:`reserve.novelty`), hatched over their colour (SVG paths
+  of class ``reserve-novel`` filled with the page's own ``<pattern id="reserve-hatch">``,
+  so the hatching needs no network), with their MESS in a tooltip;
 * **public land** and the **region outline** when given (simplified to about 100 m).
 
 Clicking a cell opens a popup with its id, rank, score, label and the values of the main
@@ -105,7 +109,29 @@ def _layer(frame: gpd.GeoDataFrame, features: Sequence[str]) -> dict[str, Any]:
         out["freq"] = _round(frame["selection_frequency"].to_numpy(), 3)
     if "locked_in" in frame.columns and frame["locked_in"].astype(bool).any():
         out["locked"] = frame["locked_in"].astype(bool).astype(np.int64).tolist()
+    out |= _novelty_data(frame)
     return out
+
+
+def _novelty_data(frame: gpd.GeoDataFrame) -> dict[str, Any]:
+    """A layer's MESS (1 decimal), novel flags and most dissimilar feature, when present."""
+    if "mess" not in frame.columns or "novel" not in frame.columns:
+        return {}
+    out = {"mess": _round(frame["mess"].to_numpy(), 1),
+           "novel": frame["novel"].astype(bool).astype(np.int64).tolist()}  # fmt: skip
+    if "mess_variable" in frame.columns:  # names, until _index_mess_names numbers them
+        out["mv"] = frame["mess_variable"].fillna("").astype(str).tolist()
+    return out
+
+
+def _index_mess_names(data: dict[str, Any]) -> None:
+    """Each layer's most dissimilar feature as a number into ``data["mess_names"]`` (size)."""
+    layers = [d for d in data.values() if isinstance(d, dict) and "mv" in d]
+    names = sorted({n for d in layers for n in d["mv"]})
+    number = {n: i for i, n in enumerate(names)}
+    for d in layers:
+        d["mv"] = [number[n] for n in d["mv"]]
+    data["mess_names"] = names
 
 
 def initial_view(
@@ -256,6 +282,8 @@ def _map_data(
         "undetected": _layer(train[~detected], feats),
         "selected": _layer(sel, feats),
     }
+    data["n_novel"] = sum(sum(data[k].get("novel", [])) for k in ("candidates", "selected"))
+    _index_mess_names(data)
     return data, sel, thinned
 
 
@@ -303,7 +331,7 @@ def _add_layers(
 ) -> None:  # fmt: skip
     """The layer groups and the script that fills them from ``data``."""
     import folium
-    from branca.element import MacroElement
+    from branca.element import Element, MacroElement
     from jinja2 import Template
 
     fg_outline = folium.FeatureGroup(name="region outline").add_to(m)
@@ -311,6 +339,11 @@ def _add_layers(
     if public is not None:
         fg_public.add_to(m)
     fg_cand = folium.FeatureGroup(name="candidate cells (score)").add_to(m)
+    fg_novel = folium.FeatureGroup(name=f"outside the surveyed habitat ({data['n_novel']}, "
+                                   "hatched)", show=bool(data["n_novel"]))  # fmt: skip
+    if data["n_novel"]:
+        fg_novel.add_to(m)
+        m.get_root().html.add_child(Element(_HATCH), name="reserve_hatch")
     fg_det = folium.FeatureGroup(name="training: detected").add_to(m)
     fg_undet = folium.FeatureGroup(name="training: not detected").add_to(m)
     fg_sel = folium.FeatureGroup(name=f"selected cells ({n_sel})").add_to(m)
@@ -334,6 +367,7 @@ def _add_layers(
         .replace("__FG_OUTLINE__", fg_outline.get_name())
         .replace("__FG_PUBLIC__", fg_public.get_name())
         .replace("__FG_CAND__", fg_cand.get_name())
+        .replace("__FG_NOVEL__", fg_novel.get_name() if data["n_novel"] else "null")
         .replace("__FG_DET__", fg_det.get_name())
         .replace("__FG_UNDET__", fg_undet.get_name())
         .replace("__FG_SEL__", fg_sel.get_name())
@@ -529,6 +563,7 @@ def _legend(data: dict[str, Any], with_public: bool) -> str:
         ramp,
         '<span class="sw det"></span>surveyed public cell: species detected',
         '<span class="sw undet"></span>surveyed public cell: not detected',
+        *_novel_legend(data),
         *(['<span class="sw pub"></span>public land'] if with_public else []),
         '<span class="sw patch"></span>patch: chosen cells that touch (share an edge)',
         '<span class="sw outline"></span>region outline',
@@ -538,6 +573,14 @@ def _legend(data: dict[str, Any], with_public: bool) -> str:
         f'<details class="reserve-box reserve-legend" open data-lo="{lo}" data-hi="{hi}">'
         f"<summary><b>Legend</b></summary>{body}</details>"
     )
+
+
+def _novel_legend(data: dict[str, Any]) -> list[str]:
+    """The legend's row of the hatched cells, when any is drawn."""
+    if not data.get("n_novel"):
+        return []
+    return ['<span class="sw novel"></span>outside the surveyed habitat (MESS &lt; 0): the '
+            "score there is an extrapolation"]  # fmt: skip
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -724,6 +767,8 @@ _CSS = """
 .reserve-legend .pub{border:2px solid #00441b;background:rgba(0,68,27,.15)}
 .reserve-legend .outline{border:2px dashed #333}
 .reserve-legend .patch{border:3px solid #7a0177}
+.reserve-legend .novel{border:1px solid #222;background:repeating-linear-gradient(135deg,
+ #000 0 1.5px,#fff 1.5px 3px,transparent 3px 7px)}
 .reserve-rank{background:none;border:none;font:bold 11px/18px sans-serif;color:#fff;
  text-align:center;pointer-events:none}
 .reserve-rank .more{position:absolute;left:15px;top:-7px;font:bold 9px/12px sans-serif;
@@ -741,6 +786,16 @@ _CSS = """
  .reserve-title{font-size:13px}.reserve-top{max-width:calc(100% - 110px)}
  .reserve-ranks{max-height:calc(100vh - 300px)}}
 """
+
+# The hatch of cells outside the surveyed habitat: black-on-white stripes with gaps, legible on
+# every colour of the ramp; drawn by the page's own SVG (no network). A zero-size, not
+# display:none, holder: a pattern inside display:none is not rendered.
+_HATCH = (
+    '<svg width="0" height="0" style="position:absolute" aria-hidden="true" focusable="false">'
+    '<defs><pattern id="reserve-hatch" patternUnits="userSpaceOnUse" width="7" height="7" '
+    'patternTransform="rotate(45)"><rect x="0" y="0" width="3" height="7" fill="#fff"/>'
+    '<rect x="0" y="0" width="1.5" height="7" fill="#000"/></pattern></defs></svg>'
+)
 
 # Placeholders __X__ are filled by build_map. Runs after the feature groups exist.
 _JS = r"""
@@ -766,8 +821,16 @@ _JS = r"""
       "<br>label " + d.label[i] + " (" + lab + ")";
     if (d.locked && d.locked[i]) h += "<br>locked in (already owned or committed)";
     if (d.freq) h += "<br>selection frequency " + fmt(d.freq[i]);
+    if (d.mess) h += "<br>" + novelty(d, i);
     for (var j = 0; j < D.features.length; j++) h += "<br>" + D.features[j] + " " + fmt(d.f[j][i]);
     return h;
+  }
+  function novelty(d, i) {
+    var v = d.mess[i] === null ? "n/a" : (+d.mess[i]).toFixed(1);
+    var name = d.mv ? D.mess_names[d.mv[i]] : "";
+    var why = name ? " (most unlike on " + name + ")" : "";
+    return d.novel[i] ? "<b>outside the surveyed habitat</b>: MESS " + v + why +
+      "; the score is an extrapolation" : "habitat similarity to the surveyed cells (MESS) " + v;
   }
   function rings(d) {
     var out = [], p = 0;
@@ -811,6 +874,19 @@ _JS = r"""
   draw(D.undetected, __FG_UNDET__, function () {
     return {color: "#636363", weight: 1, fillColor: "#bdbdbd", fillOpacity: 0.8};
   }, "training cell");
+  // cells outside the surveyed habitat: one hatched SVG path of all of them over the cells'
+  // own colours (one path, not thousands: the page stays fast); it lets clicks through to
+  // the cell beneath, whose popup gives the MESS
+  var novelGroup = __FG_NOVEL__;
+  function hatch(d) {
+    if (!novelGroup || !d.novel) return;
+    var rs = rings(d), parts = [];
+    for (var i = 0; i < rs.length; i++) if (d.novel[i]) parts.push([rs[i]]);
+    if (parts.length) L.polygon(parts, {stroke: false, fillColor: "url(#reserve-hatch)",
+      fillOpacity: 0.9, interactive: false, className: "reserve-novel"}).addTo(novelGroup);
+  }
+  hatch(D.candidates);
+  hatch(D.selected);
   var map = __MAP__;
   var sel = draw(D.selected, __FG_SEL__, function () {
     return {color: SEL, weight: 3, fillColor: SEL, fillOpacity: 0.55,

@@ -256,6 +256,43 @@ def _tables(
     return result_units, sel, ranking, sel_rows, ties
 
 
+#: Columns :func:`_with_novelty` adds to the three tables (see :mod:`reserve.novelty`).
+NOVELTY_COLUMNS = ("mess", "novel", "mess_variable")
+
+
+def _with_novelty(
+    problem: Problem, units: gpd.GeoDataFrame, sel: gpd.GeoDataFrame, ranking: pd.DataFrame,
+    sel_rows: np.ndarray,
+) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame, pd.DataFrame, dict[str, int]]:  # fmt: skip
+    """The tables with ``mess``, ``novel`` and ``mess_variable``, and the summary's counts.
+
+    ``planning_units`` takes them before the features, ``selected`` before ``role`` and
+    ``ranking`` at its end; a column of those names in the input (a ``reserve.gpkg`` read
+    back) is replaced.
+    """
+    n = len(problem.units)
+    value = problem.mess if problem.mess is not None else np.full(n, np.nan)
+    name = problem.mess_variable if problem.mess_variable is not None else np.full(n, "")
+    novel, kept_out = problem.novel, problem.novel_out
+    kept_out = np.zeros(n, dtype=bool) if kept_out is None else kept_out
+    columns = {"mess": value, "novel": novel, "mess_variable": name.astype(str)}
+    units = units.drop(columns=[c for c in NOVELTY_COLUMNS if c in units.columns])
+    at = units.columns.get_loc(problem.features[0])
+    for i, (col, values) in enumerate(columns.items()):
+        units.insert(at + i, col, values)
+    at = sel.columns.get_loc("role")
+    for i, (col, values) in enumerate(columns.items()):
+        sel.insert(at + i, col, values[sel_rows])
+    pos = pd.Index(problem.units["cell_id"]).get_indexer(ranking["cell_id"])
+    ranking = ranking.assign(**{col: values[pos] for col, values in columns.items()})
+    counts = {
+        "n_candidates_novel": int((novel & (problem.candidate | kept_out)).sum()),
+        "n_selected_novel": int(novel[sel_rows].sum()),
+        "n_novel_excluded": int(kept_out.sum()),
+    }
+    return units, sel, ranking, counts
+
+
 def _nan_or(value: Any) -> float:
     try:
         return float(value)
@@ -656,6 +693,9 @@ def build_result(
         summary["boundary_tradeoff"] = fit.tradeoff.to_json(orient="records")
     result_units.insert(result_units.columns.get_loc("selected") + 1, "patch_id", patch)
     sel.insert(1, "patch_id", patch[sel_rows])
+    result_units, sel, ranking, novelty = _with_novelty(problem, result_units, sel, ranking,
+                                                        sel_rows)  # fmt: skip
+    summary.update(novelty, exclude_novel=opts.exclude_novel)
     if hasattr(fit.estimator, "coef_"):
         # several species: the sum over species of each species' contribution
         coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))

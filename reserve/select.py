@@ -245,6 +245,8 @@ def run_selection(
         choosing = (f"choosing {problem.k_free} more" if not opts.money
                     else f"choosing more for {problem.free_budget:g} of the budget")  # fmt: skip
         say(f"{problem.n_locked_in} cells locked in, {n_out} locked out; {choosing}")
+    if problem.novel_out is not None and problem.novel_out.any():
+        say(f"{int(problem.novel_out.sum())} novel candidate cells kept out (exclude_novel)")
     if problem.effort:
         say(f"effort covariates {', '.join(problem.effort)}; candidates scored at the training "
             "median")  # fmt: skip
@@ -276,6 +278,7 @@ def select_reserve(
     time_limit: float = SELECT_DEFAULTS.time_limit,
     locked_in: str | os.PathLike[str] | None = None,
     locked_out: str | os.PathLike[str] | None = None,
+    exclude_novel: bool = SELECT_DEFAULTS.exclude_novel,
     bootstrap: int = SELECT_DEFAULTS.bootstrap,
     n_jobs: int = SELECT_DEFAULTS.n_jobs,
     cost_column: str | None = None,
@@ -304,6 +307,9 @@ def select_reserve(
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
         nothing is written without ``out``; an existing output is an error, raised before any
         work, unless ``overwrite``; ``map=False`` draws no map.
+    exclude_novel : bool
+        Never select a candidate whose habitat lies outside the training cells' range
+        (negative MESS, :mod:`reserve.novelty`): they are locked out. Off: they are flagged.
     public, outline : path-like, optional
         Public-land and region polygons drawn on the map (default region: its own files).
     progress : callable, optional
@@ -335,6 +341,7 @@ def select_reserve(
     if config is not None and not isinstance(config, Mapping):
         raise InvalidInputError(f"config must be a mapping of option names; received {config!r}")
     opts = SelectOptions(
+        exclude_novel=exclude_novel,
         budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
         overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
         locked_out=locked_out, bootstrap=bootstrap, n_jobs=n_jobs, cost_column=cost_column,

@@ -338,6 +338,7 @@ def test_map_reads_at_a_glance_in_headless_chromium(tmp_path):
         _check_large(driver, res, k, tmp_path)
         _check_small(driver, res, tmp_path)
         errors = driver.execute_script("return window.__errors")
+        _check_novel(driver, tmp_path, tmp_path)
         _check_banner(driver, tmp_path, tmp_path)
         logs = driver.get_log("browser")
     finally:
@@ -373,3 +374,93 @@ def test_title_names_the_species_the_label_is_for(tmp_path):
     res = select_reserve(3, cells, model="linear", out=tmp_path / "o", map=tmp_path / "m.html")
     assert res.summary["species"] == "Virtual Thrush"  # label = the first species
     assert "Virtual Thrush: 3 cells to buy" in (tmp_path / "m.html").read_text()
+
+
+def novel_units(n_side: int = 12, k: int = 4) -> gpd.GeoDataFrame:
+    """``scored_units`` with the ``mess``, ``novel`` and ``mess_variable`` of a selection:
+    every third candidate (the best-ranked and a selected one among them) novel."""
+    units = scored_units(n_side, k)
+    cand = (units["role"] == "candidate").to_numpy()
+    novel = cand & (units["rank"].to_numpy() % 3 == 1)
+    units["mess"] = np.where(novel, -12.345, 25.0)
+    units["novel"] = novel
+    units["mess_variable"] = np.where(novel, "elev_mean", "lc_forest")
+    return units
+
+
+def test_novel_cells_carry_their_mess_and_are_hatched_only_when_present():
+    units = novel_units()
+    page = build_map(units)
+    data = _data(page)
+    cand, sel = data["candidates"], data["selected"]
+    assert sum(cand["novel"]) + sum(sel["novel"]) == data["n_novel"] == int(units["novel"].sum())
+    assert sel["novel"][0] == 1 and sel["mess"][0] == -12.3  # rank 1: novel, one decimal
+    assert [data["mess_names"][i] for i in sel["mv"][:2]] == ["elev_mean", "lc_forest"]
+    assert 'id="reserve-hatch"' in page and "outside the surveyed habitat (MESS &lt; 0)" in page
+    assert f"outside the surveyed habitat ({data['n_novel']}, hatched)" in page
+    # a run without novel cells, or a table without the columns: no hatch, no legend row
+    calm = build_map(units.assign(novel=False, mess=5.0))
+    bare = build_map(scored_units(12, 4))
+    for other in (calm, bare):
+        assert 'id="reserve-hatch"' not in other and "MESS &lt; 0" not in other
+    assert "mess" not in _data(bare)["candidates"]
+
+
+def _check_novel(driver, tmp_path: Path, shots: Path) -> None:
+    """The novel cells: one hatched path filled by the page's own pattern, under the chosen
+    cells; a click on one opens the popup of the cell beneath, with its MESS."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = write_map(novel_units(20, 5), tmp_path / "novel.html", summary={"budget": 5})
+    _open(driver, page, 1400, 900)
+    paths = driver.execute_script(
+        "return Array.from(document.querySelectorAll('path.reserve-novel'), p => {"
+        " const r = p.getBoundingClientRect(); return [p.getAttribute('fill'),"
+        " getComputedStyle(p).fill, r.width * r.height, p.getAttribute('d').split('M').length"
+        " - 1]; })"
+    )
+    n_novel = _data(page.read_text())["n_novel"]
+    assert [p[0] for p in paths] == ["url(#reserve-hatch)"] * 2  # candidates, selected
+    assert all("reserve-hatch" in p[1] and p[2] > 100 for p in paths), paths
+    assert sum(p[3] for p in paths) == n_novel  # one ring per novel cell
+    assert driver.execute_script(
+        "const p = document.getElementById('reserve-hatch');"
+        "return p && p.tagName === 'pattern' && p.querySelectorAll('rect').length"
+    )
+    control = driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers").text
+    assert f"outside the surveyed habitat ({n_novel}, hatched)" in control
+    legend = driver.find_element(By.CLASS_NAME, "reserve-legend").text
+    assert "outside the surveyed habitat (MESS < 0)" in legend
+    # the best-ranked novel candidate that is not chosen: click its centre
+    centre = driver.execute_script(
+        "const d = reserveData.candidates; let best = -1;"
+        "for (let i = 0; i < d.rank.length; i++) if (d.novel[i] && (best < 0 ||"
+        " d.rank[i] < d.rank[best])) best = i;"
+        "let p = 0; for (let i = 0; i < best; i++) p += 2 * d.n[i];"
+        "let x = 0, y = 0, sx = 0, sy = 0;"
+        "for (let j = 0; j < d.n[best]; j++, p += 2) { if (j === 0) { x = d.xy[p];"
+        " y = d.xy[p + 1]; } else { x += d.xy[p]; y += d.xy[p + 1]; } sx += x; sy += y; }"
+        "reserveMap.setView([sy / d.n[best] / 1e5, sx / d.n[best] / 1e5], 12,"
+        " {animate: false});"
+        "const c = reserveMap.latLngToContainerPoint([sy / d.n[best] / 1e5,"
+        " sx / d.n[best] / 1e5]); return [c.x, c.y, d.id[best]];"
+    )
+    time.sleep(0.5)
+    box = driver.find_element(By.CLASS_NAME, "leaflet-container")
+    rect = box.rect
+    ActionChains(driver).move_to_element_with_offset(
+        box, int(centre[0] - rect["width"] / 2), int(centre[1] - rect["height"] / 2)
+    ).click().perform()
+    WebDriverWait(driver, 10).until(
+        lambda d: d.find_elements(By.CLASS_NAME, "leaflet-popup-content")
+    )
+    popup = driver.execute_script(
+        "return document.querySelector('.leaflet-popup-content').textContent"
+    )
+    assert f"cell id {centre[2]}" in popup
+    assert "outside the surveyed habitat: MESS -12.3 (most unlike on elev_mean)" in popup
+    time.sleep(0.5)  # the popup fades in
+    driver.save_screenshot(str(shots / "novel_1400x900.png"))
+    assert driver.execute_script("return window.__errors") == []
