@@ -867,7 +867,11 @@ def _novelty(
     opts: SelectOptions, lock_in: np.ndarray, cost: np.ndarray | None,
     free_budget: float | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Every cell's MESS and most dissimilar feature, and the candidates kept out."""
+    """Every cell's MESS and most dissimilar feature, and the candidates kept out.
+
+    ``train`` holds the cells whose labels the fit learns from: the training cells, and the
+    learned surveyed candidates with ``learn_from="surveyed"`` (never novel themselves).
+    """
     X = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
     value, name = habitat_novelty(X, features, train)
     return value, name, _keep_out_novel(opts, cand, value < 0, lock_in, cost, free_budget)
@@ -983,13 +987,14 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     features = _feature_names(units, exclude, source)
     train, cand = _fit_rows(units, label, lock_out | lock_in, source)
     learned = cand & np.isin(label, (0, 1)) if opts.learn_from == "surveyed" else None
+    labelled = train if learned is None else train | learned  # the cells the fit learns from
     effort: dict[str, float] = {}
     if opts.effort:
-        covariates, effort = effort_covariates(units, train if learned is None else train | learned)
+        covariates, effort = effort_covariates(units, labelled)
         units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
         features = [*features, *effort]
-    mess_value, mess_variable, novel_out = _novelty(units, features, train, cand, opts, lock_in,
-                                                    cost, free_budget)  # fmt: skip
+    mess_value, mess_variable, novel_out = _novelty(units, features, labelled, cand, opts,
+                                                    lock_in, cost, free_budget)  # fmt: skip
     cand = cand & ~novel_out
     raw = _feature_values(units, features, train | cand, source)
     raw, rows, y, X_fit = _fit_arrays(raw, features, label, train, cand, learned, effort)

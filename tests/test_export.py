@@ -155,8 +155,9 @@ def test_layer_names_constant():
 def test_ranking_layer_lists_every_candidate_in_rank_order(written):
     ranking = pyogrio.read_dataframe(written.gpkg_path, layer="ranking")
     pu = written.planning_units
-    assert list(ranking.columns) == ["rank", "cell_id", "score", "selected", "locked_in",
-                                     "mess", "novel", "mess_variable"]  # fmt: skip
+    assert list(ranking.columns) == ["rank", "cell_id", "score", "probability",
+                                     "known_detection", "surveyed_no_detection", "selected",
+                                     "locked_in", "mess", "novel", "mess_variable"]  # fmt: skip
     assert ranking["rank"].tolist() == list(range(1, int((pu["rank"] > 0).sum()) + 1))
     assert set(ranking["cell_id"]) == set(pu.loc[pu["role"] == "candidate", "cell_id"])
     assert ranking["selected"].tolist() == [True] * 5 + [False] * (len(ranking) - 5)

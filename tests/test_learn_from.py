@@ -85,3 +85,11 @@ def test_flags_and_probability_land_in_every_layer(tmp_path, cells):
     row = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary").iloc[0]
     assert row["expected_occupied_low"] <= row["expected_occupied"] <= row["expected_occupied_high"]
     assert "expected occupied:" in res.stdout and "private-land check:" in res.stdout
+
+
+def test_learned_cells_join_the_habitat_reference_of_novelty(cells):
+    """The surveyed cells the fit learns from are covered habitat: never novel themselves."""
+    _, public = problem(cells)
+    _, surveyed = problem(cells, learn_from="surveyed")
+    assert np.all(surveyed.mess[surveyed.learned] >= 0)
+    assert surveyed.novel.sum() <= public.novel.sum()
