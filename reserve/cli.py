@@ -527,6 +527,7 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
     Two closing rows give the mean of the selected cells and of all candidate cells, so the
     contrast reads at a glance.
     """
+    import numpy as np
     from rich.table import Table
 
     r = result
@@ -538,6 +539,12 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
     feats = [f for f in ranked if sel[f].nunique(dropna=True) > 1][:3]
     # optional columns, only when the run used them: locks and bootstrap frequencies
     flags = [c for c in ("locked_in", "selection_frequency") if c in sel.columns]
+    if "known_detection" in sel.columns and (
+        sel["known_detection"].any() or sel["surveyed_no_detection"].any()
+    ):  # the chosen cells' own surveys, when any says something
+        said = np.where(sel["surveyed_no_detection"], "never detected", "")
+        sel = sel.assign(surveyed=np.where(sel["known_detection"], "detected", said))
+        flags.append("surveyed")
     cost_col = s.get("cost_column") or ""
     if cost_col:
         flags.insert(0, cost_col)
@@ -553,6 +560,8 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
             return str(v)
         if col == "locked_in":
             return "in" if v else ""
+        if col == "surveyed":
+            return str(v)
         if col == cost_col:
             return f"{v:.6g}"
         return f"{v:.3f}" if col != "selection_frequency" else f"{v:.2f}"

@@ -110,7 +110,17 @@ def _layer(frame: gpd.GeoDataFrame, features: Sequence[str]) -> dict[str, Any]:
     if "locked_in" in frame.columns and frame["locked_in"].astype(bool).any():
         out["locked"] = frame["locked_in"].astype(bool).astype(np.int64).tolist()
     out |= _novelty_data(frame)
+    out |= _survey_data(frame)
     return out
+
+
+def _survey_data(frame: gpd.GeoDataFrame) -> dict[str, Any]:
+    """A layer's calibrated probability (2 decimals) and survey flags, when present."""
+    if "probability" not in frame.columns:
+        return {}
+    flag = np.where(frame["known_detection"].astype(bool), 1,
+                    np.where(frame["surveyed_no_detection"].astype(bool), 2, 0))  # fmt: skip
+    return {"p": _round(frame["probability"].to_numpy(), 2), "sv": flag.tolist()}
 
 
 def _novelty_data(frame: gpd.GeoDataFrame) -> dict[str, Any]:
@@ -821,6 +831,9 @@ _JS = r"""
       "<br>label " + d.label[i] + " (" + lab + ")";
     if (d.locked && d.locked[i]) h += "<br>locked in (already owned or committed)";
     if (d.freq) h += "<br>selection frequency " + fmt(d.freq[i]);
+    if (d.p) h += "<br>probability of presence " + (d.p[i] === null ? "n/a" : d.p[i]);
+    if (d.sv && d.sv[i] === 1) h += "<br><b>known detection</b>: birders found the species here";
+    if (d.sv && d.sv[i] === 2) h += "<br><b>surveyed often, never detected</b>";
     if (d.mess) h += "<br>" + novelty(d, i);
     for (var j = 0; j < D.features.length; j++) h += "<br>" + D.features[j] + " " + fmt(d.f[j][i]);
     return h;

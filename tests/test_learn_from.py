@@ -93,3 +93,19 @@ def test_learned_cells_join_the_habitat_reference_of_novelty(cells):
     _, surveyed = problem(cells, learn_from="surveyed")
     assert np.all(surveyed.mess[surveyed.learned] >= 0)
     assert surveyed.novel.sum() <= public.novel.sum()
+
+
+def test_the_table_and_the_map_show_the_chosen_cells_own_surveys(tmp_path, cells):
+    out = tmp_path / "out"
+    argv = ["select", "--budget", "8", "--cells", str(cells), "--model", "linear",
+            "--learn-from", "surveyed", "--out", str(out),
+            "--map", str(tmp_path / "m.html")]  # fmt: skip
+    res = CliRunner().invoke(main, argv)
+    assert res.exit_code == 0, res.output
+    sel = pyogrio.read_dataframe(out / "reserve.gpkg", layer="selected")
+    assert sel["known_detection"].any()  # learning from them favours cells known to hold it
+    header = next(line for line in res.stdout.splitlines() if "cell_id" in line)
+    assert "surveyed" in header
+    assert res.stdout.count(" detected ") >= int(sel["known_detection"].sum())
+    page = (tmp_path / "m.html").read_text()
+    assert "known detection" in page and '"sv":' in page
