@@ -620,8 +620,12 @@ def confidence_lines(s: Mapping[str, Any]) -> list[str]:
             f"{_interval(s, 'check_precision_top')} detected against {s['check_blind']:.2f} blind"
         )
     else:
-        lines.append(f"private-land check: {s.get('check_note') or 'not available'}; the "
-                     "verdict rests on cross-validation alone")  # fmt: skip
+        alone = (
+            ""
+            if s["signal_evidence"] == "ties"
+            else "; the verdict rests on the training cells alone"
+        )
+        lines.append(f"private-land check: {s.get('check_note') or 'not available'}{alone}")
     if s.get("cv_precision") == s.get("cv_precision"):  # not NaN
         lines.append(
             f"cross-validation: precision {_interval(s, 'cv_precision')} on the "
@@ -635,6 +639,9 @@ def confidence_lines(s: Mapping[str, Any]) -> list[str]:
         f"{s['n_selected']} chosen cells; {known} chosen with a detection of their own, "
         f"{missed} surveyed {s['no_detection_checklists']}+ times without one"
     )
+    if "prevalence" in str(s.get("calibration_source", "")):
+        lines.append("probability: the model ranks nothing, so every cell's probability of "
+                     "presence is the occupancy prevalence")  # fmt: skip
     return lines
 
 

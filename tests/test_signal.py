@@ -121,6 +121,11 @@ def test_flat_scores_warn_everywhere_and_draw_neutrally(tmp_path):
     n_cand = int(row["n_candidates"])
     assert row["signal"] == "none" and int(row["n_tied_at_cutoff"]) == n_cand
     assert int(row["n_tied_drawn"]) == k
+    # no signal: the run still states probabilities, and says they are the prevalence
+    assert "probability of presence is the occupancy prevalence" in res.stdout
+    probability = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg",
+                                         layer="selected")["probability"]  # fmt: skip
+    assert np.ptp(probability.to_numpy()) == 0
     chosen = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")
     units = pyogrio.read_dataframe(cells, layer="planning_units")
     lowest = sorted(units.loc[units["role"] == "candidate", "cell_id"])[:k]
@@ -163,7 +168,10 @@ def test_a_linear_model_with_nothing_to_check_it_is_weak(tmp_path):
     assert res.exit_code == 0, res.output
     warnings = [line for line in res.stderr.splitlines() if line.startswith("reserve: warning")]
     assert len(warnings) == 1 and "nothing measured" in warnings[0]
-    assert "private-land check: not available: no candidate cell was surveyed" in res.stdout
+    assert (
+        "private-land check: not available: no candidate cell was surveyed; the verdict rests "
+        "on the training cells alone" in res.stdout
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 3])
