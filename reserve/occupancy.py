@@ -97,7 +97,7 @@ class OccupancyCalibration:
         d, qn = _detect(c, n)
         d = np.maximum(d, 1e-300)
         p = expit(c)
-        miss = 1.0 - psi * d  # likelihood of a cell without detection
+        miss = np.maximum(1.0 - psi * d, 1e-300)  # likelihood of a cell without detection
         ll = np.where(y, log_psi + np.log(d), log1p(-psi * d))
         g_eta = np.where(y, 1.0 - psi, -psi * (1.0 - psi) * d / miss)
         dd = n * p * qn  # derivative of 1 - q**n with respect to c
