@@ -436,6 +436,15 @@ def _pct_interval(summary: Mapping[str, Any], key: str) -> str:
     return f"{point:.0%} ({level}% interval {low:.0%}-{high:.0%})"
 
 
+def _labelled(summary: Mapping[str, Any]) -> str:
+    """The cells the model learned from, in words."""
+    learned = int(summary.get("n_learned") or 0)
+    n = int(summary.get("n_train") or 0)
+    if learned:
+        return f"{n} surveyed public and {learned} surveyed private cells"
+    return f"{n} surveyed public cells"
+
+
 def _certainty(summary: Mapping[str, Any]) -> str:
     """How sure the selection is, in plain words: the evidence about the land being bought
     first, each figure with its interval; no confidence claimed where the verdict is weak."""
@@ -456,7 +465,7 @@ def _certainty(summary: Mapping[str, Any]) -> str:
         parts.append(f"No check on private land ({summary['check_note']}).")
     if isinstance(summary.get("cv_precision"), float) and np.isfinite(summary["cv_precision"]):
         parts.append(
-            f"In cross-validation on the {n_train} surveyed public cells, "
+            f"In cross-validation on the {_labelled(summary)}, "
             f"{_pct_interval(summary, 'cv_precision')} of the cells this model picked held "
             f"the species, against {summary.get('cv_blind', n_pos / n_train):.0%} blind."
         )
