@@ -9,7 +9,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	# setuptools boxes a UserWarning about editable installs on every install (each of its
+	# editable modes has one); it says nothing about this project, so a planner is not shown it
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[test]'
 	# the package's bytecode, once: a shell with PYTHONDONTWRITEBYTECODE set would else
 	# compile reserve's modules afresh on every run (about 0.25 s)
 	$(PY) -m compileall -q reserve
