@@ -44,6 +44,7 @@ import pandas as pd
 from reserve.config import DEFAULT_REGION, SPECIES_LABEL_PREFIX, species_slug
 from reserve.default_region import FILES
 from reserve.evaluate import evaluate_selection, read_truth
+from reserve.occupancy import LINKS
 
 OUT = Path(__file__).resolve().parent / "results" / "coverage.md"
 WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "reserve-bench-coverage"
@@ -58,7 +59,9 @@ FIELDS = (
 RUN_COLUMNS = ["seed", "species", "k", "expected", "low", "high", "true", "covered", "signal",
                "check_auc", "detection", "seconds"]  # fmt: skip
 #: Quantities pooled over runs for the calibration figure (one array per run).
-CALIB_KEYS = ("prob", "occupied", "psi", "chosen", "surveyed")
+CALIB_KEYS = ("prob", "occupied", "psi", "chosen", "surveyed", "score", "n_checklists", "label")
+#: ``--calibration``: what ``--from-csv`` recomputes the counts with (``library``: none).
+CALIBRATIONS = ("library", "score", "links", "score+rank")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -92,6 +95,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="report from an earlier --csv without selecting anything",
+    )
+    parser.add_argument(
+        "--calibration",
+        choices=CALIBRATIONS,
+        default="library",
+        help="with --from-csv: recompute the counts with the old one-link calibration "
+        "(score), the link average (links) or the average of the score and rank links",
     )
     parser.add_argument(
         "--work",
@@ -190,8 +200,48 @@ def run_record(res: Any, species: str, truth_file: Path) -> tuple[dict, dict]:
     }
     rec["covered"] = bool(rec["low"] <= true <= rec["high"])
     arrays = {"prob": prob[cand], "occupied": occupied[cand], "psi": t["psi"].to_numpy()[cand],
-              "chosen": chosen[cand], "surveyed": surveyed[cand]}  # fmt: skip
+              "chosen": chosen[cand], "surveyed": surveyed[cand], "score": score[cand],
+              "n_checklists": n_chk[cand], "label": label[cand]}  # fmt: skip
     return rec, arrays
+
+
+def _calibrator(name: str, slope: bool) -> Any:
+    """The occupancy calibration ``--calibration name`` stands for."""
+    from reserve.occupancy import LinkAverage, OccupancyCalibration
+
+    if name == "score":
+        return OccupancyCalibration(slope=slope)
+    return LinkAverage(slope=slope, links=("score", "rank") if name == "score+rank" else LINKS)
+
+
+def recalibrate(rec: dict, arrays: dict, name: str) -> tuple[dict, dict]:
+    """A run's count, interval and probabilities recomputed with another calibration.
+
+    The selection does not depend on the calibration, so the stored candidates (their
+    scores, labels and checklists) suffice: the calibration is fitted on the surveyed ones,
+    as :func:`reserve.result.assess_evidence` does when the private-land check is available
+    (a run without it is returned unchanged).
+    """
+    from reserve.confidence import LEVEL
+
+    if name == "library" or not np.isfinite(float(rec["check_auc"])):
+        return rec, arrays
+    s, n, label = arrays["score"], arrays["n_checklists"], arrays["label"]
+    finite = np.isfinite(s)
+    calib = arrays["surveyed"] & finite
+    cal = _calibrator(name, rec["signal"] != "none")
+    cal.fit(s[calib], n[calib], label[calib] == 1, reference=s[finite])
+    known_n = np.where(np.isin(label, (0, 1)), n, 0.0)
+    prob = np.full(s.shape, np.nan)
+    prob[finite] = cal.posterior(s[finite], known_n[finite], (label == 1)[finite])
+    ch = arrays["chosen"]
+    e, lo, hi = cal.expected_count(s[ch], known_n[ch], (label == 1)[ch], LEVEL, 0)
+    un, no_det = ch & ~arrays["surveyed"], ch & arrays["surveyed"] & (label == 0)
+    out = {**rec, "expected": e, "low": lo, "high": hi, "detection": cal.detection_,
+           "covered": bool(lo <= float(rec["true"]) <= hi),
+           "expected_unsurveyed": float(prob[un].sum()),
+           "expected_no_detection": float(prob[no_det].sum())}  # fmt: skip
+    return out, {**arrays, "prob": prob}
 
 
 def run_seed(seed: int, budgets: list[int], species_list: list[str],
@@ -417,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                  else argv)  # fmt: skip
     if args.from_csv is not None:
         records, arrays = _read_csv(args.from_csv)
+        redone = [recalibrate(r, a, args.calibration) for r, a in zip(records, arrays, strict=True)]
+        records, arrays = [r for r, _ in redone], [a for _, a in redone]
     else:
         records, arrays = [], []
         for seed in args.seeds:

@@ -14,6 +14,7 @@ from benchmarks.bench_coverage import (
     coverage_rows,
     parse_args,
     parse_seeds,
+    recalibrate,
     reliability,
     report,
 )
@@ -83,8 +84,11 @@ def test_reliability_deciles_and_brier():
 
 def _arrays(n, seed):
     rng = np.random.default_rng(seed)
+    surveyed = np.arange(n) % 4 == 0
     return {"prob": rng.random(n), "occupied": rng.random(n) < 0.3, "psi": rng.random(n),
-            "chosen": np.arange(n) < 3, "surveyed": np.arange(n) % 4 == 0}  # fmt: skip
+            "chosen": np.arange(n) < 3, "surveyed": surveyed, "score": rng.normal(size=n),
+            "n_checklists": np.where(surveyed, rng.integers(1, 6, n), 0),
+            "label": np.where(surveyed, rng.random(n) < 0.3, -1)}  # fmt: skip
 
 
 def test_csv_round_trip_and_report(tmp_path: Path):
@@ -100,3 +104,24 @@ def test_csv_round_trip_and_report(tmp_path: Path):
     assert "`python -m benchmarks.bench_coverage --seeds 0-1`" in text
     assert "| all | 4 | 2 | 0.500 | 1 | 1 | -0.250 |" in text
     assert "Brier score" in text
+
+
+@pytest.mark.parametrize("name", ["score", "links", "score+rank"])
+def test_recalibrate_recomputes_the_count_of_the_chosen_cells(name):
+    arrays = _arrays(400, 0)
+    rec = _record(0, "Virtual Thrush", 3, 99.0, 98, 99, 1)
+    rec["check_auc"] = 0.6
+    out, arr = recalibrate(rec, arrays, name)
+    assert 0 <= out["low"] <= out["expected"] <= out["high"] <= 3
+    assert out["covered"] == (out["low"] <= 1 <= out["high"])
+    detected = arrays["label"] == 1
+    np.testing.assert_allclose(arr["prob"][detected], 1.0)  # a detection is presence
+    assert np.all((arr["prob"] >= 0) & (arr["prob"] <= 1))
+    assert rec["expected"] == 99.0  # the input record is left as it was
+
+
+def test_recalibrate_leaves_runs_without_the_check():
+    arrays = _arrays(50, 1)
+    rec = _record(0, "Virtual Quail", 3, 2.0, 1, 3, 2)
+    rec["check_auc"] = float("nan")
+    assert recalibrate(rec, arrays, "links") == (rec, arrays)
