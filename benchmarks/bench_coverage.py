@@ -21,8 +21,11 @@ truth implies).
 
 Run: ``python -m benchmarks.bench_coverage [--seeds 0-9] [--budgets 10,30,100] [--csv FILE]``
 (writes ``benchmarks/results/coverage.md``; figures, no assertions). ``--from-csv FILE``
-writes the report from the records of an earlier run (with the calibration arrays saved
-beside it) without selecting anything.
+writes the report from the records of an earlier run (with the candidates' arrays saved
+beside it) without selecting anything; with ``--calibration score|links|score+rank`` it first
+recomputes every run's count, interval and probabilities with that occupancy calibration
+(:func:`recalibrate`: the selection does not depend on it, so before and after are compared
+on the same selections).
 """
 
 from __future__ import annotations
@@ -411,7 +414,7 @@ def _calibration_section(arrays: list[dict]) -> list[str]:
     for name, mask in (("unsurveyed candidate cells", un),
                        ("chosen unsurveyed cells", un & pooled["chosen"]),
                        ("surveyed candidate cells without a detection",
-                        pooled["surveyed"] & (pooled["prob"] < 1))):  # fmt: skip
+                        pooled["surveyed"] & (pooled["label"] == 0))):  # fmt: skip
         p, occ = pooled["prob"][mask], pooled["occupied"][mask]
         if not p.size:
             continue
