@@ -20,6 +20,13 @@ so its interval carries both the model's uncertainty and the luck of the draw. A
 with a detection of its own is occupied; one surveyed without a detection keeps the
 probability that it was missed (its posterior).
 
+How ``psi`` grows with the score beyond most calibration cells is barely constrained by them,
+yet that is where the chosen cells lie (the top of the ranking, where surveyed cells are
+few). :class:`LinkAverage` therefore fits several link shapes (:data:`LINKS`) and averages
+them with weights from their held-out likelihood on the calibration cells (pseudo-Bayesian
+model averaging), so the interval carries the disagreement between shapes that fit the
+surveyed cells equally well.
+
 The calibration cells must be scored out of sample: ``reserve select`` uses the surveyed
 private candidates (never fitted as labelled rows), see :mod:`reserve.confidence`.
 """
@@ -32,18 +39,59 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log1p
 
-__all__ = ["PRIOR_SD", "OccupancyCalibration"]
+__all__ = ["LINKS", "PRIOR_SD", "LinkAverage", "OccupancyCalibration"]
 
 #: Prior standard deviation of the intercept, slope and detection logit.
 PRIOR_SD = 2.5
 #: Parameter draws behind an expected count's interval.
 N_DRAWS = 4000
+#: Shapes of the occupancy link (see :class:`OccupancyCalibration`).
+LINKS = ("score", "rank", "score+tail", "rank+tail")
+#: Share of the calibration cells above the knot of a ``+tail`` link.
+TAIL_SHARE = 0.1
+#: Folds of the cross-validation that weighs the links of :class:`LinkAverage`.
+LINK_FOLDS = 5
 
 
 def _detect(c: float, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``1 - q**n`` and ``q**n`` with ``q = 1 - sigmoid(c)``, stable for any ``c``."""
     log_qn = n * -np.logaddexp(0.0, c)  # n log(1 - sigmoid(c))
     return -np.expm1(log_qn), np.exp(log_qn)
+
+
+def _nll(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple:
+    """Negative log posterior of the occupancy model and its gradient.
+
+    ``theta`` is the occupancy coefficients on the columns of ``A``, then the detection logit.
+    """
+    a, c = theta[:-1], theta[-1]
+    log_psi = -np.logaddexp(0.0, -(A @ a))
+    psi = np.exp(log_psi)
+    d, qn = _detect(c, n)
+    d = np.maximum(d, 1e-300)
+    miss = np.maximum(1.0 - psi * d, 1e-300)  # likelihood of a cell without detection
+    ll = np.where(y, log_psi + np.log(d), log1p(-psi * d))
+    g_eta = np.where(y, 1.0 - psi, -psi * (1.0 - psi) * d / miss)
+    dd = n * expit(c) * qn  # derivative of 1 - q**n with respect to c
+    g_c = np.where(y, dd / d, -psi * dd / miss)
+    grad = -np.r_[A.T @ g_eta, g_c.sum()] + theta / PRIOR_SD**2
+    return -ll.sum() + 0.5 * float(theta @ theta) / PRIOR_SD**2, grad
+
+
+def _loglik(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> float:
+    """Log likelihood of surveyed cells (no prior)."""
+    return -_nll(theta, A, n, y)[0] + 0.5 * float(theta @ theta) / PRIOR_SD**2
+
+
+def _laplace(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Inverse of the finite-difference Hessian of :func:`_nll` at ``theta``."""
+    h, m = 1e-5, theta.size
+    hess = np.empty((m, m))
+    for j in range(m):
+        step = np.zeros(m)
+        step[j] = h
+        hess[:, j] = (_nll(theta + step, A, n, y)[1] - _nll(theta - step, A, n, y)[1]) / (2 * h)
+    return np.linalg.pinv(0.5 * (hess + hess.T))
 
 
 @dataclass
@@ -53,17 +101,27 @@ class OccupancyCalibration:
     Parameters
     ----------
     slope : bool
-        False fixes ``b = 0``: every cell gets the calibration cells' occupancy (used when
-        the score ranks nothing).
+        False fixes ``psi`` to a constant: every cell gets the calibration cells' occupancy
+        (used when the score ranks nothing).
+    link : str
+        Covariate of ``logit(psi)``, one of :data:`LINKS`: ``"score"`` the score standardised
+        over the calibration cells; ``"rank"`` the logit of the score's percentile among the
+        ``reference`` cells (the score of a ranker is only ordinal: its scale near the cut is
+        set by the loss, not by occupancy), standardised; ``+tail`` adds a second slope above
+        the calibration cells' upper :data:`TAIL_SHARE` (a hinge), so the top of the ranking
+        follows its own cells rather than the bulk.
 
     Attributes
     ----------
-    params_ : ndarray of shape (3,)
-        ``(a, b, c)``: intercept, slope on the standardised score, detection logit.
-    cov_ : ndarray of shape (3, 3)
-        Laplace covariance of ``params_`` (zero row and column for a fixed slope).
+    params_ : ndarray
+        Occupancy coefficients (intercept, slope, tail slope as the link has them), then the
+        detection logit.
+    cov_ : ndarray
+        Laplace covariance of ``params_``.
     center_, scale_ : float
-        Standardisation of the score.
+        Standardisation of the covariate.
+    knot_ : float
+        Knot of a ``+tail`` link (standardised covariate).
     n_cells_ : int
         Calibration cells.
 
@@ -82,33 +140,37 @@ class OccupancyCalibration:
     """
 
     slope: bool = True
+    link: str = "score"
     params_: np.ndarray = field(init=False, repr=False)
     cov_: np.ndarray = field(init=False, repr=False)
     center_: float = field(init=False, default=0.0)
     scale_: float = field(init=False, default=1.0)
+    knot_: float = field(init=False, default=np.inf)
     n_cells_: int = field(init=False, default=0)
+    reference_: np.ndarray = field(init=False, repr=False, default=None)
 
-    def _nll(self, theta: np.ndarray, z: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple:
-        """Negative log posterior and its gradient."""
-        a, b, c = theta
-        eta = a + b * z
-        log_psi = -np.logaddexp(0.0, -eta)
-        psi = np.exp(log_psi)
-        d, qn = _detect(c, n)
-        d = np.maximum(d, 1e-300)
-        p = expit(c)
-        miss = np.maximum(1.0 - psi * d, 1e-300)  # likelihood of a cell without detection
-        ll = np.where(y, log_psi + np.log(d), log1p(-psi * d))
-        g_eta = np.where(y, 1.0 - psi, -psi * (1.0 - psi) * d / miss)
-        dd = n * p * qn  # derivative of 1 - q**n with respect to c
-        g_c = np.where(y, dd / d, -psi * dd / miss)
-        grad = -np.array([g_eta.sum(), (g_eta * z).sum(), g_c.sum()])
-        grad += theta / PRIOR_SD**2
-        if not self.slope:
-            grad[1] = 0.0
-        return -ll.sum() + 0.5 * float(theta @ theta) / PRIOR_SD**2, grad
+    def _raw(self, score: np.ndarray) -> np.ndarray:
+        """The link's covariate before standardisation."""
+        s = np.asarray(score, dtype=np.float64)
+        if not self.link.startswith("rank"):
+            return s
+        ref = self.reference_
+        pos = (np.searchsorted(ref, s, "left") + np.searchsorted(ref, s, "right")) / 2.0
+        u = (pos + 0.5) / (ref.size + 1.0)
+        return np.log(u) - np.log1p(-u)
 
-    def fit(self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray):
+    def _design(self, score: np.ndarray) -> np.ndarray:
+        """Columns of ``logit(psi)``: intercept, then the slopes the link has."""
+        z = (self._raw(score) - self.center_) / self.scale_
+        cols = [np.ones_like(z)]
+        if self.slope:
+            cols.append(z)
+            if self.link.endswith("+tail"):
+                cols.append(np.maximum(z - self.knot_, 0.0))
+        return np.column_stack(cols)
+
+    def fit(self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray,
+            reference: np.ndarray | None = None):  # fmt: skip
         """Fit the occupancy model on surveyed cells.
 
         Parameters
@@ -119,48 +181,51 @@ class OccupancyCalibration:
             Checklists (visits) in each cell, at least 1.
         detected : array-like of shape (n,)
             Whether any checklist detected the species.
+        reference : array-like, optional
+            Scores whose percentiles a ``rank`` link uses (the cells to be ranked, e.g. every
+            candidate); default ``score``.
 
         Returns
         -------
         self
         """
+        if self.link not in LINKS:
+            raise ValueError(f"link must be one of {LINKS}; got {self.link!r}")
         s = np.asarray(score, dtype=np.float64)
         n = np.maximum(np.asarray(n_checklists, dtype=np.float64), 1.0)
         y = np.asarray(detected).astype(bool)
-        self.center_ = float(s.mean()) if s.size else 0.0
-        self.scale_ = float(s.std()) if s.size and s.std() > 0 else 1.0
-        z = (s - self.center_) / self.scale_
-        res = minimize(self._nll, np.zeros(3), args=(z, n, y), jac=True, method="BFGS")
-        self.params_ = res.x if self.slope else res.x * np.array([1.0, 0.0, 1.0])
-        self.cov_ = self._laplace(z, n, y)
+        ref = s if reference is None else np.asarray(reference, dtype=np.float64)
+        self.reference_ = np.sort(ref[np.isfinite(ref)])
+        x = self._raw(s)
+        self.center_ = float(x.mean()) if x.size else 0.0
+        self.scale_ = float(x.std()) if x.size and x.std() > 0 else 1.0
+        z = (x - self.center_) / self.scale_
+        self.knot_ = float(np.quantile(z, 1.0 - TAIL_SHARE)) if z.size else np.inf
+        A = self._design(s)
+        theta0 = np.zeros(A.shape[1] + 1)
+        res = minimize(_nll, theta0, args=(A, n, y), jac=True, method="BFGS")
+        self.params_ = res.x
+        self.cov_ = _laplace(res.x, A, n, y)
         self.n_cells_ = int(s.size)
         return self
 
-    def _laplace(self, z: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Inverse of the finite-difference Hessian of the negative log posterior."""
-        h = 1e-5
-        hess = np.empty((3, 3))
-        for j in range(3):
-            step = np.zeros(3)
-            step[j] = h
-            up = self._nll(self.params_ + step, z, n, y)[1]
-            down = self._nll(self.params_ - step, z, n, y)[1]
-            hess[:, j] = (up - down) / (2 * h)
-        hess = 0.5 * (hess + hess.T)
-        free = [0, 1, 2] if self.slope else [0, 2]
-        cov = np.zeros((3, 3))
-        cov[np.ix_(free, free)] = np.linalg.pinv(hess[np.ix_(free, free)])
-        return cov
+    def loglik(self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray) -> float:
+        """Log likelihood of surveyed cells under the fitted parameters (held-out cells)."""
+        n = np.maximum(np.asarray(n_checklists, dtype=np.float64), 1.0)
+        return _loglik(self.params_, self._design(score), n, np.asarray(detected).astype(bool))
 
     @property
     def detection_(self) -> float:
         """Probability that one checklist in an occupied cell detects the species."""
-        return float(expit(self.params_[2]))
+        return float(expit(self.params_[-1]))
+
+    def draws(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """``size`` parameter draws from the Laplace approximation."""
+        return rng.multivariate_normal(self.params_, self.cov_, size=size, method="eigh")
 
     def _psi(self, score: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        z = (np.asarray(score, dtype=np.float64) - self.center_) / self.scale_
         theta = np.atleast_2d(theta)
-        return expit(theta[:, :1] + theta[:, 1:2] * z[None, :])
+        return expit(theta[:, :-1] @ self._design(score).T)
 
     def probability(self, score: np.ndarray) -> np.ndarray:
         """Probability that a cell with ``score`` is occupied (before its own survey)."""
@@ -175,7 +240,7 @@ class OccupancyCalibration:
         score, n_checklists, detected : array-like of shape (n,)
             A detection makes a cell occupied; ``n`` checklists without one leave
             ``psi q**n / (psi q**n + 1 - psi)``.
-        theta : ndarray of shape (B, 3), optional
+        theta : ndarray of shape (B, m), optional
             Parameter draws (default: the fitted parameters).
 
         Returns
@@ -185,7 +250,7 @@ class OccupancyCalibration:
         draws = self.params_ if theta is None else theta
         psi = self._psi(score, draws)
         n = np.maximum(np.asarray(n_checklists, dtype=np.float64), 0.0)
-        qn = np.exp(n[None, :] * -np.logaddexp(0.0, np.atleast_2d(draws)[:, 2:3]))
+        qn = np.exp(n[None, :] * -np.logaddexp(0.0, np.atleast_2d(draws)[:, -1:]))
         missed = psi * qn / (psi * qn + 1.0 - psi)
         out = np.where(np.asarray(detected, dtype=bool)[None, :], 1.0, missed)
         return out[0] if theta is None else out
@@ -207,14 +272,132 @@ class OccupancyCalibration:
         Returns
         -------
         (float, float, float)
-            The expected count and the interval's ends (whole cells).
+            The expected count (the mean over the parameter draws) and the interval's ends
+            (whole cells).
         """
         rng = np.random.default_rng(seed)
-        theta = rng.multivariate_normal(self.params_, self.cov_, size=N_DRAWS,
-                                        method="eigh")  # fmt: skip
-        prob = self.posterior(score, n_checklists, detected, theta)
-        counts = (rng.random(prob.shape) < prob).sum(axis=1)
-        tail = (1.0 - level) / 2.0
-        lo, hi = np.quantile(counts, [tail, 1.0 - tail])
-        expected = float(self.posterior(score, n_checklists, detected).sum())
-        return expected, float(lo), float(hi)
+        prob = self.posterior(score, n_checklists, detected, self.draws(N_DRAWS, rng))
+        return _count_interval(prob, level, rng)
+
+
+def _count_interval(prob: np.ndarray, level: float,
+                    rng: np.random.Generator) -> tuple[float, float, float]:  # fmt: skip
+    """The occupied count's mean and interval: presences drawn from each row of probabilities
+    (one row per parameter draw), so the mean and the interval come from one distribution."""
+    counts = (rng.random(prob.shape) < prob).sum(axis=1)
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(counts, [tail, 1.0 - tail])
+    mean = float(prob.sum(axis=1).mean())
+    # whole cells around the mean: a count piled on one value can leave the mean outside
+    return mean, float(min(lo, np.floor(mean))), float(max(hi, np.ceil(mean)))
+
+
+@dataclass
+class LinkAverage:
+    """The link shapes of :data:`LINKS` averaged by their held-out likelihood (see the module).
+
+    Each link is fitted on all calibration cells; its weight is proportional to
+    ``exp`` of its :data:`LINK_FOLDS`-fold cross-validated log likelihood on them (pseudo-BMA,
+    Yao et al. 2018). Probabilities are the weighted mean of the links'; the expected count's
+    interval draws a link by weight, then its parameters, then the presences.
+
+    Parameters
+    ----------
+    slope : bool
+        False: one constant-occupancy fit (nothing to average).
+    links : tuple of str
+        The shapes averaged.
+    seed : int or None
+        Seed of the folds.
+
+    Attributes
+    ----------
+    members_ : list of OccupancyCalibration
+    weights_ : ndarray
+        Weight of each member.
+    cv_loglik_ : ndarray
+        Held-out log likelihood of each member.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.normal(size=2000)
+    >>> occupied = rng.random(2000) < 1 / (1 + np.exp(-(s - 0.5)))
+    >>> n = rng.integers(1, 10, 2000)
+    >>> detected = occupied & (rng.random(2000) < 1 - 0.7 ** n)
+    >>> avg = LinkAverage().fit(s, n, detected)
+    >>> round(float(avg.weights_.sum()), 6), len(avg.members_)
+    (1.0, 4)
+    >>> round(float(avg.probability(np.array([0.5]))[0]), 1)
+    0.5
+    """
+
+    slope: bool = True
+    links: tuple[str, ...] = LINKS
+    seed: int | None = 0
+    members_: list = field(init=False, repr=False, default_factory=list)
+    weights_: np.ndarray = field(init=False, repr=False, default=None)
+    cv_loglik_: np.ndarray = field(init=False, repr=False, default=None)
+
+    def fit(self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray,
+            reference: np.ndarray | None = None):  # fmt: skip
+        """Fit every link and weigh them (parameters as :meth:`OccupancyCalibration.fit`)."""
+        s = np.asarray(score, dtype=np.float64)
+        n = np.asarray(n_checklists, dtype=np.float64)
+        y = np.asarray(detected).astype(bool)
+        ref = s if reference is None else np.asarray(reference, dtype=np.float64)
+        links = self.links if self.slope else ("score",)
+        self.members_ = [OccupancyCalibration(self.slope, link).fit(s, n, y, ref)
+                         for link in links]  # fmt: skip
+        self.cv_loglik_ = np.array([self._held_out(link, s, n, y, ref) for link in links])
+        w = np.exp(self.cv_loglik_ - self.cv_loglik_.max())
+        self.weights_ = w / w.sum()
+        return self
+
+    def _held_out(self, link: str, s: np.ndarray, n: np.ndarray, y: np.ndarray,
+                  ref: np.ndarray) -> float:  # fmt: skip
+        """Cross-validated log likelihood of one link (0 with too few cells to fold)."""
+        if s.size < 2 * LINK_FOLDS or len(self.links) < 2:
+            return 0.0
+        order = np.random.default_rng(self.seed).permutation(s.size)
+        total = 0.0
+        for fold in np.array_split(order, LINK_FOLDS):
+            keep = np.ones(s.size, dtype=bool)
+            keep[fold] = False
+            cal = OccupancyCalibration(self.slope, link).fit(s[keep], n[keep], y[keep], ref)
+            total += cal.loglik(s[fold], n[fold], y[fold])
+        return total
+
+    @property
+    def detection_(self) -> float:
+        """Weighted mean of the links' detection per checklist."""
+        return float(
+            sum(w * m.detection_ for w, m in zip(self.weights_, self.members_, strict=True))
+        )
+
+    @property
+    def n_cells_(self) -> int:
+        """Calibration cells."""
+        return self.members_[0].n_cells_
+
+    def probability(self, score: np.ndarray) -> np.ndarray:
+        """Weighted mean of the links' :meth:`OccupancyCalibration.probability`."""
+        return sum(
+            w * m.probability(score) for w, m in zip(self.weights_, self.members_, strict=True)
+        )
+
+    def posterior(self, score: np.ndarray, n_checklists: np.ndarray,
+                  detected: np.ndarray) -> np.ndarray:  # fmt: skip
+        """Weighted mean of the links' :meth:`OccupancyCalibration.posterior`."""
+        return sum(w * m.posterior(score, n_checklists, detected)
+                   for w, m in zip(self.weights_, self.members_, strict=True))  # fmt: skip
+
+    def expected_count(self, score: np.ndarray, n_checklists: np.ndarray,
+                       detected: np.ndarray, level: float = 0.9,
+                       seed: int | None = 0) -> tuple[float, float, float]:  # fmt: skip
+        """As :meth:`OccupancyCalibration.expected_count`, over the links by weight."""
+        rng = np.random.default_rng(seed)
+        per = rng.multinomial(N_DRAWS, self.weights_)
+        prob = np.vstack([m.posterior(score, n_checklists, detected, m.draws(int(b), rng))
+                          for m, b in zip(self.members_, per, strict=True) if b > 0])  # fmt: skip
+        return _count_interval(prob, level, rng)

@@ -29,7 +29,7 @@ from reserve.confidence import (
 from reserve.config import SELECT_DEFAULTS, SelectOptions
 from reserve.design import Problem
 from reserve.errors import InvalidInputError
-from reserve.occupancy import OccupancyCalibration
+from reserve.occupancy import LinkAverage
 from reserve.signal import CutoffTies, Verdict, assess_signal, break_cutoff_ties
 
 __all__ = ["FitOutcome", "SelectionResult", "build_result"]
@@ -366,7 +366,7 @@ class Evidence:
     check : reserve.confidence.PrivateCheck
     cv : reserve.confidence.CrossValidation
     verdict : reserve.signal.Verdict
-    calibration : reserve.occupancy.OccupancyCalibration
+    calibration : reserve.occupancy.LinkAverage
     calibration_source : str
         The cells the probabilities were calibrated on, in words.
     probability : numpy.ndarray
@@ -380,7 +380,7 @@ class Evidence:
     check: PrivateCheck
     cv: CrossValidation
     verdict: Verdict
-    calibration: OccupancyCalibration
+    calibration: LinkAverage
     calibration_source: str
     probability: np.ndarray
     expected: tuple[float, float, float]
@@ -432,7 +432,7 @@ def _private_check(problem: Problem, score: np.ndarray, n_chosen: int,
 
 
 def _calibrate(problem: Problem, score: np.ndarray, check: PrivateCheck,
-               slope: bool) -> tuple[OccupancyCalibration, str]:  # fmt: skip
+               slope: bool) -> tuple[LinkAverage, str]:  # fmt: skip
     """The occupancy calibration, on the surveyed private cells when the check allows it."""
     n_chk = _checklists(problem)
     if check.available:
@@ -442,9 +442,14 @@ def _calibrate(problem: Problem, score: np.ndarray, check: PrivateCheck,
         cells = problem.train & np.isfinite(score)
         source = (f"the {int(cells.sum())} training cells, scored in sample (optimistic: no "
                   "surveyed private cells to calibrate on)")  # fmt: skip
-    cal = OccupancyCalibration(slope=slope)
-    cal.fit(score[cells], n_chk[cells], problem.label[cells] == 1)
-    if not slope:
+    ranked = problem.candidate & np.isfinite(score)  # the percentiles of the rank links
+    cal = LinkAverage(slope=slope)
+    cal.fit(score[cells], n_chk[cells], problem.label[cells] == 1, reference=score[ranked])
+    if slope:
+        links = ", ".join(f"{m.link} {w:.2f}" for m, w in zip(cal.members_, cal.weights_,
+                                                              strict=True))  # fmt: skip
+        source += f"; links weighted by held-out likelihood: {links}"
+    else:
         source += "; the model ranks nothing, so every probability is the occupancy prevalence"
     return cal, source
 
