@@ -21,6 +21,12 @@ and select their ``k`` best-scoring candidates:
   ``pip install elapid``);
 - ``random``: a seeded uniform draw of ``k`` candidates.
 
+Every method also has a scorer in :data:`SCORERS`, ``score_candidates(X_all, y, k, seed,
+**context) -> one score per candidate row, in row order`` (``auto``, ``ttk``, ``svm``: the
+fitted estimator's ``decision_function`` on the candidate rows; the scikit-learn peers:
+``predict_proba[:, 1]``; ``maxent``: elapid's ``predict``; ``random``: a seeded uniform score);
+the ``ebird`` suite ranks every candidate with it.
+
 Suites (``--suites``):
 
 - ``region``: the default region, simulation seeds 0-4 redrawn on the shipped landscape
@@ -31,24 +37,36 @@ Suites (``--suites``):
   (``random`` folds), on the candidates with at least 5 checklists (``random, >= 5``: the fold
   restricted to them, k = 5 % of those), and on spatially blocked folds (``blocked``: the
   candidates in cell-id order, i.e. latitude bands of the grid, cut into 10 contiguous blocks);
+- ``ebird``: real eBird planning units (:mod:`benchmarks.peers_ebird`): each BCR 27 state
+  with national forests (``--states``), the three species of :mod:`pipelines.ebird_bcr27`,
+  3 and 10 km cells (``--sizes``), ingested as the README walkthrough does; every method
+  scores every private candidate (TTK's budget k = 20) and is checked on the *surveyed*
+  private cells with the effort-stratified precision in the top 5 % (``precision``) and AUC
+  (``auc``) of :mod:`reserve.confidence`: fitted on the public cells (``ebird (public)``), and
+  on contiguous blocks or random folds of the surveyed private cells (``--surveyed-folds``),
+  where each method ``m`` is the public fit and ``m+surveyed`` a fit that also learns the
+  labels of the surveyed private cells outside the fold. Run it on its own with ``--csv``;
+  ``--work`` keeps the ingested units (outside the repository: eBird data is never
+  redistributed);
 - ``uci``: the seven UCI sets of the paper, 10 random 50/50 splits each
   (:func:`reserve.paper.datasets.transductive_split`, seeds 0-9), k = 5 % of the test half; unlike
   the paper's Table 3, no method tunes ``C``.
 
 For each suite: mean precision per method (and per group), the paired wins / ties / losses and
 the two-sided Wilcoxon signed-rank p of the reference method (``--reference``, by default the
-method ``reserve select`` runs by default) against every other, and mean seconds per fit.
+method ``reserve select`` runs by default) against every other, and mean seconds per fit (the
+``ebird`` suites: for the precision and the AUC, and against ``auto+surveyed`` too).
 
-Effort (``--effort on|off|both``, default as ``reserve select``'s): the region and BCR 27 rows
-get the survey-effort covariates of ``reserve select --effort`` (:func:`with_effort`: ``log1p``
-checklists, hours and km; BCR 27 has checklists only), the same for every method, candidates at
-the labelled rows' median (the peers fit on the labelled rows with the covariates and score the
-candidates at that standard effort; ``auto``'s cross-validation also scores each held-out fold
-at the standard effort, see ``AutoTTK(effort_columns=...)``); ``both`` runs each suite twice
-(``region`` and ``region + effort``) and adds a section pairing every method with and without
-them. UCI rows have no effort.
+Effort (``--effort on|off|both``, default as ``reserve select``'s): the region, BCR 27 and
+ebird rows get the survey-effort covariates of ``reserve select --effort`` (:func:`with_effort`:
+``log1p`` checklists, hours and km; BCR 27 has checklists only), the same for every method,
+candidates at the labelled rows' median (the peers fit on the labelled rows with the
+covariates and score the candidates at that standard effort; ``auto``'s cross-validation also
+scores each held-out fold at the standard effort, see ``AutoTTK(effort_columns=...)``);
+``both`` runs each suite twice (``region`` and ``region + effort``) and adds a section pairing
+every method with and without them. UCI rows have no effort.
 
-Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
+Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci|ebird] [--quick]``
 (writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
 ``--folds``, ``--splits`` set them, ``--first-split`` starts the UCI splits later, so that
 two runs can share them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set). ``--csv``
