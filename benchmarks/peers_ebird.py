@@ -161,13 +161,15 @@ def splits(units: pd.DataFrame, n_folds: int = N_FOLDS) -> Iterator[tuple[str, S
 
     The public fit (kind ``""``) is checked on all surveyed private cells (setting
     ``public``) and on every fold of both fold settings; each fold of ``blocked`` and
-    ``random`` then gets its learn-from-surveyed fit (kind ``"+surveyed"``).
+    ``random`` then gets its learn-from-surveyed fit (kind ``"+surveyed"``). With
+    ``n_folds=0`` the public fit alone, checked on all surveyed private cells.
     """
     role = units["role"].astype(str).to_numpy()
     label = units["label"].to_numpy(dtype=np.int64)
     surveyed = np.flatnonzero((role == "candidate") & (label >= 0))  # cell-id order
+    settings = ("blocked", "random") if n_folds else ()  # 0 folds: the public fit alone
     folds = {name: surveyed_folds(surveyed.size, n_folds, name == "blocked")
-             for name in ("blocked", "random")}  # fmt: skip
+             for name in settings}  # fmt: skip
     rows, y = fit_rows(units, surveyed[:0])
     checks = {("public", "all"): surveyed}
     for name, parts in folds.items():

@@ -108,6 +108,8 @@ def test_splits_check_each_block_once_and_never_learn_its_labels():
     fits = list(splits(units, n_folds=4))
     assert [kind for kind, _ in fits] == [""] + ["+surveyed"] * 8
     public = fits[0][1]
+    ((kind, alone),) = list(splits(units, n_folds=0))
+    assert kind == "" and list(alone.checks) == [("public", "all")]
     np.testing.assert_array_equal(public.checks[("public", "all")], surveyed)
     for setting in ("blocked", "random"):
         blocks = [public.checks[(setting, f"fold {j}")] for j in range(4)]
