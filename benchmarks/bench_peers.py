@@ -491,6 +491,33 @@ def suite_report(records: list[dict], methods: list[str], reference: str) -> lis
             *paired_table(records, methods, reference), ""]  # fmt: skip
 
 
+def _wtl(records: list[dict], reference: str, method: str, key: str) -> str:
+    """``reference``'s wins / ties / losses against ``method``, paired per problem and k."""
+    ref, other = _paired(records, reference, key), _paired(records, method, key)
+    d = np.array([ref[c] - other[c] for c in ref if c in other])
+    return f"{int((d > 1e-12).sum())}/{int((abs(d) <= 1e-12).sum())}/{int((d < -1e-12).sum())}"
+
+
+def summary_table(records: list[dict], methods: list[str], reference: str,
+                  key: str = "precision") -> list[str]:  # fmt: skip
+    """Markdown: the mean ``key`` of every method in every suite of ``records``, with the
+    wins / ties / losses of ``reference`` against it (of ``reference + "+surveyed"`` against a
+    ``+surveyed`` method; of ``reference`` against ``reference + "+surveyed"``)."""
+    suites = list(dict.fromkeys(r["suite"] for r in records))
+    lines = ["| method | " + " | ".join(suites) + " |", "|---|" + "---|" * len(suites)]
+    for m in methods:
+        cells = []
+        for suite in suites:
+            mine = [r for r in records if r["suite"] == suite]
+            mean = _mean(mine, key, method=m)
+            ref = reference + "+surveyed" if m.endswith("+surveyed") else reference
+            ref = reference if m == ref else ref
+            tally = "" if m == ref else f" ({_wtl(mine, ref, m, key)})"
+            cells.append("-" if np.isnan(mean) else f"{mean:.3f}{tally}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def ebird_report(records: list[dict], methods: list[str], reference: str) -> list[str]:
     """Markdown of one ``ebird`` suite: the stratified precision at the top share, then the
     stratified AUC, each paired against ``reference`` and, when it ran, against
@@ -559,6 +586,14 @@ def report(records: list[dict], methods: list[str], reference: str, command: str
         lines += (ebird_report if ebird else suite_report)(mine, ran, reference)
     lines += effort_report([r for r in records if "auc" not in r], methods)
     ebird = [r for r in records if "auc" in r]
+    if ebird:
+        lines[lines.index("## " + ebird[0]["suite"]):0] = [
+            "## ebird: summary", "",
+            f"Mean per method and suite, in brackets {reference}'s wins / ties / losses against "
+            f"it ({reference}+surveyed's against a +surveyed method).", "",
+            "**effort-stratified precision in the top 5 %**", "",
+            *summary_table(ebird, methods, reference), "", "**effort-stratified AUC**", "",
+            *summary_table(ebird, methods, reference, "auc"), ""]  # fmt: skip
     lines += effort_report(ebird, methods) + effort_report(ebird, methods, "auc")
     return "\n".join(lines)
 

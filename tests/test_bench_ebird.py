@@ -157,3 +157,4 @@ def test_ebird_records_round_trip_and_report(tmp_path):
     assert back == records
     text = report(back, ["a", "random"], "a", "cmd", [])
     assert "effort-stratified AUC" in text and "| a | 1.000 | - | - |" in text
+    assert "## ebird: summary" in text and "| random | " in text
