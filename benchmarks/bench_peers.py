@@ -21,6 +21,12 @@ and select their ``k`` best-scoring candidates:
   ``pip install elapid``);
 - ``random``: a seeded uniform draw of ``k`` candidates.
 
+Every method also has a scorer in :data:`SCORERS`, ``score_candidates(X_all, y, k, seed,
+**context) -> one score per candidate row, in row order`` (``auto``, ``ttk``, ``svm``: the
+fitted estimator's ``decision_function`` on the candidate rows; the scikit-learn peers:
+``predict_proba[:, 1]``; ``maxent``: elapid's ``predict``; ``random``: a seeded uniform score);
+the ``ebird`` suite ranks every candidate with it.
+
 Suites (``--suites``):
 
 - ``region``: the default region, simulation seeds 0-4 redrawn on the shipped landscape
@@ -31,24 +37,36 @@ Suites (``--suites``):
   (``random`` folds), on the candidates with at least 5 checklists (``random, >= 5``: the fold
   restricted to them, k = 5 % of those), and on spatially blocked folds (``blocked``: the
   candidates in cell-id order, i.e. latitude bands of the grid, cut into 10 contiguous blocks);
+- ``ebird``: real eBird planning units (:mod:`benchmarks.peers_ebird`): each BCR 27 state
+  with national forests (``--states``), the three species of :mod:`pipelines.ebird_bcr27`,
+  3 and 10 km cells (``--sizes``), ingested as the README walkthrough does; every method
+  scores every private candidate (TTK's budget k = 20) and is checked on the *surveyed*
+  private cells with the effort-stratified precision in the top 5 % (``precision``) and AUC
+  (``auc``) of :mod:`reserve.confidence`: fitted on the public cells (``ebird (public)``), and
+  on contiguous blocks or random folds of the surveyed private cells (``--surveyed-folds``),
+  where each method ``m`` is the public fit and ``m+surveyed`` a fit that also learns the
+  labels of the surveyed private cells outside the fold. Run it on its own with ``--csv``;
+  ``--work`` keeps the ingested units (outside the repository: eBird data is never
+  redistributed);
 - ``uci``: the seven UCI sets of the paper, 10 random 50/50 splits each
   (:func:`reserve.paper.datasets.transductive_split`, seeds 0-9), k = 5 % of the test half; unlike
   the paper's Table 3, no method tunes ``C``.
 
 For each suite: mean precision per method (and per group), the paired wins / ties / losses and
 the two-sided Wilcoxon signed-rank p of the reference method (``--reference``, by default the
-method ``reserve select`` runs by default) against every other, and mean seconds per fit.
+method ``reserve select`` runs by default) against every other, and mean seconds per fit (the
+``ebird`` suites: for the precision and the AUC, and against ``auto+surveyed`` too).
 
-Effort (``--effort on|off|both``, default as ``reserve select``'s): the region and BCR 27 rows
-get the survey-effort covariates of ``reserve select --effort`` (:func:`with_effort`: ``log1p``
-checklists, hours and km; BCR 27 has checklists only), the same for every method, candidates at
-the labelled rows' median (the peers fit on the labelled rows with the covariates and score the
-candidates at that standard effort; ``auto``'s cross-validation also scores each held-out fold
-at the standard effort, see ``AutoTTK(effort_columns=...)``); ``both`` runs each suite twice
-(``region`` and ``region + effort``) and adds a section pairing every method with and without
-them. UCI rows have no effort.
+Effort (``--effort on|off|both``, default as ``reserve select``'s): the region, BCR 27 and
+ebird rows get the survey-effort covariates of ``reserve select --effort`` (:func:`with_effort`:
+``log1p`` checklists, hours and km; BCR 27 has checklists only), the same for every method,
+candidates at the labelled rows' median (the peers fit on the labelled rows with the
+covariates and score the candidates at that standard effort; ``auto``'s cross-validation also
+scores each held-out fold at the standard effort, see ``AutoTTK(effort_columns=...)``);
+``both`` runs each suite twice (``region`` and ``region + effort``) and adds a section pairing
+every method with and without them. UCI rows have no effort.
 
-Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci] [--quick]``
+Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci|ebird] [--quick]``
 (writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
 ``--folds``, ``--splits`` set them, ``--first-split`` starts the UCI splits later, so that
 two runs can share them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set). ``--csv``
@@ -82,6 +100,9 @@ OUT = Path(__file__).resolve().parent / "results" / "peers.md"
 
 #: ``fit_and_rank(X_all, y, k, seed, **context) -> k candidate rows of X_all, best first``.
 FitAndRank = Callable[..., np.ndarray]
+#: ``score_candidates(X_all, y, k, seed, **context) -> one score per candidate row (y == -1),
+#: in row order, higher first``.
+ScoreCandidates = Callable[..., np.ndarray]
 
 
 def rank_candidates(scores: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
@@ -120,15 +141,28 @@ def shifted_svm(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any)
     return np.asarray(SVM(k=k, C=1.0).fit(X, y).selected_, dtype=np.int64)
 
 
-def sklearn_peer(make: Callable[[int], Any]) -> FitAndRank:
-    """A peer from a classifier factory ``make(seed)``: fit on labelled rows, top k by P(1)."""
+def ranked(score_candidates: ScoreCandidates) -> FitAndRank:
+    """The ``fit_and_rank`` of a scorer: its ``k`` best-scoring candidates."""
 
     def fit_and_rank(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any):
-        Xl, yl, Xc = _labelled(X, y)
-        model = make(seed).fit(Xl, yl)
-        return rank_candidates(model.predict_proba(Xc)[:, 1], y, k)
+        return rank_candidates(score_candidates(X, y, k, seed, **context), y, k)
 
     return fit_and_rank
+
+
+def sklearn_scores(make: Callable[[int], Any]) -> ScoreCandidates:
+    """A scorer from a classifier factory ``make(seed)``: fit on labelled rows, P(1)."""
+
+    def score_candidates(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any):
+        Xl, yl, Xc = _labelled(X, y)
+        return make(seed).fit(Xl, yl).predict_proba(Xc)[:, 1]
+
+    return score_candidates
+
+
+def sklearn_peer(make: Callable[[int], Any]) -> FitAndRank:
+    """A peer from a classifier factory ``make(seed)``: fit on labelled rows, top k by P(1)."""
+    return ranked(sklearn_scores(make))
 
 
 def _logreg(seed: int) -> Any:
@@ -149,7 +183,7 @@ def _boosting(seed: int) -> Any:
     return HistGradientBoostingClassifier(random_state=seed)
 
 
-def maxent(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+def maxent_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
     """elapid's Maxent with its defaults: detections are presences, non-detections background.
 
     Seeded with the problem's ``seed`` (its only non-default argument): without glmnet elapid
@@ -162,14 +196,36 @@ def maxent(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> n
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = elapid.MaxentModel(random_state=seed).fit(Xl, yl)
-        scores = np.asarray(model.predict(Xc), dtype=np.float64).ravel()
-    return rank_candidates(scores, y, k)
+        return np.asarray(model.predict(Xc), dtype=np.float64).ravel()
 
 
 def random_pick(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
     """A seeded uniform draw of ``k`` candidates."""
     cand = np.flatnonzero(y == -1)
     return np.sort(np.random.default_rng(seed).choice(cand, size=k, replace=False))
+
+
+def auto_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """AutoTTK fitted as in :func:`auto_ttk`; its ``decision_function`` on the candidates."""
+    from reserve.solvers import AutoTTK
+
+    est = AutoTTK(k=k, random_state=seed, effort_columns=context.get("effort_columns"))
+    return est.fit(X, y).decision_function(X[y == -1])
+
+
+def ttk_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """Linear TTK as in :func:`ttk_linear`; its ``decision_function`` on the candidates."""
+    return TTK(k=k, C=1.0, random_state=seed).fit(X, y).decision_function(X[y == -1])
+
+
+def svm_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """The shifted SVM as in :func:`shifted_svm`; its ``decision_function`` on the candidates."""
+    return SVM(k=k, C=1.0).fit(X, y).decision_function(X[y == -1])
+
+
+def random_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
+    """A seeded uniform score per candidate."""
+    return np.random.default_rng(seed).random(int((y == -1).sum()))
 
 
 #: The methods compared, by name. Add a method by adding an entry.
@@ -180,8 +236,20 @@ METHODS: dict[str, FitAndRank] = {
     "logreg": sklearn_peer(_logreg),
     "rf": sklearn_peer(_forest),
     "hgb": sklearn_peer(_boosting),
-    "maxent": maxent,
+    "maxent": ranked(maxent_scores),
     "random": random_pick,
+}
+
+#: Each method's scorer of every candidate (the ``ebird`` suite ranks them all).
+SCORERS: dict[str, ScoreCandidates] = {
+    "auto": auto_scores,
+    "ttk": ttk_scores,
+    "svm": svm_scores,
+    "logreg": sklearn_scores(_logreg),
+    "rf": sklearn_scores(_forest),
+    "hgb": sklearn_scores(_boosting),
+    "maxent": maxent_scores,
+    "random": random_scores,
 }
 
 #: The method ``reserve select`` runs by default (the reference of the paired comparisons).
@@ -355,44 +423,55 @@ def wilcoxon_p(diff: np.ndarray) -> float:
     return float(wilcoxon(diff).pvalue)
 
 
-def _paired(records: list[dict], method: str) -> dict[tuple, float]:
-    return {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
-            if r["method"] == method}  # fmt: skip
+def _paired(records: list[dict], method: str, key: str = "precision") -> dict[tuple, float]:
+    return {(r["group"], r["problem"], r["k"]): r[key] for r in records
+            if r["method"] == method and np.isfinite(r[key])}  # fmt: skip
 
 
-def suite_report(records: list[dict], methods: list[str], reference: str) -> list[str]:
-    """Markdown of one suite: means per group and k, paired comparison, seconds per fit."""
-    suite = records[0]["suite"]
+def _mean(records: list[dict], key: str, **match: Any) -> float:
+    """Mean ``key`` of the records matching ``match`` (NaN when none; NaN values skipped)."""
+    v = [r[key] for r in records if all(r[f] == x for f, x in match.items())]
+    v = [x for x in v if np.isfinite(x)]
+    return float(np.mean(v)) if v else float("nan")
+
+
+def mean_table(records: list[dict], methods: list[str], reference: str,
+               key: str = "precision") -> list[str]:  # fmt: skip
+    """Markdown table of the mean ``key`` per method and group (and k when several)."""
     groups = list(dict.fromkeys((r["group"], r["k"]) for r in records if r["method"] == reference))
     per_problem = {(r["group"], r["problem"]) for r in records}
     multi_k = len({(r["group"], r["problem"], r["k"]) for r in records}) > len(per_problem)
-    lines = [f"## {suite}", "", "| group | " + " | ".join(methods) + " |",
-             "|---|" + "---|" * len(methods)]  # fmt: skip
+    lines = ["| group | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     keys = groups if multi_k else list(dict.fromkeys((g, None) for g, _ in groups))
     for group, k in keys:
-        cells = []
-        for m in methods:
-            v = [r["precision"] for r in records if r["method"] == m and r["group"] == group
-                 and (k is None or r["k"] == k)]  # fmt: skip
-            cells.append(f"{np.mean(v):.3f}" if v else "-")
+        match = {"group": group} if k is None else {"group": group, "k": k}
+        cells = [_mean(records, key, method=m, **match) for m in methods]
         label = f"{group}, k = {k}" if multi_k else group
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    best = {m: np.mean([r["precision"] for r in records if r["method"] == m]) for m in methods}
-    top = max(best.values())
+        lines.append(f"| {label} | " + " | ".join("-" if np.isnan(c) else f"{c:.3f}"
+                                                   for c in cells) + " |")  # fmt: skip
+    best = {m: _mean(records, key, method=m) for m in methods}
+    top = np.nanmax(list(best.values()))
     lines.append(
         "| **all** | "
         + " | ".join(f"**{best[m]:.3f}**" if best[m] == top else f"{best[m]:.3f}" for m in methods)
         + " |"
     )
-    ref = _paired(records, reference)
-    lines += ["", f"Paired, {reference} against each method ({len(ref)} problems): wins / ties / "
-              "losses, Wilcoxon p; mean seconds per fit.", "",
-              "| method | mean precision | wins/ties/losses | Wilcoxon p | s per fit |",
-              "|---|---|---|---|---|"]  # fmt: skip
+    return lines
+
+
+def paired_table(records: list[dict], methods: list[str], reference: str,
+                 key: str = "precision") -> list[str]:  # fmt: skip
+    """Markdown: ``reference`` against each method, paired per problem and k."""
+    ref = _paired(records, reference, key)
+    word = "precision" if key == "precision" else key
+    lines = [f"Paired, {reference} against each method ({len(ref)} problems): wins / ties / "
+             "losses, Wilcoxon p; mean seconds per fit.", "",
+             f"| method | mean {word} | wins/ties/losses | Wilcoxon p | s per fit |",
+             "|---|---|---|---|---|"]  # fmt: skip
     for m in methods:
-        other = _paired(records, m)
-        common = [key for key in ref if key in other]
-        d = np.array([ref[key] - other[key] for key in common])
+        other = _paired(records, m, key)
+        common = [c for c in ref if c in other]
+        d = np.array([ref[c] - other[c] for c in common])
         wtl = (
             "-"
             if m == reference
@@ -402,39 +481,87 @@ def suite_report(records: list[dict], methods: list[str], reference: str) -> lis
         )
         p = "-" if m == reference else f"{wilcoxon_p(np.where(abs(d) <= 1e-12, 0, d)):.3g}"
         sec = np.mean([r["seconds"] for r in records if r["method"] == m])
-        lines.append(f"| {m} | {best[m]:.3f} | {wtl} | {p} | {sec:.2f} |")
-    return [*lines, ""]
+        lines.append(f"| {m} | {_mean(records, key, method=m):.3f} | {wtl} | {p} | {sec:.2f} |")
+    return lines
 
 
-def effort_report(records: list[dict], methods: list[str]) -> list[str]:
+def suite_report(records: list[dict], methods: list[str], reference: str) -> list[str]:
+    """Markdown of one suite: means per group and k, paired comparison, seconds per fit."""
+    return [f"## {records[0]['suite']}", "", *mean_table(records, methods, reference), "",
+            *paired_table(records, methods, reference), ""]  # fmt: skip
+
+
+def _wtl(records: list[dict], reference: str, method: str, key: str) -> str:
+    """``reference``'s wins / ties / losses against ``method``, paired per problem and k."""
+    ref, other = _paired(records, reference, key), _paired(records, method, key)
+    d = np.array([ref[c] - other[c] for c in ref if c in other])
+    return f"{int((d > 1e-12).sum())}/{int((abs(d) <= 1e-12).sum())}/{int((d < -1e-12).sum())}"
+
+
+def summary_table(records: list[dict], methods: list[str], reference: str,
+                  key: str = "precision") -> list[str]:  # fmt: skip
+    """Markdown: the mean ``key`` of every method in every suite of ``records``, with the
+    wins / ties / losses of ``reference`` against it (of ``reference + "+surveyed"`` against a
+    ``+surveyed`` method; of ``reference`` against ``reference + "+surveyed"``)."""
+    suites = list(dict.fromkeys(r["suite"] for r in records))
+    lines = ["| method | " + " | ".join(suites) + " |", "|---|" + "---|" * len(suites)]
+    for m in methods:
+        cells = []
+        for suite in suites:
+            mine = [r for r in records if r["suite"] == suite]
+            mean = _mean(mine, key, method=m)
+            ref = reference + "+surveyed" if m.endswith("+surveyed") else reference
+            ref = reference if m == ref else ref
+            tally = "" if m == ref else f" ({_wtl(mine, ref, m, key)})"
+            cells.append("-" if np.isnan(mean) else f"{mean:.3f}{tally}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def ebird_report(records: list[dict], methods: list[str], reference: str) -> list[str]:
+    """Markdown of one ``ebird`` suite: the stratified precision at the top share, then the
+    stratified AUC, each paired against ``reference`` and, when it ran, against
+    ``reference + "+surveyed"`` (the same model learning from the surveyed private cells)."""
+    refs = [m for m in (reference, reference + "+surveyed") if m in methods]
+    lines = [f"## {records[0]['suite']}", ""]
+    for key, what in (("precision", "effort-stratified precision in the top 5 %"),
+                      ("auc", "effort-stratified AUC")):  # fmt: skip
+        lines += [f"**{what}** (mean per species)", "",
+                  *mean_table(records, methods, reference, key), ""]  # fmt: skip
+        for ref in refs:
+            lines += [*paired_table(records, methods, ref, key), ""]
+    return lines
+
+
+def effort_report(records: list[dict], methods: list[str], key: str = "precision") -> list[str]:
     """Markdown: each method with and without the effort covariates, paired per problem.
 
-    Pairs a suite ``S`` with ``S + effort`` (the same problems and ``k``); empty when no
-    suite ran both ways.
+    Pairs a suite ``S`` with ``S + effort`` (the same problems and ``k``) on ``key``; empty
+    when no suite ran both ways.
     """
     suffix = effort_suffix(True)
     suites = list(dict.fromkeys(r["suite"] for r in records))
     pairs = [(s, s + suffix) for s in suites if s + suffix in suites]
+    word = "precision" if key == "precision" else key
     lines: list[str] = []
     for off, on in pairs:
-        lines += [f"## Effort covariates: {on} against {off}", "",
-                  "Per method: mean precision without and with the covariates, and the paired "
+        title = "" if key == "precision" else f" ({key})"
+        lines += [f"## Effort covariates: {on} against {off}{title}", "",
+                  f"Per method: mean {word} without and with the covariates, and the paired "
                   "wins / ties / losses and Wilcoxon p of *with* against *without* (same "
                   "problems and k).", "",
                   "| method | without | with | with - without | wins/ties/losses | Wilcoxon p |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         for m in methods:
-            a = {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
-                 if r["suite"] == off and r["method"] == m}  # fmt: skip
-            b = {(r["group"], r["problem"], r["k"]): r["precision"] for r in records
-                 if r["suite"] == on and r["method"] == m}  # fmt: skip
-            common = [key for key in a if key in b]
+            a = _paired([r for r in records if r["suite"] == off], m, key)
+            b = _paired([r for r in records if r["suite"] == on], m, key)
+            common = [c for c in a if c in b]
             if not common:
                 continue
-            d = np.array([b[key] - a[key] for key in common])
+            d = np.array([b[c] - a[c] for c in common])
             d = np.where(abs(d) <= 1e-12, 0.0, d)
             wtl = f"{int((d > 0).sum())}/{int((d == 0).sum())}/{int((d < 0).sum())}"
-            ma, mb = np.mean([a[key] for key in common]), np.mean([b[key] for key in common])
+            ma, mb = np.mean([a[c] for c in common]), np.mean([b[c] for c in common])
             lines.append(f"| {m} | {ma:.3f} | {mb:.3f} | {mb - ma:+.3f} | {wtl} | "
                          f"{wilcoxon_p(d):.3g} |")  # fmt: skip
         lines.append("")
@@ -443,7 +570,7 @@ def effort_report(records: list[dict], methods: list[str]) -> list[str]:
 
 def report(records: list[dict], methods: list[str], reference: str, command: str,
            notes: list[str]) -> str:  # fmt: skip
-    """The whole markdown report: one section per suite."""
+    """The whole markdown report: one section per suite (the methods that ran in it)."""
     lines = [
         "# Peers: precision at k of TTK and a planner's alternatives",
         "",
@@ -453,8 +580,21 @@ def report(records: list[dict], methods: list[str], reference: str, command: str
     ]
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
     for suite in dict.fromkeys(r["suite"] for r in records):
-        lines += suite_report([r for r in records if r["suite"] == suite], methods, reference)
-    lines += effort_report(records, methods)
+        mine = [r for r in records if r["suite"] == suite]
+        ran = [m for m in methods if any(r["method"] == m for r in mine)]
+        ebird = "auc" in mine[0]
+        lines += (ebird_report if ebird else suite_report)(mine, ran, reference)
+    lines += effort_report([r for r in records if "auc" not in r], methods)
+    ebird = [r for r in records if "auc" in r]
+    if ebird:
+        lines[lines.index("## " + ebird[0]["suite"]):0] = [
+            "## ebird: summary", "",
+            f"Mean per method and suite, in brackets {reference}'s wins / ties / losses against "
+            f"it ({reference}+surveyed's against a +surveyed method).", "",
+            "**effort-stratified precision in the top 5 %**", "",
+            *summary_table(ebird, methods, reference), "", "**effort-stratified AUC**", "",
+            *summary_table(ebird, methods, reference, "auc"), ""]  # fmt: skip
+    lines += effort_report(ebird, methods) + effort_report(ebird, methods, "auc")
     return "\n".join(lines)
 
 
@@ -525,6 +665,11 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
         help="survey effort covariates on the region and BCR 27 rows (default: as reserve "
         "select's default); both: every suite twice",
     )
+    parser.add_argument(
+        "--surveyed-folds", type=int, default=5, help="ebird: folds of the surveyed cells"
+    )
+    parser.add_argument("--states", default=None, help="ebird: states (US-FL,...; default all)")
+    parser.add_argument("--sizes", default="3000,10000", help="ebird: cell sides in metres")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--csv", type=Path, default=None, help="also write every record here")
     parser.add_argument(
@@ -537,8 +682,10 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     suites = args.suites.split(",")
     chosen = args.methods.split(",")
     unknown = [m for m in [*chosen, args.reference] if m not in methods]
-    if unknown or set(suites) - {"region", "bcr27", "uci"}:
+    if unknown or set(suites) - {"region", "bcr27", "uci", "ebird"}:
         parser.error(f"unknown method or suite: {unknown or suites}; methods: {', '.join(methods)}")
+    if "ebird" in suites:
+        _check_ebird_args(parser, args, chosen)
     notes: list[str] = []
     if "maxent" in chosen:
         try:
@@ -551,9 +698,12 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     run = {m: methods[m] for m in chosen}
     if args.from_csv is not None:
         records = read_records(args.from_csv)
+        chosen = [*chosen, *(m + "+surveyed" for m in chosen)]
         chosen = [m for m in chosen if any(r["method"] == m for r in records)]
     else:
         records = _run_all(args, run, notes)
+        chosen = [*chosen, *(m + "+surveyed" for m in chosen
+                             if any(r["method"] == m + "+surveyed" for r in records))]  # fmt: skip
     command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
     text = report(records, chosen, args.reference, command.strip(), notes)
     print(text)
@@ -572,11 +722,54 @@ def _run_all(args: argparse.Namespace, run: dict[str, FitAndRank], notes: list[s
             if args.csv is not None:
                 append_records(args.csv, new, fresh=not records)
             records += new
+        for new in _ebird_batches(args, list(run), work, notes):
+            if args.csv is not None:
+                append_records(args.csv, new, fresh=not records)
+            records += new
     return records
 
 
+def _check_ebird_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                      chosen: list[str]) -> None:  # fmt: skip
+    """Refuse what the ``ebird`` suite cannot run: methods without a scorer, a shared CSV."""
+    missing = [m for m in chosen if m not in SCORERS]
+    if missing:
+        parser.error(f"the ebird suite needs a scorer of {missing}; scorers: {', '.join(SCORERS)}")
+    if args.csv is not None and args.suites != "ebird":
+        parser.error("with --csv run --suites ebird on its own (its records have more columns)")
+
+
+def _ebird_batches(args: argparse.Namespace, chosen: list[str], work: Path,
+                   notes: list[str]) -> Iterator[list[dict]]:  # fmt: skip
+    """The ``ebird`` suite's records, one list per state, species, cell size and effort."""
+    if "ebird" not in args.suites.split(","):
+        return
+    from benchmarks.peers_ebird import STATES, bundle_dir, ebird_records
+
+    source = bundle_dir()
+    if not (source / "checklists").is_dir():
+        notes.append(f"ebird skipped: the eBird folder {source} is absent (set RESERVE_BCR27_DIR)")
+        return
+    states = tuple(args.states.split(",")) if args.states else STATES
+    sizes = tuple(int(v) for v in args.sizes.split(","))
+    scorers = {m: SCORERS[m] for m in chosen}
+    for batch in ebird_records(scorers, work / "ebird", effort_variants(args.effort), notes,
+                               source=source, states=states, sizes=sizes,
+                               n_folds=args.surveyed_folds):  # fmt: skip
+        first = batch[0] if batch else {}
+        line = "  ".join(f"{m} {_mean(batch, 'precision', method=m):.2f}"
+                         for m in dict.fromkeys(r["method"] for r in batch))  # fmt: skip
+        print(
+            f"{first.get('suite', '')} | {first.get('group', '')} | "
+            f"{first.get('problem', '')}: {line}",
+            flush=True,
+        )
+        yield batch
+
+
 _NUMERIC = {"k": int, "precision": float, "seconds": float, "n_labelled": int,
-            "n_positive": int, "n_candidates": int}  # fmt: skip
+            "n_positive": int, "n_candidates": int, "auc": float, "n_surveyed": int,
+            "n_detected": int}  # fmt: skip
 
 
 def append_records(path: Path, records: list[dict], *, fresh: bool) -> None:
