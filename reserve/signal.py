@@ -45,7 +45,7 @@ FIX = (
 #: What would help a model that does not rank the land, named in every weak or none note.
 HELP = (
     "what would help: more surveyed public land, other habitat features (elevation, a finer "
-    "land cover), larger --cell-size, or --learn-from surveyed"
+    "land cover), larger --cell-size, or --learn-from surveyed --effort"
 )
 
 
