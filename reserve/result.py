@@ -480,7 +480,7 @@ def assess_evidence(problem: Problem, opts: SelectOptions, fit: FitOutcome, scor
     train = problem.train
     n_pos = int((problem.label[train] == 1).sum())
     verdict = assess_signal(ties, int(problem.k_free), check, cv, int(train.sum()), n_pos,
-                            opts.seed)  # fmt: skip
+                            opts.seed, learned=problem.learned is not None)  # fmt: skip
     cal, source = _calibrate(problem, check_score, check, slope=verdict.signal != "none")
     n_chk = _checklists(problem)
     known = np.isin(problem.label, (0, 1))

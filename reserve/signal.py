@@ -47,6 +47,11 @@ HELP = (
     "what would help: more surveyed public land, other habitat features (elevation, a finer "
     "land cover), larger --cell-size, or --learn-from surveyed --effort"
 )
+#: The same, for a model that already learned from the surveyed private cells.
+HELP_LEARNED = (
+    "what would help: more surveys, other habitat features (elevation, a finer land cover) or "
+    "larger --cell-size"
+)
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,7 @@ def _ties_verdict(ties: CutoffTies, k_free: int, seed: int | None) -> Verdict | 
     return None
 
 
-def _check_verdict(check: PrivateCheck) -> Verdict:
+def _check_verdict(check: PrivateCheck, hint: str) -> Verdict:
     """The verdict of the private-land check (it is available)."""
     pct = round(LEVEL * 100)
     reason = (
@@ -200,13 +205,13 @@ def _check_verdict(check: PrivateCheck) -> Verdict:
     if check.auc_high < 0.5:
         return Verdict("none", "private-land check", reason, (
             f"the habitat model ranks the surveyed private land worse than a blind pick: "
-            f"{reason}; {HELP}"))  # fmt: skip
+            f"{reason}; {hint}"))  # fmt: skip
     return Verdict("weak", "private-land check", reason, (
         f"weak signal: the habitat model does not rank the surveyed private land better than "
-        f"a blind pick: {reason}; {HELP}"))  # fmt: skip
+        f"a blind pick: {reason}; {hint}"))  # fmt: skip
 
 
-def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int) -> Verdict:
+def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int, hint: str) -> Verdict:
     """The verdict of cross-validation on the training cells (no private-land check)."""
     if n_train < MIN_TRAIN_CELLS or min(n_positive, n_train - n_positive) < MIN_TRAIN_POSITIVE:
         reason = (
@@ -214,7 +219,7 @@ def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int) -> Verdict:
             f"habitat model (it takes at least {MIN_TRAIN_CELLS} cells, {MIN_TRAIN_POSITIVE} "
             "with and without a detection), and no surveyed private cells check the ranking"
         )
-        return Verdict("none", "too few training cells", reason, f"{reason}; {HELP}")
+        return Verdict("none", "too few training cells", reason, f"{reason}; {hint}")
     if not cv.measured:
         reason = "nothing measured how well the model ranks (no cross-validation, no surveyed "
         reason += "private cells)"
@@ -231,12 +236,12 @@ def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int) -> Verdict:
         return Verdict("ok", "cross-validation", reason)
     return Verdict("weak", "cross-validation", reason, (
         f"weak signal: the cross-validated precision is not clearly above a blind pick's: "
-        f"{reason}; {HELP}"))  # fmt: skip
+        f"{reason}; {hint}"))  # fmt: skip
 
 
 def assess_signal(
     ties: CutoffTies, k_free: int, check: PrivateCheck, cv: CrossValidation,
-    n_train: int, n_positive: int, seed: int | None,
+    n_train: int, n_positive: int, seed: int | None, learned: bool = False,
 ) -> Verdict:  # fmt: skip
     """Does the fitted model rank the candidates? Intervals decide, the land being bought first.
 
@@ -263,6 +268,9 @@ def assess_signal(
         Training cells, and those with a detection.
     seed : int or None
         The run's seed (named in the note).
+    learned : bool
+        The model learned from the surveyed private cells (``learn_from="surveyed"``): the
+        note does not suggest it.
 
     Returns
     -------
@@ -285,10 +293,11 @@ def assess_signal(
     tied = _ties_verdict(ties, k_free, seed)
     if tied is not None:
         return tied
+    hint = HELP_LEARNED if learned else HELP
     if check.available:
-        verdict = _check_verdict(check)
+        verdict = _check_verdict(check, hint)
     else:
-        verdict = _cv_verdict(cv, n_train, n_positive)
+        verdict = _cv_verdict(cv, n_train, n_positive, hint)
     if ties.n_drawn and verdict.signal == "ok":
         reason = (f"{ties.n_tied} candidates tie at the last chosen cell's score; "
                   f"{ties.n_drawn} of the {k_free} cells are a random draw among them "

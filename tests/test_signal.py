@@ -180,3 +180,11 @@ def test_draw_is_deterministic_per_seed(tmp_path, seed):
     a = select_reserve(5, cells, model="linear", seed=seed).selected["cell_id"].tolist()
     b = select_reserve(5, cells, model="linear", seed=seed).selected["cell_id"].tolist()
     assert a == b
+
+
+def test_a_model_that_learned_from_the_surveyed_cells_is_not_told_to():
+    weak = PrivateCheck(True, n_surveyed=200, n_detected=40, auc=0.5, auc_low=0.4, auc_high=0.6)
+    told = assess_signal(CutoffTies(), 10, weak, CrossValidation(), 100, 30, 0)
+    learned = assess_signal(CutoffTies(), 10, weak, CrossValidation(), 100, 30, 0, learned=True)
+    assert "--learn-from surveyed" in told.note and "--learn-from" not in learned.note
+    assert learned.signal == told.signal == "weak"
