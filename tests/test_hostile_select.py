@@ -101,6 +101,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "cfg_budget": 'budget = "abc"\n',
         "cfg_budget0": "budget = 0\n",
         "cfg_seed": "seed = -1\n",
+        "cfg_seed_huge": "seed = 99999999999999999999\n",
         "cfg_overwrite": 'overwrite = "yes"\n',
         "cfg_C": "C = -1\n",
         "cfg_model": 'model = "gam"\n',
@@ -161,6 +162,8 @@ CASES = {
     "seed_negative": (["--budget", "3", "--seed", "-1"], 2, "seed must be an integer >= 0"),
     "seed_word": (["--budget", "3", "--seed", "x"], 2, "seed must be an integer"),
     "seed_fraction": (["--budget", "3", "--seed", "1.5"], 2, "seed must be an integer"),
+    "seed_huge": (["--budget", "3", "--seed", "99999999999999999999"], 2, "0 to 4294967295"),
+    "seed_2_32": (["--budget", "3", "--seed", "4294967296"], 2, "0 to 4294967295"),
     "bootstrap_negative": (["--budget", "3", "--bootstrap", "-1"], 2, "bootstrap must be"),
     "bootstrap_word": (["--budget", "3", "--bootstrap", "x"], 2, "bootstrap must be"),
     "n_jobs_zero": (["--budget", "3", "--n-jobs", "0"], 2, "n_jobs must be an integer >= 1"),
@@ -222,6 +225,7 @@ CASES = {
     "config_budget": (["--budget", "3", "--config", "@cfg_budget"], 2, "key 'budget'"),
     "config_budget0": (["--budget", "3", "--config", "@cfg_budget0"], 2, "key 'budget'"),
     "config_seed": (["--budget", "3", "--seed", "1", "--config", "@cfg_seed"], 2, "key 'seed'"),
+    "config_seed_huge": (["--budget", "3", "--config", "@cfg_seed_huge"], 2, "0 to 4294967295"),
     "config_overwrite": (
         ["--budget", "3", "--overwrite", "--config", "@cfg_overwrite"],
         2,
@@ -489,3 +493,13 @@ def test_refused_overwrite_keeps_both_outputs(files, workdir):
     assert_one_line_error(res.stderr, res.exit_code, 1, "is a folder")
     assert snapshot(workdir) == before
     shutil.rmtree(workdir / "run" / "blocker.html")
+
+
+def test_largest_seed_selects(files, workdir):
+    """The largest accepted seed reaches every random step without an error."""
+    args = ["select", "--budget", "4", "--cells", str(files["cells"]), "--out", "run",
+            "--seed", "4294967295", "--C", "cv", "--bootstrap", "2"]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
+    assert len(selected) == 4
