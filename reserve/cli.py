@@ -313,9 +313,11 @@ def ingest_command(**kw: object) -> None:
         f"(positive {counts['train_positive']}), candidate {counts['candidate']}, "
         f"other {counts['other']}"
     )
-    few = _few_training_cells(result.planning_units)
-    if few:
-        click.echo(f"reserve: warning: {few}", err=True)
+    notes = (_repeated_rows(result.summary), _unlinked(result.summary),
+             _few_training_cells(result.planning_units))  # fmt: skip
+    for warning in notes:
+        if warning:
+            click.echo(f"reserve: warning: {warning}", err=True)
     if len(names) > 1:
         from reserve.config import SPECIES_LABEL_PREFIX, species_slug
 
@@ -328,6 +330,38 @@ def ingest_command(**kw: object) -> None:
                 f"surveyed positive {int((pu[column] == 1).sum())})"
             )
         click.echo(f"label = {names[0]}")
+
+
+def _repeated_rows(summary: Any) -> str:
+    """The note when identical repeated SED rows were dropped ('' if none)."""
+    rows = summary.set_index("item")
+    n = int(rows["dropped"].get("sed:repeated_rows", 0) or 0)
+    if n == 0:
+        return ""
+    return (
+        f"{n} repeated SED row{'s' if n > 1 else ''} dropped (identical copies of a sampling "
+        "event's row; one of each is kept)"
+    )
+
+
+def _unlinked(summary: Any) -> str:
+    """The warning when no EBD row of the species joins a kept SED checklist ('' if some do)."""
+    from reserve.io.zerofill import UNLINKED
+
+    rows = summary.set_index("item")
+    step = "ebd:in_kept_checklists"
+    detail = str(rows["value"].get(step, ""))
+    if not detail.startswith(UNLINKED):
+        return ""
+    example = detail[len(UNLINKED) :].lstrip(", ")
+    return (
+        f"none of the {int(rows.at[step, 'dropped'])} EBD checklists with the species"
+        f"{f' ({example})' if example else ''} is among the "
+        f"{int(rows.at['checklists:zero_fill', 'kept'])} checklists kept from the SED: every "
+        "checklist is a non-detection. If the EBD and the SED come from different downloads, "
+        "pass the SED of the EBD's download; if the filters drop every checklist with the "
+        "species, widen the region, dates or protocols"
+    )
 
 
 def _few_training_cells(units: Any) -> str:

@@ -9,6 +9,7 @@ planning units of the plain file.
 from __future__ import annotations
 
 import gzip
+import re
 import zipfile
 from pathlib import Path
 
@@ -44,6 +45,9 @@ def inputs(tmp_path_factory) -> dict[str, object]:
         "not_raster.tif": b"II*\x00 not a tiff",
         "legend_bad.csv": b"klass;nom\n1;x\n",
         "region_bad.geojson": b"{ nope",
+        "sed_repeated.txt": _repeat_line(sed, 5),
+        "sed_conflict.txt": _repeat_line(sed, 5, latitude=b"35.01000"),
+        "ebd_foreign.txt": re.sub(rb"\tS(\d+)\t", rb"\tX\1\t", ebd),
     }
     out: dict[str, object] = dict(got)
     for name, data in extra.items():
@@ -67,6 +71,15 @@ def inputs(tmp_path_factory) -> dict[str, object]:
     (d / "prev.gpkg").write_bytes(b"previous units")
     out["prev.gpkg"] = d / "prev.gpkg"
     return out
+
+
+def _repeat_line(sed: bytes, i: int, latitude: bytes | None = None) -> bytes:
+    """``sed`` with its line ``i`` repeated after itself (with another LATITUDE if given)."""
+    lines = sed.split(b"\n")
+    copy = lines[i].split(b"\t")
+    if latitude is not None:
+        copy[lines[0].split(b"\t").index(b"LATITUDE")] = latitude
+    return b"\n".join([*lines[: i + 1], b"\t".join(copy), *lines[i + 1 :]])
 
 
 def _base(inputs: dict[str, object]) -> list[str]:
@@ -210,6 +223,14 @@ CASES = {
     "output_existing": ("--output", "prev.gpkg", [], 1, "already exists; pass --overwrite"),
     "output_is_input": ("--output", "@prev.gpkg", [], 1, "already exists"),
     "missing_species": ("--species", None, [], 2, "Missing option '--species'"),
+    "sed_conflict": ("--sed", "@sed_conflict.txt", [], 2, "1 sampling event(s) on several rows"),
+    "sed_conflict_dask": (
+        "--sed",
+        "@sed_conflict.txt",
+        ["--engine", "dask"],
+        2,
+        "differ (S5; in latitude)",
+    ),
     "unknown_option": ("--no-progress", None, ["--bogus"], 2, "No such option"),
 }
 
@@ -260,6 +281,7 @@ def _odd_files(inputs: dict[str, object], folder: Path) -> dict[str, tuple[str, 
         "gz": ("--ebd", gzip.compress(ebd)),
         "gz_named_txt": ("--sed", gzip.compress(sed)),
         "zip": ("--ebd", None),
+        "sed_repeated_line": ("--sed", _repeat_line(sed, 5)),
     }
     out = {}
     for name, (option, data) in files.items():
@@ -285,7 +307,7 @@ def plain_units(inputs, tmp_path_factory):
 
 
 ODD = ["no_final_newline", "sed_no_final_newline", "mixed_line_endings", "all_crlf", "bom",
-       "sed_bom", "gz", "gz_named_txt", "zip"]  # fmt: skip
+       "sed_bom", "gz", "gz_named_txt", "zip", "sed_repeated_line"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ODD)
@@ -298,3 +320,35 @@ def test_odd_but_legal(name, inputs, plain_units, workdir, tmp_path):
     cols = ["cell_id", "role", "label", "n_checklists", "n_detections", "effort_hours"]
     assert got[cols].equals(plain_units[cols])
     assert sorted(p.name for p in workdir.iterdir()) == ["units.gpkg"]  # no temporaries
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_repeated_sed_line_is_dropped_with_a_note(engine, inputs, workdir):
+    args = _with(_base(inputs), "--sed", str(inputs["sed_repeated.txt"]))
+    res = CliRunner().invoke(main, [*args, "--engine", engine], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert "reserve: warning: 1 repeated SED row dropped" in res.stderr
+    summary = pyogrio.read_dataframe(workdir / "units.gpkg", layer="ingest_summary")
+    row = summary.set_index("item").loc["sed:repeated_rows"]
+    assert (row["kept"], row["dropped"]) == (20, 1)
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_ebd_of_another_download_is_said(engine, inputs, workdir):
+    """EBD checklists none of which is in the SED: ingested (all non-detections), said loudly."""
+    args = _with(_base(inputs), "--ebd", str(inputs["ebd_foreign.txt"]))
+    res = CliRunner().invoke(main, [*args, "--engine", engine], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    example = r" \(e\.g\. X\d+\)" if engine == "local" else ""
+    warned = (
+        f"reserve: warning: none of the 6 EBD checklists with the species{example} is among "
+        "the 20 checklists kept from the SED"
+    )
+    assert re.search(warned, res.stderr), res.stderr
+    assert "different downloads" in res.stderr
+
+
+def test_ebd_of_the_same_download_is_not_warned(inputs, workdir):
+    res = CliRunner().invoke(main, _base(inputs), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert "EBD checklists" not in res.stderr and "repeated SED" not in res.stderr
