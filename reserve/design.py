@@ -79,6 +79,7 @@ from reserve.novelty import mess
 from reserve.solvers import Boundary
 
 __all__ = [
+    "MAX_FEATURE_MAGNITUDE",
     "NON_FEATURES",
     "REQUIRED_COLUMNS",
     "MomentScaler",
@@ -702,6 +703,36 @@ def _feature_values(
     return raw
 
 
+#: The largest feature magnitude accepted: far above any habitat measure or effort, far below
+#: the values whose squares overflow when the features are standardised.
+MAX_FEATURE_MAGNITUDE = 1e12
+
+
+def _check_magnitude(
+    units: pd.DataFrame, features: list[str], raw: np.ndarray, fit_rows: np.ndarray, source: str
+) -> None:
+    """Refuse finite feature values beyond :data:`MAX_FEATURE_MAGNITUDE` (a nodata read as data).
+
+    Runs before anything computes with the features (the habitat novelty first), so such a
+    value gives this one message and no overflow warning.
+    """
+    rows = np.flatnonzero(fit_rows)
+    with np.errstate(invalid="ignore"):
+        huge = np.isfinite(raw[rows]) & (np.abs(raw[rows]) > MAX_FEATURE_MAGNITUDE)
+    if not huge.any():
+        return
+    cols = [features[j] for j in np.flatnonzero(huge.any(axis=0))]
+    at = rows[huge.any(axis=1)]
+    ids = units["cell_id"].to_numpy()[at]
+    biggest = float(np.abs(raw[rows][huge]).max())
+    raise DataFileError(
+        f"cells={source!r}: {at.size} train/candidate cells have feature values as large as "
+        f"{biggest:.3g} (columns {cols[:5]}; cell_id {ids[:5].tolist()}), beyond "
+        f"{MAX_FEATURE_MAGNITUDE:g}: a raster's nodata value read as data, most likely. "
+        "Re-ingest with the raster's nodata set, or set those cells' role to 'other'"
+    )
+
+
 def _check_species_classes(
     labels: np.ndarray, train: np.ndarray, species: tuple[str, ...], source: str
 ) -> None:
@@ -993,6 +1024,8 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         covariates, effort = effort_covariates(units, labelled)
         units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
         features = [*features, *effort]
+    values = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    _check_magnitude(units, features, values, train | cand, source)
     mess_value, mess_variable, novel_out = _novelty(units, features, labelled, cand, opts,
                                                     lock_in, cost, free_budget)  # fmt: skip
     cand = cand & ~novel_out

@@ -38,6 +38,8 @@ def _variants(units: gpd.GeoDataFrame) -> dict[str, gpd.GeoDataFrame]:
         "oneclass": units.assign(label=units.label.where(~train, 1)),
         "nan": units.assign(lc_forest=units.lc_forest.where(~cand)),
         "inf": units.assign(elev_mean=units.elev_mean.where(~cand, np.inf)),
+        "huge": units.assign(elev_mean=units.elev_mean.where(units.index != 7, 1e308)),
+        "nodata": units.assign(lc_crop=units.lc_crop.where(~(cand & every7), -3.4028235e38)),
         "dup": units.assign(cell_id=units.cell_id.where(units.index != 3, 2)),
         "noid": units.assign(cell_id=units.cell_id.astype(float).where(units.index != 4)),
         "nullgeom": units.set_geometry(units.geometry.where(units.index != 5, None)),
@@ -255,6 +257,16 @@ CASES = {
     "cells_oneclass": (["--budget", "3", "--cells", "@oneclass"], 1, "every training cell"),
     "cells_nan": (["--budget", "3", "--cells", "@nan"], 1, "NaN or infinite features"),
     "cells_inf": (["--budget", "3", "--cells", "@inf"], 1, "NaN or infinite features"),
+    "cells_huge": (
+        ["--budget", "3", "--cells", "@huge"],
+        1,
+        "as large as 1e+308 (columns ['elev_mean']; cell_id [7])",
+    ),
+    "cells_nodata": (
+        ["--budget", "3", "--cells", "@nodata"],
+        1,
+        "a raster's nodata value read as data",
+    ),
     "cells_dup": (["--budget", "3", "--cells", "@dup"], 1, "cell_id repeats ['2']"),
     "cells_noid": (["--budget", "3", "--cells", "@noid"], 1, "have no cell_id"),
     "cells_nullgeom": (["--budget", "3", "--cells", "@nullgeom"], 1, "have no geometry"),
@@ -503,3 +515,16 @@ def test_largest_seed_selects(files, workdir):
     assert res.exit_code == 0, res.stderr
     selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
     assert len(selected) == 4
+
+
+@pytest.mark.parametrize("name", ["huge", "nodata"])
+def test_huge_feature_refused_before_any_overflow(name, files, workdir):
+    """A nodata value read as a feature stops the run before anything computes with it."""
+    import warnings
+
+    args = ["select", "--budget", "3", "--cells", str(files[name])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert_one_line_error(res.stderr, res.exit_code, 1, "nodata value read as data")
+    assert os.listdir(workdir) == []
