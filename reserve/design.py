@@ -328,6 +328,7 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
             f"cells={str(p)!r}: planning_units has no CRS; re-create it with 'reserve ingest' "
             "or assign the grid's CRS (e.g. ogr2ogr -a_srs)"
         )
+    _check_crs(units, str(p))
     _check_cells(units, str(p))
     return _unsurveyed_labels(units)
 
@@ -346,6 +347,35 @@ def _unsurveyed_labels(units: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     if label.notna().all() and (label % 1 == 0).all():
         label = label.astype(np.int64)
     return units.assign(label=label)
+
+
+def _check_crs(units: gpd.GeoDataFrame, source: str) -> None:
+    """Refuse a CRS that cannot be the cells': degrees out of range, or a unit other than metres.
+
+    Areas, boundaries and the map's placement all read the coordinates in the CRS's unit: a
+    grid in metres labelled EPSG:4326 would be drawn off the globe, one in feet would give
+    boundaries 3.28 times too long.
+    """
+    crs = units.crs
+    x0, y0, x1, y1 = (float(v) for v in units.total_bounds)
+    if crs.is_geographic:
+        if max(abs(x0), abs(x1)) <= 360.0 and max(abs(y0), abs(y1)) <= 90.0:
+            return
+        raise DataFileError(
+            f"cells={source!r}: planning_units' CRS ({crs.name}) is in degrees but its "
+            f"coordinates reach x {x0:.6g}..{x1:.6g}, y {y0:.6g}..{y1:.6g}, beyond "
+            "longitude/latitude: the grid is in metres and its CRS is mislabelled. Assign the "
+            "grid's real CRS (e.g. ogr2ogr -a_srs EPSG:5070 fixed.gpkg cells.gpkg) or "
+            "re-create it with 'reserve ingest'"
+        )
+    unit = crs.axis_info[0].unit_name if crs.axis_info else "metre"
+    if unit not in ("metre", "meter"):
+        raise DataFileError(
+            f"cells={source!r}: planning_units' CRS ({crs.name}) is in {unit}, and reserve "
+            "measures cells and boundaries in metres. Reproject it to an equal-area CRS in "
+            "metres (e.g. ogr2ogr -t_srs EPSG:5070 fixed.gpkg cells.gpkg) or re-create it with "
+            "'reserve ingest'"
+        )
 
 
 def _check_cells(units: gpd.GeoDataFrame, source: str) -> None:
@@ -379,6 +409,15 @@ def _check_cells(units: gpd.GeoDataFrame, source: str) -> None:
             f"cells={source!r}: {int(bad.sum())} planning units have no geometry (null or "
             f"empty; cell_id {shown}); a cell without a shape cannot be mapped or bought: "
             "give them their square or delete those rows"
+        )
+    invalid = ~geom.is_valid.to_numpy()
+    if invalid.any():
+        shown = [str(v) for v in ids[invalid].tolist()[:5]]
+        raise DataFileError(
+            f"cells={source!r}: {int(invalid.sum())} planning units have invalid geometry "
+            f"(self-intersecting or otherwise; cell_id {shown}): their area and boundary "
+            "cannot be measured. Repair them (QGIS 'Fix geometries', or shapely.make_valid) "
+            "or re-create the file with 'reserve ingest'"
         )
 
 

@@ -32,7 +32,11 @@ def _variants(units: gpd.GeoDataFrame) -> dict[str, gpd.GeoDataFrame]:
     every7 = np.arange(n) % 7 == 0
     empty = units.geometry.copy()
     empty[3] = shapely.Polygon()
+    bowtie = units.geometry.copy()
+    x0, y0, x1, y1 = bowtie[8].bounds
+    bowtie[8] = shapely.Polygon([(x0, y0), (x1, y1), (x1, y0), (x0, y1)])
     return {
+        "bowtie": units.set_geometry(bowtie),
         "nocol": units.drop(columns="label"),
         "notrain": units.assign(role=units.role.where(~train, "other")),
         "oneclass": units.assign(label=units.label.where(~train, 1)),
@@ -79,6 +83,13 @@ def files(tmp_path_factory) -> dict[str, Path]:
         else:
             write_units(path, frame)
         out[name] = path
+    for name, frame in {
+        "mislabelled": units.set_crs(4326, allow_override=True),
+        "feet": units.to_crs(2264),
+        "footgrid": units.set_crs(2264, allow_override=True),
+    }.items():
+        write_units(d / f"{name}.gpkg", frame)
+        out[name] = d / f"{name}.gpkg"
     nocrs = units.set_crs(None, allow_override=True)
     pyogrio.write_dataframe(nocrs, d / "nocrs.gpkg", layer="planning_units", driver="GPKG")
     out["nocrs"] = d / "nocrs.gpkg"
@@ -251,6 +262,18 @@ CASES = {
     "cells_half": (["--budget", "3", "--cells", "@half"], 1, "is not a GeoPackage"),
     "cells_nolayer": (["--budget", "3", "--cells", "@nolayer"], 1, "no 'planning_units' layer"),
     "cells_nocrs": (["--budget", "3", "--cells", "@nocrs"], 1, "has no CRS"),
+    "cells_mislabelled": (
+        ["--budget", "3", "--cells", "@mislabelled"],
+        1,
+        "is in degrees but its coordinates reach x 1.1e+06..1.136e+06",
+    ),
+    "cells_feet": (["--budget", "3", "--cells", "@feet"], 1, "is in US survey foot"),
+    "cells_footgrid": (["--budget", "3", "--cells", "@footgrid"], 1, "ogr2ogr -t_srs EPSG:5070"),
+    "cells_bowtie": (
+        ["--budget", "3", "--cells", "@bowtie"],
+        1,
+        "1 planning units have invalid geometry (self-intersecting or otherwise; cell_id ['8'])",
+    ),
     "cells_nocol": (["--budget", "3", "--cells", "@nocol"], 1, "lacks the columns ['label']"),
     "cells_notable": (["--budget", "3", "--cells", "@notable"], 1, "['geometry']"),
     "cells_notrain": (["--budget", "3", "--cells", "@notrain"], 1, "has no training cells"),
