@@ -277,6 +277,7 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     Returns
     -------
     geopandas.GeoDataFrame
+        The cells sorted by ``cell_id``, whatever the file's row order.
 
     Raises
     ------
@@ -330,6 +331,9 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
         )
     _check_crs(units, str(p))
     _check_cells(units, str(p))
+    # Everything random downstream (folds, forests, bootstraps, tie-breaks) draws over rows:
+    # in cell_id order, the same cells select the same in any row order of the file.
+    units = units.sort_values("cell_id", kind="stable", ignore_index=True)
     return _unsurveyed_labels(units)
 
 

@@ -551,3 +551,54 @@ def test_huge_feature_refused_before_any_overflow(name, files, workdir):
         res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert_one_line_error(res.stderr, res.exit_code, 1, "nodata value read as data")
     assert os.listdir(workdir) == []
+
+
+# ------------------------------------------------------------------------------------------
+# the same cells in another row order (a layer re-exported from QGIS): the same answer
+
+# run_summary columns that name the input file or the clock, not the selection
+_FILE_AND_CLOCK = ["cells_path", "cells_sha256", "config", "created_utc", "fit_seconds",
+                   "runtime_seconds"]  # fmt: skip
+
+
+def _layers(gpkg: Path) -> dict[str, pd.DataFrame]:
+    out = {}
+    for layer in pyogrio.list_layers(gpkg)[:, 0]:
+        frame = pyogrio.read_dataframe(gpkg, layer=layer)
+        out[layer] = frame.drop(columns=[c for c in _FILE_AND_CLOCK if c in frame])
+    return out
+
+
+@pytest.mark.parametrize("model", ["linear", "auto"])
+def test_shuffled_rows_select_the_same(model, workdir):
+    """Every layer of the outputs is identical for the planning units in two row orders."""
+    units = make_units()
+    shuffled = units.iloc[np.random.default_rng(1).permutation(len(units))]
+    layers = []
+    for i, frame in enumerate([units, shuffled.reset_index(drop=True)]):
+        cells = write_units(workdir / f"c{i}.gpkg", frame)
+        args = ["select", "--budget", "8", "--model", model, "--cells", str(cells),
+                "--out", f"r{i}", "--bootstrap", "3"]  # fmt: skip
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert res.exit_code == 0, res.stderr
+        layers.append(_layers(workdir / f"r{i}" / "reserve.gpkg"))
+    assert layers[0].keys() == layers[1].keys()
+    for name, frame in layers[0].items():
+        pd.testing.assert_frame_equal(frame, layers[1][name], check_exact=True, obj=name)
+
+
+@pytest.mark.slow
+def test_default_region_shuffled_selects_the_same(tmp_path):
+    """The embedded region's 30 cells, from its planning units in a random row order."""
+    from reserve.design import default_cells
+    from reserve.select import select_reserve
+
+    path = default_cells()[0]
+    units = pyogrio.read_dataframe(path, layer="planning_units")
+    shuffled = units.iloc[np.random.default_rng(3).permutation(len(units))]
+    pyogrio.write_dataframe(shuffled, tmp_path / "shuffled.gpkg", layer="planning_units")
+    picked = [
+        select_reserve(30, cells=cells).selected["cell_id"].tolist()
+        for cells in (path, tmp_path / "shuffled.gpkg")
+    ]
+    assert picked[0] == picked[1]
