@@ -296,6 +296,13 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     if not p.is_file():
         raise DataFileError(f"cells={str(p)!r} does not exist; pass a GeoPackage from ingest")
     try:
+        str(p.absolute()).encode("utf-8")
+    except UnicodeError:
+        raise DataFileError(
+            f"cells={str(p)!a} holds bytes that are not UTF-8 text (shown as escapes); "
+            "GDAL reads GeoPackages from UTF-8 paths only: rename the file or its folder"
+        ) from None
+    try:
         info = pyogrio.list_layers(p)
         driver = pyogrio.read_info(p, layer=info[0][0])["driver"] if len(info) else None
     except (DataSourceError, OSError, IndexError):

@@ -251,9 +251,11 @@ def prepare_outputs(
     DataFileError
         An output path that is a folder, a folder that is a file or is not writable.
     """
-    from reserve.io.atomic import check_target
+    from reserve.io.atomic import check_path_name, check_target
 
-    out_dir = Path(out)
+    out_dir = check_path_name(out, "--out")
+    if map_path is not None:  # a bad --map is named before anything looks it up
+        check_path_name(map_path, "--map")
     if out_dir.exists() and not out_dir.is_dir():
         raise DataFileError(f"--out {str(out_dir)!r} is a file; pass a folder path")
     gpkg = check_target(out_dir / GPKG_NAME, overwrite=overwrite, option="--out")

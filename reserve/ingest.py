@@ -200,11 +200,11 @@ def _bbox_polygon(values: list[float], shown: Any) -> shapely.Geometry:
 
 def _check_output(output: str | os.PathLike[str], overwrite: bool) -> Path:
     """The output path, refused unless a GeoPackage that can be written (nothing created)."""
-    from reserve.io.atomic import check_target
+    from reserve.io.atomic import check_path_name, check_target
 
     if not isinstance(output, str | os.PathLike):
         raise InvalidInputError(f"output must be a path to a .gpkg file; received {output!r}")
-    path = Path(output)
+    path = check_path_name(output, "--output")
     if path.is_dir():
         raise DataFileError(
             f"--output {str(path)!r} is a folder; pass a .gpkg file path, e.g. "

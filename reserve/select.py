@@ -232,12 +232,12 @@ def run_selection(
             say("preparing the default region (cached after the first run)")
     cells_path, public, outline = locate_cells(opts.cells, public, outline)
     check_decoration(public, outline)
+    if opts.cells is not None and cells_path.is_file():  # the outputs before the cells are read
+        gpkg_path, map_path = check_outputs(opts, cells_path)
     units = read_planning_units(cells_path)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))
-    if opts.cells is not None:  # every input is checked; now the outputs, before the work
-        gpkg_path, map_path = check_outputs(opts, cells_path)
     say(f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
         f"{int(problem.candidate.sum())} candidates")  # fmt: skip
     n_out = int(problem.locked_out.sum())

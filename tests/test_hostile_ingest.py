@@ -220,6 +220,8 @@ CASES = {
     "output_folder": ("--output", "@folder", [], 1, "is a folder"),
     "output_no_folder": ("--output", "nosuch/units.gpkg", [], 1, "does not exist; create it"),
     "output_proc": ("--output", "/proc/units.gpkg", [], 1, "cannot be written"),
+    "output_not_utf8": ("--output", "units\udcff.gpkg", [], 1, "holds bytes that are not UTF-8"),
+    "output_name_long": ("--output", "u" * 300 + ".gpkg", [], 1, "is 305 bytes, longer than"),
     "output_existing": ("--output", "prev.gpkg", [], 1, "already exists; pass --overwrite"),
     "output_is_input": ("--output", "@prev.gpkg", [], 1, "already exists"),
     "missing_species": ("--species", None, [], 2, "Missing option '--species'"),

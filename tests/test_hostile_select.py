@@ -128,6 +128,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
         out[name] = d / f"{name}.toml"
     (d / "latin1.toml").write_bytes("method = 'caf\xe9'\n".encode("latin-1"))
     out["latin1"] = d / "latin1.toml"
+    out["not_utf8"] = d / "cells\udcff.gpkg"  # the name's byte 0xff is not UTF-8
+    out["not_utf8"].write_bytes(out["cells"].read_bytes())
     (d / "afile").write_text("x")
     out["afile"] = d / "afile"
     return out
@@ -368,6 +370,13 @@ CASES = {
         1,
         "cannot be written",
     ),
+    "out_name_552": (["--budget", "3", "--out", "a" * 552], 1, "is 552 bytes, longer than the 255"),
+    "out_name_256": (["--budget", "3", "--out", "b" * 256 + "/run"], 1, "is 256 bytes"),
+    "map_name_256": (["--budget", "3", "--map", "m" * 251 + ".html"], 1, "is 256 bytes"),
+    "out_path_4k": (["--budget", "3", "--out", "/".join(["d" * 200] * 21)], 1, "too long for the"),
+    "out_not_utf8": (["--budget", "3", "--out", "bad\udcff"], 1, "'bad\\udcff' holds bytes"),
+    "map_not_utf8": (["--budget", "3", "--map", "m\udcff.html"], 1, "not UTF-8"),
+    "cells_not_utf8": (["--budget", "3", "--cells", "@not_utf8"], 1, "not UTF-8 text"),
     "out_existing": (["--budget", "3", "--out", "prev"], 1, "already exists; pass --overwrite"),
     "map_existing": (
         ["--budget", "3", "--out", "new", "--map", "prev/m.html"],
@@ -386,13 +395,19 @@ CASES = {
         "would replace the --cells file",
     ),
     "out_map_existing": (["--budget", "3", "--out", "onlymap"], 1, "cells_ttk_k3.html"),
+    # the outputs are checked before the cells file is read (a refusal in well under 1 s)
+    "out_before_cells_read": (
+        ["--budget", "3", "--cells", "@text", "--out", "prev"],
+        1,
+        "already exists; pass --overwrite",
+    ),
     # a missing input is named even when the default output exists (inputs before outputs)
     "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
 }
 # where the working folder holds previous outputs
 PREVIOUS = {"out_replaces_cells", "out_map_existing", "out_existing", "map_existing",
             "default_existing", "input_before_output", "map_proc_overwrite",
-            "map_is_gpkg"}  # fmt: skip
+            "map_is_gpkg", "out_before_cells_read"}  # fmt: skip
 
 
 def _args(case: list[str], files: dict[str, Path]) -> list[str]:
@@ -602,3 +617,14 @@ def test_default_region_shuffled_selects_the_same(tmp_path):
         for cells in (path, tmp_path / "shuffled.gpkg")
     ]
     assert picked[0] == picked[1]
+
+
+def test_longest_names_are_written(files, workdir):
+    """A 255-byte --out folder and a 250-byte --map: the tool's own temporaries still fit."""
+    out, page = "o" * 255, "m" * 245 + ".html"
+    args = ["select", "--budget", "3", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", out, "--map", page]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert sorted(os.listdir(workdir)) == [page, out]
+    assert os.listdir(workdir / out) == ["reserve.gpkg"]
