@@ -354,3 +354,33 @@ def test_ebd_of_the_same_download_is_not_warned(inputs, workdir):
     res = CliRunner().invoke(main, _base(inputs), catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert "EBD checklists" not in res.stderr and "repeated SED" not in res.stderr
+
+
+@pytest.mark.parametrize("region", [True, False])
+def test_cell_size_in_km_refused_up_front(region, inputs, workdir, monkeypatch):
+    """--cell-size 10 (km meant, metres read): refused with the count, the memory and the fix.
+
+    With --region the size is known before any file is read; without, once the checklists'
+    extent is (before any cell is made).
+    """
+    import reserve.ingest
+
+    monkeypatch.setattr(reserve.ingest, "available_memory", lambda: 10**8)
+    args = _with(_base(inputs), "--cell-size", "10")
+    if not region:
+        args = _with(args, "--region", None)
+    before = snapshot(workdir)
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    line = assert_one_line_error(res.stderr, res.exit_code, 2, "--cell-size 10 would grid")
+    assert re.search(r"into about [\d,]+ cells, needing about [\d.]+ GB of memory", line), line
+    assert "where 0.1 GB are available" in line
+    assert "for 10 km pass --cell-size 10000" in line
+    assert snapshot(workdir) == before
+
+
+def test_cell_size_that_fits_is_not_refused(inputs, workdir, monkeypatch):
+    import reserve.ingest
+
+    monkeypatch.setattr(reserve.ingest, "available_memory", lambda: 2 * 10**9)
+    res = CliRunner().invoke(main, _with(_base(inputs), "--cell-size", "500"))
+    assert res.exit_code == 0, res.stderr
