@@ -31,6 +31,7 @@ __all__ = [
     "check_outputs",
     "default_region_cached",
     "ingest_species",
+    "one_species_options",
     "write_outputs",
 ]
 
@@ -58,6 +59,48 @@ def ingest_species(path: Any) -> str:
         return ""
     hit = table.loc[table["item"] == "species", "value"]
     return str(hit.iloc[0]).split(";")[0].strip() if len(hit) else ""
+
+
+def one_species_options(opts: SelectOptions, columns: Any, path: Any) -> SelectOptions:
+    """``opts`` without ``species`` when it names the one species of a single-species ingest.
+
+    A single-species ingest has ``label`` and no ``label__<species>`` columns; ``--species
+    NAME`` then selects for ``label`` when NAME is the species the ingest recorded (compared
+    as :func:`reserve.config.species_slug` does: case and punctuation aside).
+
+    Parameters
+    ----------
+    opts : reserve.config.SelectOptions
+    columns : sequence of str
+        The planning units' columns.
+    path : path-like
+        The planning-units GeoPackage (its ``ingest_summary`` names the species).
+
+    Returns
+    -------
+    reserve.config.SelectOptions
+
+    Raises
+    ------
+    InvalidInputError
+        One name that is not the ingest's species.
+    """
+    from dataclasses import replace
+
+    from reserve.config import SPECIES_LABEL_PREFIX, species_slug
+
+    several = any(str(c).startswith(SPECIES_LABEL_PREFIX) for c in columns)
+    if opts.species is None or len(opts.species) != 1 or several:
+        return opts
+    recorded = ingest_species(path)
+    if not recorded:  # not named by an ingest: the multi-species message says what is missing
+        return opts
+    if species_slug(opts.species[0]) != species_slug(recorded):
+        raise InvalidInputError(
+            f"--species {opts.species[0]!r}: the cells were ingested for one species, "
+            f"{recorded!r} (column label); pass --species {recorded!r} or leave --species out"
+        )
+    return replace(opts, species=None)
 
 
 def write_outputs(

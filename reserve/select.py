@@ -3,8 +3,8 @@
 :func:`select_reserve` is the one place that runs the sequence:
 
 1. check the options (:class:`reserve.config.SelectOptions`);
-2. read the planning units into one :class:`reserve.design.Problem` (every refusal of the
-   input there), then check the output paths (nothing is created yet);
+2. check the output paths (nothing is created yet), then read the planning units into one
+   :class:`reserve.design.Problem` (every refusal of the input there);
 3. choose ``C`` (given, or by the paper's cross-validation on the training cells);
 4. fit a :class:`sklearn.pipeline.Pipeline`: the features standardised on the fitted
    (``train`` and ``candidate``) cells, then :func:`reserve.solvers.make_estimator`'s;
@@ -56,6 +56,7 @@ from reserve.run_files import (
     check_outputs,
     default_region_cached,
     ingest_species,
+    one_species_options,
     write_outputs,
 )
 from reserve.solvers import TTK_METHODS, describe_members, make_estimator
@@ -235,6 +236,7 @@ def run_selection(
     if opts.cells is not None and cells_path.is_file():  # the outputs before the cells are read
         gpkg_path, map_path = check_outputs(opts, cells_path)
     units = read_planning_units(cells_path)
+    opts = one_species_options(opts, units.columns, cells_path)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))

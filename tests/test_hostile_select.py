@@ -628,3 +628,36 @@ def test_longest_names_are_written(files, workdir):
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == [page, out]
     assert os.listdir(workdir / out) == ["reserve.gpkg"]
+
+
+def _single_species_cells(path: Path) -> Path:
+    """Planning units with the ingest's record of its one species (Wood Thrush)."""
+    write_units(path)
+    summary = pd.DataFrame({"item": ["species"], "kept": [np.nan], "dropped": [np.nan],
+                            "value": ["Wood Thrush"]})  # fmt: skip
+    pyogrio.write_dataframe(summary, path, layer="ingest_summary", driver="GPKG", append=True)
+    return path
+
+
+def test_species_of_a_single_species_ingest_is_accepted(workdir):
+    cells = str(_single_species_cells(workdir / "c.gpkg"))
+    picked = []
+    for i, extra in enumerate([[], ["--species", "wood thrush"]]):
+        args = ["select", "--budget", "4", "--model", "linear", "--cells", cells,
+                "--out", f"r{i}", *extra]  # fmt: skip
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert res.exit_code == 0, res.stderr
+        sel = pyogrio.read_dataframe(workdir / f"r{i}" / "reserve.gpkg", layer="selected")
+        picked.append(sel["cell_id"].tolist())
+    assert picked[0] == picked[1]
+
+
+def test_another_species_of_a_single_species_ingest_is_refused(workdir):
+    cells = str(_single_species_cells(workdir / "c.gpkg"))
+    before = snapshot(workdir)
+    args = ["select", "--budget", "4", "--cells", cells, "--species", "Veery", "--out", "r"]
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert_one_line_error(res.stderr, res.exit_code, 2,
+                          "--species 'Veery': the cells were ingested for one species, "
+                          "'Wood Thrush' (column label); pass --species 'Wood Thrush'")  # fmt: skip
+    assert snapshot(workdir) == before
