@@ -313,6 +313,8 @@ def ingest_command(**kw: object) -> None:
         f"(positive {counts['train_positive']}), candidate {counts['candidate']}, "
         f"other {counts['other']}"
     )
+    for line in filter_report(result.summary):
+        click.echo(line, err=True)
     notes = (_repeated_rows(result.summary), _unlinked(result.summary),
              _few_training_cells(result.planning_units))  # fmt: skip
     for warning in notes:
@@ -330,6 +332,26 @@ def ingest_command(**kw: object) -> None:
                 f"surveyed positive {int((pu[column] == 1).sum())})"
             )
         click.echo(f"label = {names[0]}")
+
+
+def filter_report(summary: Any) -> list[str]:
+    """The ingest's filter steps as lines for stderr: rows kept and dropped, and the setting.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        The ``ingest_summary`` table (:attr:`reserve.ingest.IngestResult.summary`).
+
+    Returns
+    -------
+    list of str
+    """
+    steps = summary[summary["item"].str.match(r"(sed|ebd|checklists):") & summary["kept"].notna()]
+    lines = ["filters (rows kept, dropped):"]
+    for row in steps.itertuples(index=False):
+        detail = f"  {row.value}" if isinstance(row.value, str) and row.value else ""
+        lines.append(f"  {row.item:<28} {int(row.kept):>10,} {int(row.dropped):>10,}{detail}")
+    return lines if len(lines) > 1 else []
 
 
 def _repeated_rows(summary: Any) -> str:

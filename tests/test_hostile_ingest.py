@@ -384,3 +384,21 @@ def test_cell_size_that_fits_is_not_refused(inputs, workdir, monkeypatch):
     monkeypatch.setattr(reserve.ingest, "available_memory", lambda: 2 * 10**9)
     res = CliRunner().invoke(main, _with(_base(inputs), "--cell-size", "500"))
     assert res.exit_code == 0, res.stderr
+
+
+def test_filter_report_on_stderr(inputs, workdir):
+    """Every filter step of ingest_summary is on stderr with its rows kept and dropped."""
+    res = CliRunner().invoke(main, _base(inputs), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    summary = pyogrio.read_dataframe(workdir / "units.gpkg", layer="ingest_summary")
+    steps = summary[summary["item"].str.match(r"(sed|ebd|checklists):")]
+    assert len(steps) >= 10
+    lines = res.stderr.splitlines()
+    assert lines[0] == "filters (rows kept, dropped):"
+    for row in steps.itertuples():
+        shown = [ln.split() for ln in lines if ln.split()[:1] == [row.item]]
+        assert len(shown) == 1, row.item
+        assert shown[0][1:3] == [f"{int(row.kept):,}", f"{int(row.dropped):,}"], row.item
+    assert "sed:protocol" in res.stderr and "Stationary,Traveling" in res.stderr
+    assert res.stdout.startswith("wrote ")  # stdout keeps its two lines
+    assert len(res.stdout.splitlines()) == 2
