@@ -765,7 +765,8 @@ def _print_figures(console: Any, result: object) -> None:
             f"bootstrap: {s['bootstrap']} refits on resampled training cells; freq = share "
             "of refits selecting the cell (ranking layer: every candidate)"
         )
-    for label, path in (("GeoPackage", r.gpkg_path), ("map", r.map_path)):  # type: ignore[attr-defined]
+    paths = (("GeoPackage", r.gpkg_path), ("ranking CSV", r.csv_path), ("map", r.map_path))
+    for label, path in paths:  # type: ignore[attr-defined]
         if path is not None:
             console.print(f"{label}: {path}")
 

@@ -14,14 +14,17 @@ equal-area CRS; only the map is drawn in EPSG:4326):
     without finite features), ``novel`` (bool, ``mess < 0``), ``mess_variable`` (the most
     dissimilar habitat feature), then the feature columns.
 ``selected`` (polygons, the ``k`` selected cells, locked-in first, then best first)
-    ``rank``, ``cell_id``, ``score``, ``selection_frequency`` (with ``--bootstrap``),
+    ``rank``, ``cell_id``, ``longitude``, ``latitude`` (the cell's centroid in EPSG:4326),
+    ``area_ha`` (its area), ``score``, ``selection_frequency`` (with ``--bootstrap``),
     ``locked_in`` (when any cell is locked in), ``mess``, ``novel``, ``mess_variable``,
     ``role``, ``label``, the feature columns.
 ``ranking`` (a table without geometry, every ranked cell in rank order)
     ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in``, ``selection_frequency``
-    (with ``--bootstrap``), ``mess``, ``novel``, ``mess_variable``: the selected cells, then
-    every other candidate by score, so the runners-up are visible (the best ``k + 1`` cells
-    are not always the best ``k`` plus one).
+    (with ``--bootstrap``), ``mess``, ``novel``, ``mess_variable``, ``longitude``,
+    ``latitude``, ``area_ha``: the selected cells, then every other candidate by score, so
+    the runners-up are visible (the best ``k + 1`` cells are not always the best ``k`` plus
+    one). The same table is written beside the GeoPackage as ``ranking.csv``
+    (:data:`CSV_NAME`), for a spreadsheet or a GPS.
 ``layer_styles`` (QGIS's style table; :mod:`reserve.qgis_styles`)
     the default QGIS styles of ``planning_units`` (graduated by score, viridis) and
     ``selected`` (magenta, labelled by rank): the layers open styled in QGIS.
@@ -58,11 +61,14 @@ from reserve.qgis_styles import describe_crs, style_table
 if TYPE_CHECKING:
     from reserve.result import SelectionResult
 
-__all__ = ["FIXED_TIMESTAMP", "GPKG_NAME", "LAYERS", "identified_crs", "prepare_outputs",
-           "write_geopackage", "write_result"]  # fmt: skip
+__all__ = ["CSV_NAME", "FIXED_TIMESTAMP", "GPKG_NAME", "LAYERS", "identified_crs",
+           "prepare_outputs", "write_geopackage", "write_ranking_csv", "write_result"]  # fmt: skip
 
 #: File name of the selection's GeoPackage in the output folder.
 GPKG_NAME = "reserve.gpkg"
+
+#: File name of the ranking table (CSV, with longitude and latitude) beside the GeoPackage.
+CSV_NAME = "ranking.csv"
 
 #: Layer names of ``reserve.gpkg``.
 LAYERS = ("planning_units", "selected", "run_summary", "ranking")
@@ -259,6 +265,7 @@ def prepare_outputs(
     if out_dir.exists() and not out_dir.is_dir():
         raise DataFileError(f"--out {str(out_dir)!r} is a file; pass a folder path")
     gpkg = check_target(out_dir / GPKG_NAME, overwrite=overwrite, option="--out")
+    check_target(out_dir / CSV_NAME, overwrite=overwrite, option="--out")
     if map_path is not None:
         if Path(map_path).absolute() == gpkg.absolute():
             raise InvalidInputError(
@@ -266,6 +273,25 @@ def prepare_outputs(
             )
         check_target(map_path, overwrite=overwrite, option="--map")
     return gpkg
+
+
+def write_ranking_csv(ranking: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write the ranking table as UTF-8 CSV (no index): one row per ranked cell.
+
+    Parameters
+    ----------
+    ranking : pandas.DataFrame
+        :attr:`reserve.result.SelectionResult.ranking`.
+    path : path-like
+        The file to write (the caller makes it atomic).
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    pd.DataFrame(ranking).to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    return path
 
 
 def write_result(

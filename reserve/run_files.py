@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reserve.errors import DataFileError, InvalidInputError, ReserveError
-from reserve.export import prepare_outputs, write_result
+from reserve.export import prepare_outputs, write_ranking_csv, write_result
 from reserve.io.atomic import write_together
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def write_outputs(
     Parameters
     ----------
     result : reserve.result.SelectionResult
-        With ``gpkg_path`` and ``map_path`` set (``None``: not written).
+        With ``gpkg_path``, ``map_path`` and ``csv_path`` set (``None``: not written).
     say : callable
         Progress messages.
     t0 : float
@@ -158,6 +158,9 @@ def write_outputs(
             return drawing  # drawn and written there while the GeoPackage is written here
 
         jobs.append((result.map_path, ".html", draw))
+    if result.csv_path is not None and result.ranking is not None:
+        ranking = result.ranking
+        jobs.insert(0, (result.csv_path, ".csv", lambda tmp: write_ranking_csv(ranking, tmp)))
     if result.gpkg_path is not None:
 
         def store(tmp: Path) -> None:

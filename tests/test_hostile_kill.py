@@ -107,7 +107,7 @@ def test_select_killed_while_writing_keeps_previous_outputs(point, cells, workdi
     res = CliRunner().invoke(main, [*_select(cells, *out), "--budget", "7", "--overwrite"],
                              catch_exceptions=False)  # fmt: skip
     assert res.exit_code == 0, res.stderr
-    assert sorted(os.listdir(workdir / "run")) == ["m.html", "reserve.gpkg"]  # cleaned
+    assert sorted(os.listdir(workdir / "run")) == ["m.html", "ranking.csv", "reserve.gpkg"]
     summary = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="run_summary")
     assert summary["budget"].tolist() == [7]
 
@@ -121,7 +121,11 @@ def test_select_killed_on_its_first_run_leaves_no_output(cells, workdir):
     assert visible == []
     res = CliRunner().invoke(main, _select(cells), catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
-    assert sorted(snapshot(workdir)[1]) == ["maps/cells_ttk_k5.html", "results/reserve.gpkg"]
+    assert sorted(snapshot(workdir)[1]) == [
+        "maps/cells_ttk_k5.html",
+        "results/ranking.csv",
+        "results/reserve.gpkg",
+    ]
 
 
 @pytest.fixture

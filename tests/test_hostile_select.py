@@ -395,6 +395,7 @@ CASES = {
         "would replace the --cells file",
     ),
     "out_map_existing": (["--budget", "3", "--out", "onlymap"], 1, "cells_ttk_k3.html"),
+    "out_csv_existing": (["--budget", "3", "--out", "onlycsv"], 1, "ranking.csv' (--out) already"),
     # the outputs are checked before the cells file is read (a refusal in well under 1 s)
     "out_before_cells_read": (
         ["--budget", "3", "--cells", "@text", "--out", "prev"],
@@ -407,7 +408,7 @@ CASES = {
 # where the working folder holds previous outputs
 PREVIOUS = {"out_replaces_cells", "out_map_existing", "out_existing", "map_existing",
             "default_existing", "input_before_output", "map_proc_overwrite",
-            "map_is_gpkg", "out_before_cells_read"}  # fmt: skip
+            "map_is_gpkg", "out_before_cells_read", "out_csv_existing"}  # fmt: skip
 
 
 def _args(case: list[str], files: dict[str, Path]) -> list[str]:
@@ -436,6 +437,8 @@ def _previous_outputs(folder: Path) -> None:
     (folder / "maps" / "cells_ttk_k3.html").write_text("previous default map")
     (folder / "onlymap").mkdir()  # --out onlymap: the map of the same name is already there
     (folder / "onlymap" / "cells_ttk_k3.html").write_text("previous map in --out")
+    (folder / "onlycsv").mkdir()  # --out onlycsv: a ranking table of an earlier run is there
+    (folder / "onlycsv" / "ranking.csv").write_text("rank,cell_id\n")
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -492,7 +495,11 @@ def test_odd_but_legal(name, workdir):
     assert set(selected["cell_id"].astype(str)) <= set(ids[units["role"] == "candidate"])
     if name == "text_ids":
         assert selected["cell_id"].str.startswith("c").all()  # kept as text
-    assert sorted(os.listdir(workdir / "run")) == ["cells_ttk_k5.html", "reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "run")) == [
+        "cells_ttk_k5.html",
+        "ranking.csv",
+        "reserve.gpkg",
+    ]
 
 
 def test_text_booleans_select_as_real_booleans(workdir):
@@ -519,11 +526,15 @@ def test_out_holds_the_map_and_default_keeps_todays_paths(files, workdir):
     res = CliRunner().invoke(main, [*base, "--out", "region2"], catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == ["region2"]
-    assert sorted(os.listdir(workdir / "region2")) == ["cells_ttk_k4.html", "reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "region2")) == [
+        "cells_ttk_k4.html",
+        "ranking.csv",
+        "reserve.gpkg",
+    ]
     res = CliRunner().invoke(main, base, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == ["maps", "region2", "results"]
-    assert os.listdir(workdir / "results") == ["reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "results")) == ["ranking.csv", "reserve.gpkg"]
     assert os.listdir(workdir / "maps") == ["cells_ttk_k4.html"]
 
 
@@ -627,7 +638,7 @@ def test_longest_names_are_written(files, workdir):
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == [page, out]
-    assert os.listdir(workdir / out) == ["reserve.gpkg"]
+    assert sorted(os.listdir(workdir / out)) == ["ranking.csv", "reserve.gpkg"]
 
 
 def _single_species_cells(path: Path) -> Path:
@@ -661,3 +672,33 @@ def test_another_species_of_a_single_species_ingest_is_refused(workdir):
                           "--species 'Veery': the cells were ingested for one species, "
                           "'Wood Thrush' (column label); pass --species 'Wood Thrush'")  # fmt: skip
     assert snapshot(workdir) == before
+
+
+def test_ranking_csv_beside_the_geopackage_with_lonlat_and_area(files, workdir):
+    """ranking.csv is the ranking layer; centroids and areas agree with an independent sum."""
+    import pyproj
+
+    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert "ranking CSV: run/ranking.csv" in res.stdout
+    table = pd.read_csv(workdir / "run" / "ranking.csv")
+    layer = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="ranking")
+    pd.testing.assert_frame_equal(table, layer, check_dtype=False)
+    assert table.columns[-3:].tolist() == ["longitude", "latitude", "area_ha"]
+    units = make_units().set_index("cell_id")
+    x0, y0, x1, y1 = shapely.bounds(units.loc[table["cell_id"]].geometry.to_numpy()).T
+    lon, lat = pyproj.Transformer.from_crs(units.crs, 4326, always_xy=True).transform(
+        (x0 + x1) / 2, (y0 + y1) / 2
+    )
+    np.testing.assert_allclose(table["longitude"], lon, atol=1e-6)
+    np.testing.assert_allclose(table["latitude"], lat, atol=1e-6)
+    np.testing.assert_allclose(table["area_ha"], (x1 - x0) * (y1 - y0) / 1e4)
+    selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
+    assert selected.columns[2:6].tolist() == ["cell_id", "longitude", "latitude", "area_ha"]
+    mine = table[table["selected"]].set_index("cell_id")
+    pd.testing.assert_frame_equal(
+        selected.set_index("cell_id")[["longitude", "latitude", "area_ha"]],
+        mine[["longitude", "latitude", "area_ha"]],
+    )
