@@ -47,6 +47,8 @@ def inputs(tmp_path_factory) -> dict[str, object]:
         "region_bad.geojson": b"{ nope",
         "sed_repeated.txt": _repeat_line(sed, 5),
         "sed_conflict.txt": _repeat_line(sed, 5, latitude=b"35.01000"),
+        "sed_extra_field.txt": _extra_field(sed, 1),
+        "ebd_extra_field.txt": _extra_field(ebd, 1),
         "ebd_foreign.txt": re.sub(rb"\tS(\d+)\t", rb"\tX\1\t", ebd),
     }
     out: dict[str, object] = dict(got)
@@ -80,6 +82,13 @@ def _repeat_line(sed: bytes, i: int, latitude: bytes | None = None) -> bytes:
     if latitude is not None:
         copy[lines[0].split(b"\t").index(b"LATITUDE")] = latitude
     return b"\n".join([*lines[: i + 1], b"\t".join(copy), *lines[i + 1 :]])
+
+
+def _extra_field(text: bytes, i: int) -> bytes:
+    """``text`` with one more field, holding text, on its line ``i``."""
+    lines = text.split(b"\n")
+    lines[i] += b"\tan extra field"
+    return b"\n".join(lines)
 
 
 def _base(inputs: dict[str, object]) -> list[str]:
@@ -225,6 +234,14 @@ CASES = {
     "output_existing": ("--output", "prev.gpkg", [], 1, "already exists; pass --overwrite"),
     "output_is_input": ("--output", "@prev.gpkg", [], 1, "already exists"),
     "missing_species": ("--species", None, [], 2, "Missing option '--species'"),
+    "sed_extra_field": (
+        "--sed",
+        "@sed_extra_field.txt",
+        [],
+        1,
+        "line 2 has 34 fields where the header has 33 (the extra text: ['an extra field'])",
+    ),
+    "ebd_extra_field": ("--ebd", "@ebd_extra_field.txt", [], 1, "Fix or delete that line"),
     "sed_conflict": ("--sed", "@sed_conflict.txt", [], 2, "1 sampling event(s) on several rows"),
     "sed_conflict_dask": (
         "--sed",
