@@ -51,8 +51,10 @@ novel, or too few left for the budget.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,7 +307,12 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     try:
         info = pyogrio.list_layers(p)
         driver = pyogrio.read_info(p, layer=info[0][0])["driver"] if len(info) else None
-    except (DataSourceError, OSError, IndexError):
+    except (DataSourceError, OSError, IndexError) as exc:
+        if "locked" in str(exc):
+            raise DataFileError(
+                f"cells={str(p)!r} is locked by another program (SQLite: database is locked); "
+                "close it there (in QGIS: stop editing the layer, or remove it) and run again"
+            ) from None
         driver = None
     if driver != "GPKG":
         raise DataFileError(
@@ -609,19 +616,36 @@ def _locks(units: gpd.GeoDataFrame, opts: SelectOptions) -> tuple[np.ndarray, np
     return lock_in, lock_out
 
 
+#: Words of a column name that say it holds money (a hint when ``--cost-column`` is wrong).
+_MONEY_WORDS = re.compile(r"cost|price|value|usd|eur|dollar|money|paid|land_?val", re.IGNORECASE)
+
+
+def _cost_hint(units: pd.DataFrame, column: str) -> str:
+    """What to pass instead of a missing cost column: close names, or columns named as money.
+
+    Habitat features, labels and counts are never suggested: a land-cover fraction is no price.
+    """
+    geometry = units.geometry.name if isinstance(units, gpd.GeoDataFrame) else None
+    numeric = [str(c) for c in units.columns
+               if c != geometry and pd.api.types.is_numeric_dtype(units[c])
+               and not pd.api.types.is_bool_dtype(units[c])]  # fmt: skip
+    money = [c for c in numeric if _MONEY_WORDS.search(c)]
+    close = difflib.get_close_matches(column, numeric, n=3, cutoff=0.75)
+    shown = list(dict.fromkeys([*close, *money]))[:5]
+    if shown:
+        return f"did you mean {' or '.join(repr(c) for c in shown)}?"
+    return (
+        "no column of it looks like a cost (its numeric columns are habitat features, labels "
+        "and counts). Add each cell's cost as a column (e.g. a parcel layer's price joined in "
+        "QGIS), or drop --cost-column to give the budget in cells"
+    )
+
+
 def cost_values(units: pd.DataFrame, column: str, need: np.ndarray) -> np.ndarray:
     """The cost column as floats; refused unless positive and finite on the ``need`` rows."""
     if column not in units.columns or column == units.geometry.name:
-        numeric = [
-            c
-            for c in units.columns
-            if c not in NON_FEATURES
-            and c != units.geometry.name
-            and pd.api.types.is_numeric_dtype(units[c])
-        ][:8]
         raise InvalidInputError(
-            f"cost_column={column!r} is not a column of planning_units; pass one of its "
-            f"numeric columns (e.g. {', '.join(numeric)}) or add a cost column to the file"
+            f"cost_column={column!r} is not a column of planning_units; {_cost_hint(units, column)}"
         )
     col = units[column]
     if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):

@@ -59,6 +59,7 @@ def _variants(units: gpd.GeoDataFrame) -> dict[str, gpd.GeoDataFrame]:
         "price_nan": units.assign(price=np.where(cand & every7, np.nan, 10.0)),
         "price_zero": units.assign(price=np.where(cand & every7, 0.0, 10.0)),
         "price_text": units.assign(price="cheap"),
+        "land_price": units.assign(land_price=np.where(cand, 10.0, 0.0)),
         "public_col": units.assign(owned=train),
         "many_in": units.assign(owned=cand),
         "text_col": units.assign(owned=np.where(cand, "x", "")),
@@ -195,6 +196,11 @@ CASES = {
     "money_negative": (["--budget", "-5", "--cost-column", "lc_crop"], 2, "positive total"),
     "money_word": (["--budget", "lots", "--cost-column", "lc_crop"], 2, "positive total"),
     "cost_no_column": (["--budget", "100", "--cost-column", "price"], 2, "not a column"),
+    "cost_misspelt": (
+        ["--budget", "100", "--cells", "@land_price", "--cost-column", "land_prise"],
+        2,
+        "is not a column of planning_units; did you mean 'land_price'?",
+    ),
     "cost_text_column": (["--budget", "100", "--cost-column", "role"], 2, "is not numeric"),
     "species_unknown": (["--budget", "3", "--species", "Dodo"], 2, "have no label__"),
     "species_empty": (["--budget", "3", "--species", ""], 2, "species must be species names"),
@@ -702,3 +708,35 @@ def test_ranking_csv_beside_the_geopackage_with_lonlat_and_area(files, workdir):
         selected.set_index("cell_id")[["longitude", "latitude", "area_ha"]],
         mine[["longitude", "latitude", "area_ha"]],
     )
+
+
+def test_cells_locked_by_another_program(workdir):
+    """A GeoPackage another program holds locked (QGIS editing) is named as locked."""
+    import subprocess
+    import sys
+
+    cells = write_units(workdir.parent / "locked.gpkg")
+    holder = (
+        "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\nsys.stdin.read()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", holder, str(cells)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        args = ["select", "--budget", "3", "--cells", str(cells), "--out", "run"]
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+    finally:
+        child.communicate("", timeout=30)
+    assert_one_line_error(res.stderr, res.exit_code, 1, "is locked by another program")
+    assert os.listdir(workdir) == []
+
+
+def test_missing_cost_column_never_suggests_habitat_features(files, workdir):
+    """Land-cover fractions and labels are no prices: a file without one says so."""
+    args = ["select", "--budget", "100", "--cells", str(files["cells"]), "--cost-column", "price"]
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    line = assert_one_line_error(res.stderr, res.exit_code, 2, "no column of it looks like a cost")
+    for column in make_units().columns:
+        assert f"'{column}'" not in line and f" {column}," not in line
+    assert "drop --cost-column to give the budget in cells" in line
