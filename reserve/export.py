@@ -55,7 +55,7 @@ import pandas as pd
 from pyproj import CRS
 
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
-from reserve.io.atomic import atomic_target, remove_stale_temporaries
+from reserve.io.atomic import atomic_target, remove_stale_temporaries, write_failure
 from reserve.qgis_styles import describe_crs, style_table
 
 if TYPE_CHECKING:
@@ -216,9 +216,10 @@ def write_geopackage(
                 pyogrio.write_dataframe(frame, tmp, layer=name, append=True, **kw)
         _qgis_extras(tmp, planning_units)
         os.replace(tmp, path)
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # pyogrio's errors are RuntimeErrors
         raise DataFileError(
-            f"cannot write {str(path)!r} ({exc}); pass a writable output folder"
+            f"cannot write {str(path)!r}: {write_failure(exc, path.parent)}; nothing was "
+            "changed: free space on that disk or pass a writable output folder on another"
         ) from None
     finally:
         pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": old})

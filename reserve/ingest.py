@@ -91,7 +91,7 @@ from reserve.io import (
     load_observations,
     species_list,
 )
-from reserve.io.atomic import replacing
+from reserve.io.atomic import replacing, write_failure
 from reserve.ownership import assign_roles, cover_fraction, read_polygons
 
 __all__ = [
@@ -873,7 +873,6 @@ def _summary(
 def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
     """Write both layers to a temporary file beside ``path``, then rename it into place."""
     import pyogrio
-    from pyogrio.errors import DataSourceError
 
     try:
         with replacing(path, ".gpkg") as tmp:
@@ -881,8 +880,9 @@ def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
             pyogrio.write_dataframe(
                 summary, tmp, layer="ingest_summary", driver="GPKG", append=True
             )
-    except (OSError, DataSourceError) as exc:
+    except (OSError, RuntimeError) as exc:  # pyogrio's errors are RuntimeErrors
         raise DataFileError(
-            f"--output {str(path)!r} cannot be written ({exc}); the previous file, if any, is "
-            "unchanged: pass a path in a writable folder with free space"
+            f"--output {str(path)!r} cannot be written: {write_failure(exc, path.parent)}; the "
+            "previous file, if any, is unchanged: pass a path in a writable folder with free "
+            "space"
         ) from None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from reserve.errors import DataFileError, InvalidInputError, ReserveError
 from reserve.export import prepare_outputs, write_ranking_csv, write_result
-from reserve.io.atomic import write_together
+from reserve.io.atomic import write_failure, write_together
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
@@ -165,7 +165,10 @@ def write_outputs(
 
         def store(tmp: Path) -> None:
             say(f"writing {result.gpkg_path}")
-            write_result(result, tmp, overwrite=True)
+            try:
+                write_result(result, tmp, overwrite=True)
+            except DataFileError as exc:  # named by the target, not its hidden temporary
+                raise DataFileError(str(exc).replace(str(tmp), str(result.gpkg_path))) from None
 
         jobs.append((result.gpkg_path, ".gpkg", store))
     try:
@@ -173,9 +176,11 @@ def write_outputs(
     except ReserveError:
         raise
     except OSError as exc:
+        where = Path(jobs[0][0]).parent if jobs else Path(".")
         raise DataFileError(
-            f"cannot write the outputs {[str(t) for t, _, _ in jobs]} ({exc.strerror or exc}); "
-            "nothing was changed: pass a writable --out folder (and --map path)"
+            f"cannot write the outputs {[str(t) for t, _, _ in jobs]} "
+            f"({write_failure(exc, where)}); nothing was changed: pass a writable --out folder "
+            "(and --map path) with free space"
         ) from None
 
 

@@ -9,6 +9,7 @@ planning units of the plain file.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -419,3 +420,22 @@ def test_filter_report_on_stderr(inputs, workdir):
     assert "sed:protocol" in res.stderr and "Stationary,Traveling" in res.stderr
     assert res.stdout.startswith("wrote ")  # stdout keeps its two lines
     assert len(res.stdout.splitlines()) == 2
+
+
+def test_disk_full_while_writing_the_units(inputs, workdir, monkeypatch):
+    """GDAL's 'database or disk is full': one error line, no file and no temporary left."""
+    from pyogrio.errors import FeatureError
+
+    real = pyogrio.write_dataframe
+
+    def write(df, path, **kw):
+        if kw.get("layer") == "ingest_summary":
+            raise FeatureError("Failed to commit transaction: database or disk is full")
+        return real(df, path, **kw)
+
+    monkeypatch.setattr(pyogrio, "write_dataframe", write)
+    res = CliRunner().invoke(main, _base(inputs), catch_exceptions=False)
+    assert res.exit_code == 1 and "Traceback" not in res.stderr
+    last = res.stderr.splitlines()[-1]
+    assert last.startswith("reserve: error: --output 'units.gpkg' cannot be written: the disk")
+    assert os.listdir(workdir) == []

@@ -740,3 +740,66 @@ def test_missing_cost_column_never_suggests_habitat_features(files, workdir):
     for column in make_units().columns:
         assert f"'{column}'" not in line and f" {column}," not in line
     assert "drop --cost-column to give the budget in cells" in line
+
+
+# ------------------------------------------------------------------------------------------
+# a disk that fills up while the GeoPackage is written
+
+
+def _disk_full(monkeypatch, layer: str, error: type) -> None:
+    """pyogrio fails on ``layer`` as GDAL's SQLite does on a full disk."""
+    real = pyogrio.write_dataframe
+
+    def write(df, path, layer_=None, **kw):
+        name = kw.pop("layer", layer_)
+        if name == layer:
+            raise error("sqlite3_exec(INSERT ...) failed: database or disk is full")
+        return real(df, path, layer=name, **kw)
+
+    monkeypatch.setattr(pyogrio, "write_dataframe", write)
+
+
+def _failed_after_the_work(res, needle: str) -> str:
+    """Exit 1, the progress lines of the work done, then one error line; no traceback."""
+    assert res.exit_code == 1, res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert all(ln.startswith("[") for ln in lines[:-1]), res.stderr
+    assert lines[-1].startswith("reserve: error: ") and needle in lines[-1], lines[-1]
+    return lines[-1]
+
+
+@pytest.mark.parametrize("layer", ["planning_units", "ranking"])
+def test_disk_full_while_writing_keeps_the_previous_outputs(layer, files, workdir, monkeypatch):
+    from pyogrio.errors import DataSourceError, FeatureError
+
+    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    before = snapshot(workdir)
+    _disk_full(monkeypatch, layer, FeatureError if layer == "ranking" else DataSourceError)
+    res = CliRunner().invoke(main, [*args, "--budget", "5", "--overwrite"],
+                             catch_exceptions=False)  # fmt: skip
+    line = _failed_after_the_work(res, "run/reserve.gpkg': the disk is full")
+    assert "nothing was changed" in line and ".tmp" not in line
+    assert snapshot(workdir) == before
+
+
+def test_disk_full_on_a_real_small_disk(files, tmp_path):
+    """A 150 kB tmpfs (where the machine lets this test mount one): one line, nothing left."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=150k", "tmpfs", str(disk)],
+                           capture_output=True)  # fmt: skip
+    if mount.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        args = ["select", "--budget", "3", "--model", "linear", "--cells", str(files["cells"]),
+                "--out", str(disk / "run"), "--map", str(tmp_path / "m.html")]  # fmt: skip
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+        _failed_after_the_work(res, "the disk is full")
+        assert os.listdir(disk) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

@@ -21,6 +21,7 @@ __all__ = [
     "check_target",
     "remove_stale_temporaries",
     "replacing",
+    "write_failure",
     "write_together",
 ]
 
@@ -438,3 +439,47 @@ def _restore(target: Path, backup: Path | None) -> None:
             os.replace(backup, target)
     except OSError:  # best effort: the error being raised says what went wrong
         pass
+
+
+#: Free bytes under which a failed write is put down to a full disk (GDAL's SQLite says
+#: "database or disk is full", "Failed to commit transaction" or worse when it runs out).
+_NEARLY_FULL = 1 << 20
+
+
+def write_failure(exc: BaseException, folder: str | os.PathLike[str]) -> str:
+    """Why writing a file in ``folder`` failed, in a planner's words.
+
+    A full disk is named as such (``ENOSPC``, or less than 1 MiB left in ``folder``: GDAL's
+    own messages then vary); otherwise the error's first line.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error (an ``OSError`` or a pyogrio error).
+    folder : path-like
+        The folder written to.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import errno
+    >>> write_failure(OSError(errno.ENOSPC, "No space left on device"), ".")
+    'the disk is full (No space left on device)'
+    """
+    import errno
+    import shutil
+
+    text = (getattr(exc, "strerror", None) or str(exc)).strip().splitlines()
+    first = text[0][:200] if text else type(exc).__name__
+    try:
+        free = shutil.disk_usage(_existing_ancestor(Path(folder))).free
+    except OSError:
+        free = None
+    if getattr(exc, "errno", None) == errno.ENOSPC or "disk is full" in first:
+        return f"the disk is full ({first[:80]})"
+    if free is not None and free < _NEARLY_FULL:
+        return f"the disk is full ({free // 1024} KiB left; {first[:80]})"
+    return first
