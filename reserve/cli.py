@@ -7,6 +7,7 @@ non-zero exit code (2 for usage errors, 1 for data errors), never a traceback.
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,14 @@ class _ReserveGroup(click.Group):
             click.echo(f"reserve: error: {_as_flag(str(exc), self, ctx)}", err=True)
             code = 2 if isinstance(exc, InvalidInputError) else 1
             sys.exit(code)
+        except KeyboardInterrupt as exc:  # the outputs' temporaries went as it unwound
+            what = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
+            click.echo(
+                f"reserve: error: {what}; nothing was written, and any previous outputs are "
+                "unchanged",
+                err=True,
+            )
+            sys.exit(128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT))
         except click.UsageError as exc:  # click's own checks (types, choices): one line too
             where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
             click.echo(f"reserve: error: {exc.format_message().rstrip('.')}{where}", err=True)
@@ -964,8 +973,21 @@ def benchmark_paper_command(**kw: object) -> None:
         click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 
 
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread by SIGTERM (:func:`run`): unwinds as Ctrl-C does."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def run() -> None:
     """The ``reserve`` console script: :func:`main`, then a quick exit.
+
+    SIGTERM (``kill``, a scheduler's timeout) unwinds the run as Ctrl-C does, so the
+    temporary files of unfinished outputs are removed at once (by default SIGTERM ends the
+    process where it stands, leaving them for the next run), and ends it with one
+    ``reserve: error:`` line and exit code 143.
 
     When the command is done, every object still alive is frozen (:func:`gc.freeze`) so
     that the interpreter's last garbage collection does not walk them: the process is
@@ -974,6 +996,7 @@ def run() -> None:
     ``atexit`` handlers still run. :func:`main` itself, which tests invoke in-process,
     freezes nothing.
     """
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         main()
     finally:

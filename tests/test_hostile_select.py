@@ -803,3 +803,24 @@ def test_disk_full_on_a_real_small_disk(files, tmp_path):
         assert os.listdir(disk) == []
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_ctrl_c_while_writing(files, workdir, monkeypatch):
+    """Ctrl-C mid-write: exit 130, one error line after the progress, nothing changed."""
+    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    before = snapshot(workdir)
+    real = pyogrio.write_dataframe
+
+    def write(df, path, **kw):
+        if kw.get("layer") == "selected":
+            raise KeyboardInterrupt
+        return real(df, path, **kw)
+
+    monkeypatch.setattr(pyogrio, "write_dataframe", write)
+    res = CliRunner().invoke(main, [*args, "--overwrite"], catch_exceptions=False)
+    assert res.exit_code == 130 and "Traceback" not in res.stderr
+    said = "reserve: error: interrupted (Ctrl-C); nothing was written, and any previous"
+    assert res.stderr.splitlines()[-1] == f"{said} outputs are unchanged"
+    assert snapshot(workdir) == before
