@@ -17,7 +17,6 @@ from typing import Any
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-import shapely
 
 from reserve.adjacency import EDGE_FACTOR, boundary_length, grid_adjacency, patch_labels
 from reserve.confidence import (
@@ -30,10 +29,11 @@ from reserve.confidence import (
 from reserve.config import SELECT_DEFAULTS, SelectOptions
 from reserve.design import Problem
 from reserve.errors import InvalidInputError
+from reserve.grid import cell_locations
 from reserve.occupancy import OccupancyCalibration
 from reserve.signal import CutoffTies, Verdict, assess_signal, break_cutoff_ties
 
-__all__ = ["LOCATION_COLUMNS", "FitOutcome", "SelectionResult", "build_result", "cell_locations"]
+__all__ = ["LOCATION_COLUMNS", "FitOutcome", "SelectionResult", "build_result"]
 
 
 @dataclass
@@ -300,44 +300,11 @@ def _with_novelty(
 LOCATION_COLUMNS = ("longitude", "latitude", "area_ha")
 
 
-def cell_locations(units: gpd.GeoDataFrame) -> pd.DataFrame:
-    """Each cell's centroid in longitude/latitude (EPSG:4326) and its area in hectares.
-
-    The centroid is taken in the cells' own CRS (the equal-area grid), then converted; the
-    area is measured in that CRS, or on an equal-area projection (EPSG:6933) when the cells
-    are in degrees.
-
-    Parameters
-    ----------
-    units : geopandas.GeoDataFrame
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``longitude``, ``latitude`` (6 decimals, about 0.1 m) and ``area_ha``, one row per cell.
-
-    Examples
-    --------
-    >>> import shapely
-    >>> cells = gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 1000, 1000)], crs=6933)
-    >>> cell_locations(cells).round(4).values.tolist()
-    [[0.0052, 0.0039, 100.0]]
-    """
-    geom = units.geometry.to_numpy()
-    centroid = gpd.GeoSeries(shapely.centroid(geom), crs=units.crs).to_crs(4326)
-    flat = units.geometry if not units.crs.is_geographic else units.geometry.to_crs(6933)
-    return pd.DataFrame({
-        "longitude": np.round(shapely.get_x(centroid.to_numpy()), 6),
-        "latitude": np.round(shapely.get_y(centroid.to_numpy()), 6),
-        "area_ha": shapely.area(flat.to_numpy()) / 1e4,
-    })  # fmt: skip
-
-
 def _with_location(
     units: gpd.GeoDataFrame, sel: gpd.GeoDataFrame, ranking: pd.DataFrame, sel_rows: np.ndarray
 ) -> tuple[gpd.GeoDataFrame, pd.DataFrame]:
     """``selected`` with :data:`LOCATION_COLUMNS` after ``cell_id``; ``ranking`` at its end."""
-    where = cell_locations(units)
+    where = cell_locations(units.geometry.to_numpy(), units.crs)
     sel = sel.drop(columns=[c for c in LOCATION_COLUMNS if c in sel.columns])
     at = sel.columns.get_loc("cell_id") + 1
     for i, col in enumerate(LOCATION_COLUMNS):
