@@ -325,6 +325,7 @@ def ingest_command(**kw: object) -> None:
     for line in filter_report(result.summary):
         click.echo(line, err=True)
     notes = (_repeated_rows(result.summary), _unlinked(result.summary),
+             _no_legend(kw["categorical"], kw["legend"]),
              _few_training_cells(result.planning_units))  # fmt: skip
     for warning in notes:
         if warning:
@@ -361,6 +362,20 @@ def filter_report(summary: Any) -> list[str]:
         detail = f"  {row.value}" if isinstance(row.value, str) and row.value else ""
         lines.append(f"  {row.item:<28} {int(row.kept):>10,} {int(row.dropped):>10,}{detail}")
     return lines if len(lines) > 1 else []
+
+
+def _no_legend(categorical: Mapping[str, Any] | None, legend: Mapping[str, Any] | None) -> str:
+    """The note, once, when a categorical raster has no --legend ('' when every one has)."""
+    missing = sorted(set(categorical or {}) - set(legend or {}))
+    if not missing:
+        return ""
+    shown = ", ".join(f"{name}_class_<value>" for name in missing)
+    example = f"--legend {missing[0]}=classes.csv"
+    return (
+        f"--categorical {', '.join(missing)} without --legend: its features are named {shown}, "
+        f"which says nothing of the habitat in the outputs and the map; pass {example} "
+        "(a CSV of class,name)"
+    )
 
 
 def _repeated_rows(summary: Any) -> str:

@@ -439,3 +439,18 @@ def test_disk_full_while_writing_the_units(inputs, workdir, monkeypatch):
     last = res.stderr.splitlines()[-1]
     assert last.startswith("reserve: error: --output 'units.gpkg' cannot be written: the disk")
     assert os.listdir(workdir) == []
+
+
+def test_missing_legend_is_said_once(inputs, workdir):
+    res = CliRunner().invoke(main, _with(_base(inputs), "--legend", None), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    said = [ln for ln in res.stderr.splitlines() if "without --legend" in ln]
+    assert said == [
+        "reserve: warning: --categorical landcover without --legend: its features are named "
+        "landcover_class_<value>, which says nothing of the habitat in the outputs and the map; "
+        "pass --legend landcover=classes.csv (a CSV of class,name)"
+    ]
+    units = pyogrio.read_dataframe(workdir / "units.gpkg", layer="planning_units")
+    assert any(c.startswith("landcover_class_") for c in units.columns)
+    res = CliRunner().invoke(main, [*_base(inputs), "--overwrite"], catch_exceptions=False)
+    assert "--legend" not in res.stderr
