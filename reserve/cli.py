@@ -7,6 +7,7 @@ non-zero exit code (2 for usage errors, 1 for data errors), never a traceback.
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,14 @@ class _ReserveGroup(click.Group):
             click.echo(f"reserve: error: {_as_flag(str(exc), self, ctx)}", err=True)
             code = 2 if isinstance(exc, InvalidInputError) else 1
             sys.exit(code)
+        except KeyboardInterrupt as exc:  # the outputs' temporaries went as it unwound
+            what = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
+            click.echo(
+                f"reserve: error: {what}; nothing was written, and any previous outputs are "
+                "unchanged",
+                err=True,
+            )
+            sys.exit(128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT))
         except click.UsageError as exc:  # click's own checks (types, choices): one line too
             where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
             click.echo(f"reserve: error: {exc.format_message().rstrip('.')}{where}", err=True)
@@ -313,9 +322,14 @@ def ingest_command(**kw: object) -> None:
         f"(positive {counts['train_positive']}), candidate {counts['candidate']}, "
         f"other {counts['other']}"
     )
-    few = _few_training_cells(result.planning_units)
-    if few:
-        click.echo(f"reserve: warning: {few}", err=True)
+    for line in filter_report(result.summary):
+        click.echo(line, err=True)
+    notes = (_repeated_rows(result.summary), _unlinked(result.summary),
+             _no_legend(kw["categorical"], kw["legend"]),
+             _few_training_cells(result.planning_units))  # fmt: skip
+    for warning in notes:
+        if warning:
+            click.echo(f"reserve: warning: {warning}", err=True)
     if len(names) > 1:
         from reserve.config import SPECIES_LABEL_PREFIX, species_slug
 
@@ -328,6 +342,72 @@ def ingest_command(**kw: object) -> None:
                 f"surveyed positive {int((pu[column] == 1).sum())})"
             )
         click.echo(f"label = {names[0]}")
+
+
+def filter_report(summary: Any) -> list[str]:
+    """The ingest's filter steps as lines for stderr: rows kept and dropped, and the setting.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        The ``ingest_summary`` table (:attr:`reserve.ingest.IngestResult.summary`).
+
+    Returns
+    -------
+    list of str
+    """
+    steps = summary[summary["item"].str.match(r"(sed|ebd|checklists):") & summary["kept"].notna()]
+    lines = ["filters (rows kept, dropped):"]
+    for row in steps.itertuples(index=False):
+        detail = f"  {row.value}" if isinstance(row.value, str) and row.value else ""
+        lines.append(f"  {row.item:<28} {int(row.kept):>10,} {int(row.dropped):>10,}{detail}")
+    return lines if len(lines) > 1 else []
+
+
+def _no_legend(categorical: Mapping[str, Any] | None, legend: Mapping[str, Any] | None) -> str:
+    """The note, once, when a categorical raster has no --legend ('' when every one has)."""
+    missing = sorted(set(categorical or {}) - set(legend or {}))
+    if not missing:
+        return ""
+    shown = ", ".join(f"{name}_class_<value>" for name in missing)
+    example = f"--legend {missing[0]}=classes.csv"
+    return (
+        f"--categorical {', '.join(missing)} without --legend: its features are named {shown}, "
+        f"which says nothing of the habitat in the outputs and the map; pass {example} "
+        "(a CSV of class,name)"
+    )
+
+
+def _repeated_rows(summary: Any) -> str:
+    """The note when identical repeated SED rows were dropped ('' if none)."""
+    rows = summary.set_index("item")
+    n = int(rows["dropped"].get("sed:repeated_rows", 0) or 0)
+    if n == 0:
+        return ""
+    return (
+        f"{n} repeated SED row{'s' if n > 1 else ''} dropped (identical copies of a sampling "
+        "event's row; one of each is kept)"
+    )
+
+
+def _unlinked(summary: Any) -> str:
+    """The warning when no EBD row of the species joins a kept SED checklist ('' if some do)."""
+    from reserve.io.zerofill import UNLINKED
+
+    rows = summary.set_index("item")
+    step = "ebd:in_kept_checklists"
+    detail = str(rows["value"].get(step, ""))
+    if not detail.startswith(UNLINKED):
+        return ""
+    example = detail[len(UNLINKED) :].lstrip(", ")
+    return (
+        f"none of the {int(rows.at[step, 'dropped'])} EBD checklists with the species"
+        f"{f' ({example})' if example else ''} is among the "
+        f"{int(rows.at['checklists:zero_fill', 'kept'])} checklists kept from the SED: every "
+        "checklist is a non-detection. If the EBD and the SED come from different downloads, "
+        "pass the SED of the EBD's download; if the filters drop every checklist with the "
+        "species, widen the region, dates or protocols"
+    )
 
 
 def _few_training_cells(units: Any) -> str:
@@ -709,7 +789,8 @@ def _print_figures(console: Any, result: object) -> None:
             f"bootstrap: {s['bootstrap']} refits on resampled training cells; freq = share "
             "of refits selecting the cell (ranking layer: every candidate)"
         )
-    for label, path in (("GeoPackage", r.gpkg_path), ("map", r.map_path)):  # type: ignore[attr-defined]
+    paths = (("GeoPackage", r.gpkg_path), ("ranking CSV", r.csv_path), ("map", r.map_path))
+    for label, path in paths:  # type: ignore[attr-defined]
         if path is not None:
             console.print(f"{label}: {path}")
 
@@ -907,8 +988,21 @@ def benchmark_paper_command(**kw: object) -> None:
         click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 
 
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread by SIGTERM (:func:`run`): unwinds as Ctrl-C does."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def run() -> None:
     """The ``reserve`` console script: :func:`main`, then a quick exit.
+
+    SIGTERM (``kill``, a scheduler's timeout) unwinds the run as Ctrl-C does, so the
+    temporary files of unfinished outputs are removed at once (by default SIGTERM ends the
+    process where it stands, leaving them for the next run), and ends it with one
+    ``reserve: error:`` line and exit code 143.
 
     When the command is done, every object still alive is frozen (:func:`gc.freeze`) so
     that the interpreter's last garbage collection does not walk them: the process is
@@ -917,6 +1011,7 @@ def run() -> None:
     ``atexit`` handlers still run. :func:`main` itself, which tests invoke in-process,
     freezes nothing.
     """
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         main()
     finally:

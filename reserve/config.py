@@ -21,6 +21,7 @@ __all__ = [
     "INGEST_DEFAULTS",
     "LEARN_FROM",
     "MAX_DEFAULT_JOBS",
+    "MAX_SEED",
     "MULTI_SPECIES_METHODS",
     "PLANNING_UNIT_COLUMNS",
     "SELECT_DEFAULTS",
@@ -320,6 +321,21 @@ MULTI_SPECIES_METHODS = ("ttk", "ttk-mip", "svm")
 _PATH_KEYS = ("cells", "out", "map", "locked_in", "locked_out")
 
 
+#: The largest seed NumPy's legacy generator and scikit-learn's ``random_state`` accept.
+MAX_SEED = 2**32 - 1
+
+
+def _as_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as a seed: an integer from 0 to :data:`MAX_SEED`."""
+    seed = _as_int(value, name, low=0)
+    if seed > MAX_SEED:
+        raise InvalidInputError(
+            f"{name} must be an integer from 0 to {MAX_SEED} (2**32 - 1, the largest seed "
+            f"NumPy and scikit-learn accept); received {seed}. Pass a smaller seed"
+        )
+    return seed
+
+
 def _as_int(value: Any, name: str, *, low: int | None = None) -> int:
     """``value`` (an integer or its text) as an int, at least ``low``."""
     if isinstance(value, bool):
@@ -541,7 +557,7 @@ class SelectOptions:
         put(self, "method", _as_method(self.method))
         put(self, "model", _as_model(self.model))
         put(self, "C", _as_C(self.C))
-        put(self, "seed", _as_int(self.seed, "seed", low=0))
+        put(self, "seed", _as_seed(self.seed))
         put(self, "bootstrap", _as_int(self.bootstrap, "bootstrap", low=0))
         put(self, "n_jobs", _as_int(self.n_jobs, "n_jobs", low=1))
         put(self, "time_limit", _as_seconds(self.time_limit))
@@ -805,7 +821,7 @@ _CONFIG_CHECKS: dict[str, Any] = {
     "method": lambda v, n: _as_method(v),
     "model": lambda v, n: _as_model(v),
     "C": lambda v, n: _as_C(v),
-    "seed": lambda v, n: _as_int(v, n, low=0),
+    "seed": lambda v, n: _as_seed(v, n),
     "bootstrap": lambda v, n: _as_int(v, n, low=0),
     "n_jobs": lambda v, n: _as_int(v, n, low=1),
     "time_limit": lambda v, n: _as_seconds(v),

@@ -51,8 +51,10 @@ novel, or too few left for the budget.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,7 @@ from reserve.novelty import mess
 from reserve.solvers import Boundary
 
 __all__ = [
+    "MAX_FEATURE_MAGNITUDE",
     "NON_FEATURES",
     "REQUIRED_COLUMNS",
     "MomentScaler",
@@ -276,6 +279,7 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     Returns
     -------
     geopandas.GeoDataFrame
+        The cells sorted by ``cell_id``, whatever the file's row order.
 
     Raises
     ------
@@ -294,9 +298,21 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     if not p.is_file():
         raise DataFileError(f"cells={str(p)!r} does not exist; pass a GeoPackage from ingest")
     try:
+        str(p.absolute()).encode("utf-8")
+    except UnicodeError:
+        raise DataFileError(
+            f"cells={str(p)!a} holds bytes that are not UTF-8 text (shown as escapes); "
+            "GDAL reads GeoPackages from UTF-8 paths only: rename the file or its folder"
+        ) from None
+    try:
         info = pyogrio.list_layers(p)
         driver = pyogrio.read_info(p, layer=info[0][0])["driver"] if len(info) else None
-    except (DataSourceError, OSError, IndexError):
+    except (DataSourceError, OSError, IndexError) as exc:
+        if "locked" in str(exc):
+            raise DataFileError(
+                f"cells={str(p)!r} is locked by another program (SQLite: database is locked); "
+                "close it there (in QGIS: stop editing the layer, or remove it) and run again"
+            ) from None
         driver = None
     if driver != "GPKG":
         raise DataFileError(
@@ -327,7 +343,11 @@ def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
             f"cells={str(p)!r}: planning_units has no CRS; re-create it with 'reserve ingest' "
             "or assign the grid's CRS (e.g. ogr2ogr -a_srs)"
         )
+    _check_crs(units, str(p))
     _check_cells(units, str(p))
+    # Everything random downstream (folds, forests, bootstraps, tie-breaks) draws over rows:
+    # in cell_id order, the same cells select the same in any row order of the file.
+    units = units.sort_values("cell_id", kind="stable", ignore_index=True)
     return _unsurveyed_labels(units)
 
 
@@ -345,6 +365,35 @@ def _unsurveyed_labels(units: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     if label.notna().all() and (label % 1 == 0).all():
         label = label.astype(np.int64)
     return units.assign(label=label)
+
+
+def _check_crs(units: gpd.GeoDataFrame, source: str) -> None:
+    """Refuse a CRS that cannot be the cells': degrees out of range, or a unit other than metres.
+
+    Areas, boundaries and the map's placement all read the coordinates in the CRS's unit: a
+    grid in metres labelled EPSG:4326 would be drawn off the globe, one in feet would give
+    boundaries 3.28 times too long.
+    """
+    crs = units.crs
+    x0, y0, x1, y1 = (float(v) for v in units.total_bounds)
+    if crs.is_geographic:
+        if max(abs(x0), abs(x1)) <= 360.0 and max(abs(y0), abs(y1)) <= 90.0:
+            return
+        raise DataFileError(
+            f"cells={source!r}: planning_units' CRS ({crs.name}) is in degrees but its "
+            f"coordinates reach x {x0:.6g}..{x1:.6g}, y {y0:.6g}..{y1:.6g}, beyond "
+            "longitude/latitude: the grid is in metres and its CRS is mislabelled. Assign the "
+            "grid's real CRS (e.g. ogr2ogr -a_srs EPSG:5070 fixed.gpkg cells.gpkg) or "
+            "re-create it with 'reserve ingest'"
+        )
+    unit = crs.axis_info[0].unit_name if crs.axis_info else "metre"
+    if unit not in ("metre", "meter"):
+        raise DataFileError(
+            f"cells={source!r}: planning_units' CRS ({crs.name}) is in {unit}, and reserve "
+            "measures cells and boundaries in metres. Reproject it to an equal-area CRS in "
+            "metres (e.g. ogr2ogr -t_srs EPSG:5070 fixed.gpkg cells.gpkg) or re-create it with "
+            "'reserve ingest'"
+        )
 
 
 def _check_cells(units: gpd.GeoDataFrame, source: str) -> None:
@@ -378,6 +427,15 @@ def _check_cells(units: gpd.GeoDataFrame, source: str) -> None:
             f"cells={source!r}: {int(bad.sum())} planning units have no geometry (null or "
             f"empty; cell_id {shown}); a cell without a shape cannot be mapped or bought: "
             "give them their square or delete those rows"
+        )
+    invalid = ~geom.is_valid.to_numpy()
+    if invalid.any():
+        shown = [str(v) for v in ids[invalid].tolist()[:5]]
+        raise DataFileError(
+            f"cells={source!r}: {int(invalid.sum())} planning units have invalid geometry "
+            f"(self-intersecting or otherwise; cell_id {shown}): their area and boundary "
+            "cannot be measured. Repair them (QGIS 'Fix geometries', or shapely.make_valid) "
+            "or re-create the file with 'reserve ingest'"
         )
 
 
@@ -558,19 +616,36 @@ def _locks(units: gpd.GeoDataFrame, opts: SelectOptions) -> tuple[np.ndarray, np
     return lock_in, lock_out
 
 
+#: Words of a column name that say it holds money (a hint when ``--cost-column`` is wrong).
+_MONEY_WORDS = re.compile(r"cost|price|value|usd|eur|dollar|money|paid|land_?val", re.IGNORECASE)
+
+
+def _cost_hint(units: pd.DataFrame, column: str) -> str:
+    """What to pass instead of a missing cost column: close names, or columns named as money.
+
+    Habitat features, labels and counts are never suggested: a land-cover fraction is no price.
+    """
+    geometry = units.geometry.name if isinstance(units, gpd.GeoDataFrame) else None
+    numeric = [str(c) for c in units.columns
+               if c != geometry and pd.api.types.is_numeric_dtype(units[c])
+               and not pd.api.types.is_bool_dtype(units[c])]  # fmt: skip
+    money = [c for c in numeric if _MONEY_WORDS.search(c)]
+    close = difflib.get_close_matches(column, numeric, n=3, cutoff=0.75)
+    shown = list(dict.fromkeys([*close, *money]))[:5]
+    if shown:
+        return f"did you mean {' or '.join(repr(c) for c in shown)}?"
+    return (
+        "no column of it looks like a cost (its numeric columns are habitat features, labels "
+        "and counts). Add each cell's cost as a column (e.g. a parcel layer's price joined in "
+        "QGIS), or drop --cost-column to give the budget in cells"
+    )
+
+
 def cost_values(units: pd.DataFrame, column: str, need: np.ndarray) -> np.ndarray:
     """The cost column as floats; refused unless positive and finite on the ``need`` rows."""
     if column not in units.columns or column == units.geometry.name:
-        numeric = [
-            c
-            for c in units.columns
-            if c not in NON_FEATURES
-            and c != units.geometry.name
-            and pd.api.types.is_numeric_dtype(units[c])
-        ][:8]
         raise InvalidInputError(
-            f"cost_column={column!r} is not a column of planning_units; pass one of its "
-            f"numeric columns (e.g. {', '.join(numeric)}) or add a cost column to the file"
+            f"cost_column={column!r} is not a column of planning_units; {_cost_hint(units, column)}"
         )
     col = units[column]
     if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
@@ -700,6 +775,36 @@ def _feature_values(
             "cells' role to 'other'"
         )
     return raw
+
+
+#: The largest feature magnitude accepted: far above any habitat measure or effort, far below
+#: the values whose squares overflow when the features are standardised.
+MAX_FEATURE_MAGNITUDE = 1e12
+
+
+def _check_magnitude(
+    units: pd.DataFrame, features: list[str], raw: np.ndarray, fit_rows: np.ndarray, source: str
+) -> None:
+    """Refuse finite feature values beyond :data:`MAX_FEATURE_MAGNITUDE` (a nodata read as data).
+
+    Runs before anything computes with the features (the habitat novelty first), so such a
+    value gives this one message and no overflow warning.
+    """
+    rows = np.flatnonzero(fit_rows)
+    with np.errstate(invalid="ignore"):
+        huge = np.isfinite(raw[rows]) & (np.abs(raw[rows]) > MAX_FEATURE_MAGNITUDE)
+    if not huge.any():
+        return
+    cols = [features[j] for j in np.flatnonzero(huge.any(axis=0))]
+    at = rows[huge.any(axis=1)]
+    ids = units["cell_id"].to_numpy()[at]
+    biggest = float(np.abs(raw[rows][huge]).max())
+    raise DataFileError(
+        f"cells={source!r}: {at.size} train/candidate cells have feature values as large as "
+        f"{biggest:.3g} (columns {cols[:5]}; cell_id {ids[:5].tolist()}), beyond "
+        f"{MAX_FEATURE_MAGNITUDE:g}: a raster's nodata value read as data, most likely. "
+        "Re-ingest with the raster's nodata set, or set those cells' role to 'other'"
+    )
 
 
 def _check_species_classes(
@@ -993,6 +1098,8 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         covariates, effort = effort_covariates(units, labelled)
         units = units.assign(**{c: covariates[c].to_numpy() for c in covariates.columns})
         features = [*features, *effort]
+    values = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    _check_magnitude(units, features, values, train | cand, source)
     mess_value, mess_variable, novel_out = _novelty(units, features, labelled, cand, opts,
                                                     lock_in, cost, free_budget)  # fmt: skip
     cand = cand & ~novel_out

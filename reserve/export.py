@@ -14,14 +14,17 @@ equal-area CRS; only the map is drawn in EPSG:4326):
     without finite features), ``novel`` (bool, ``mess < 0``), ``mess_variable`` (the most
     dissimilar habitat feature), then the feature columns.
 ``selected`` (polygons, the ``k`` selected cells, locked-in first, then best first)
-    ``rank``, ``cell_id``, ``score``, ``selection_frequency`` (with ``--bootstrap``),
+    ``rank``, ``cell_id``, ``longitude``, ``latitude`` (the cell's centroid in EPSG:4326),
+    ``area_ha`` (its area), ``score``, ``selection_frequency`` (with ``--bootstrap``),
     ``locked_in`` (when any cell is locked in), ``mess``, ``novel``, ``mess_variable``,
     ``role``, ``label``, the feature columns.
 ``ranking`` (a table without geometry, every ranked cell in rank order)
     ``rank``, ``cell_id``, ``score``, ``selected``, ``locked_in``, ``selection_frequency``
-    (with ``--bootstrap``), ``mess``, ``novel``, ``mess_variable``: the selected cells, then
-    every other candidate by score, so the runners-up are visible (the best ``k + 1`` cells
-    are not always the best ``k`` plus one).
+    (with ``--bootstrap``), ``mess``, ``novel``, ``mess_variable``, ``longitude``,
+    ``latitude``, ``area_ha``: the selected cells, then every other candidate by score, so
+    the runners-up are visible (the best ``k + 1`` cells are not always the best ``k`` plus
+    one). The same table is written beside the GeoPackage as ``ranking.csv``
+    (:data:`CSV_NAME`), for a spreadsheet or a GPS.
 ``layer_styles`` (QGIS's style table; :mod:`reserve.qgis_styles`)
     the default QGIS styles of ``planning_units`` (graduated by score, viridis) and
     ``selected`` (magenta, labelled by rank): the layers open styled in QGIS.
@@ -52,17 +55,20 @@ import pandas as pd
 from pyproj import CRS
 
 from reserve.errors import DataFileError, InvalidInputError, OutputExistsError
-from reserve.io.atomic import atomic_target, remove_stale_temporaries
+from reserve.io.atomic import atomic_target, remove_stale_temporaries, write_failure
 from reserve.qgis_styles import describe_crs, style_table
 
 if TYPE_CHECKING:
     from reserve.result import SelectionResult
 
-__all__ = ["FIXED_TIMESTAMP", "GPKG_NAME", "LAYERS", "identified_crs", "prepare_outputs",
-           "write_geopackage", "write_result"]  # fmt: skip
+__all__ = ["CSV_NAME", "FIXED_TIMESTAMP", "GPKG_NAME", "LAYERS", "identified_crs",
+           "prepare_outputs", "write_geopackage", "write_ranking_csv", "write_result"]  # fmt: skip
 
 #: File name of the selection's GeoPackage in the output folder.
 GPKG_NAME = "reserve.gpkg"
+
+#: File name of the ranking table (CSV, with longitude and latitude) beside the GeoPackage.
+CSV_NAME = "ranking.csv"
 
 #: Layer names of ``reserve.gpkg``.
 LAYERS = ("planning_units", "selected", "run_summary", "ranking")
@@ -210,9 +216,10 @@ def write_geopackage(
                 pyogrio.write_dataframe(frame, tmp, layer=name, append=True, **kw)
         _qgis_extras(tmp, planning_units)
         os.replace(tmp, path)
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # pyogrio's errors are RuntimeErrors
         raise DataFileError(
-            f"cannot write {str(path)!r} ({exc}); pass a writable output folder"
+            f"cannot write {str(path)!r}: {write_failure(exc, path.parent)}; nothing was "
+            "changed: free space on that disk or pass a writable output folder on another"
         ) from None
     finally:
         pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": old})
@@ -251,12 +258,15 @@ def prepare_outputs(
     DataFileError
         An output path that is a folder, a folder that is a file or is not writable.
     """
-    from reserve.io.atomic import check_target
+    from reserve.io.atomic import check_path_name, check_target
 
-    out_dir = Path(out)
+    out_dir = check_path_name(out, "--out")
+    if map_path is not None:  # a bad --map is named before anything looks it up
+        check_path_name(map_path, "--map")
     if out_dir.exists() and not out_dir.is_dir():
         raise DataFileError(f"--out {str(out_dir)!r} is a file; pass a folder path")
     gpkg = check_target(out_dir / GPKG_NAME, overwrite=overwrite, option="--out")
+    check_target(out_dir / CSV_NAME, overwrite=overwrite, option="--out")
     if map_path is not None:
         if Path(map_path).absolute() == gpkg.absolute():
             raise InvalidInputError(
@@ -264,6 +274,25 @@ def prepare_outputs(
             )
         check_target(map_path, overwrite=overwrite, option="--map")
     return gpkg
+
+
+def write_ranking_csv(ranking: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write the ranking table as UTF-8 CSV (no index): one row per ranked cell.
+
+    Parameters
+    ----------
+    ranking : pandas.DataFrame
+        :attr:`reserve.result.SelectionResult.ranking`.
+    path : path-like
+        The file to write (the caller makes it atomic).
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    pd.DataFrame(ranking).to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    return path
 
 
 def write_result(

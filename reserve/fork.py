@@ -104,6 +104,8 @@ def _run_child(conn: Any, parent: int, fn: Callable, args: tuple) -> None:
     # Ctrl-C at a terminal reaches the whole process group: the parent stops (and ends its
     # children), and a child must not print a traceback of its own meanwhile
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # and SIGTERM (how the parent ends it) ends it at once, not through the parent's handler
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         out: tuple = (True, fn(*args))
     except Exception as exc:  # handed to the parent, which raises it there

@@ -29,7 +29,13 @@ import shapely
 from reserve.config import INGEST_DEFAULTS
 from reserve.errors import InvalidInputError
 
-__all__ = ["Grid", "aggregate_checklists", "equal_area_crs", "require_equal_area"]
+__all__ = [
+    "Grid",
+    "aggregate_checklists",
+    "cell_locations",
+    "equal_area_crs",
+    "require_equal_area",
+]
 
 
 def equal_area_crs(lon: float, lat: float) -> pyproj.CRS:
@@ -250,3 +256,41 @@ def aggregate_checklists(
         },
         index=pd.Index(ids, name="cell_id"),
     )
+
+
+def cell_locations(geometry: np.ndarray, crs: pyproj.CRS | str | int) -> pd.DataFrame:
+    """Each cell's centroid in longitude/latitude (EPSG:4326) and its area in hectares.
+
+    The centroid is taken in the cells' own CRS (the equal-area grid), then converted; the
+    area is measured in that CRS, or on an equal-area projection (EPSG:6933) when the cells
+    are in degrees.
+
+    Parameters
+    ----------
+    geometry : numpy.ndarray of shapely geometries
+    crs : pyproj.CRS, str or int
+        The CRS of ``geometry``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``longitude``, ``latitude`` (6 decimals, about 0.1 m) and ``area_ha``, one row per cell.
+
+    Examples
+    --------
+    >>> cell_locations(np.array([shapely.box(0, 0, 1000, 1000)]), 6933).round(4).values.tolist()
+    [[0.0052, 0.0039, 100.0]]
+    """
+    crs = pyproj.CRS.from_user_input(crs)
+    centre = shapely.centroid(geometry)
+    to_lonlat = pyproj.Transformer.from_crs(crs, 4326, always_xy=True)
+    lon, lat = to_lonlat.transform(shapely.get_x(centre), shapely.get_y(centre))
+    flat = geometry
+    if crs.is_geographic:
+        to_area = pyproj.Transformer.from_crs(crs, 6933, always_xy=True)
+        flat = shapely.transform(geometry, lambda xy: np.column_stack(to_area.transform(*xy.T)))
+    return pd.DataFrame({
+        "longitude": np.round(np.asarray(lon, dtype=np.float64), 6),
+        "latitude": np.round(np.asarray(lat, dtype=np.float64), 6),
+        "area_ha": shapely.area(flat) / 1e4,
+    })  # fmt: skip

@@ -91,10 +91,18 @@ from reserve.io import (
     load_observations,
     species_list,
 )
-from reserve.io.atomic import replacing
+from reserve.io.atomic import replacing, write_failure
 from reserve.ownership import assign_roles, cover_fraction, read_polygons
 
-__all__ = ["PLANNING_UNIT_COLUMNS", "IngestResult", "ingest", "parse_region"]
+__all__ = [
+    "BYTES_PER_CELL",
+    "PLANNING_UNIT_COLUMNS",
+    "IngestResult",
+    "available_memory",
+    "check_grid_size",
+    "ingest",
+    "parse_region",
+]
 
 if TYPE_CHECKING:
     from reserve.io.dask_engine import DaskObservations
@@ -200,11 +208,11 @@ def _bbox_polygon(values: list[float], shown: Any) -> shapely.Geometry:
 
 def _check_output(output: str | os.PathLike[str], overwrite: bool) -> Path:
     """The output path, refused unless a GeoPackage that can be written (nothing created)."""
-    from reserve.io.atomic import check_target
+    from reserve.io.atomic import check_path_name, check_target
 
     if not isinstance(output, str | os.PathLike):
         raise InvalidInputError(f"output must be a path to a .gpkg file; received {output!r}")
-    path = Path(output)
+    path = check_path_name(output, "--output")
     if path.is_dir():
         raise DataFileError(
             f"--output {str(path)!r} is a folder; pass a .gpkg file path, e.g. "
@@ -387,6 +395,8 @@ def ingest(
     thresholds = _check_thresholds(public_threshold, locked_threshold, region_threshold)
     layers = _layers(categorical, continuous, legend)
     region_ll = parse_region(region, region_layer)
+    if region_ll is not None:  # the grid's size is known before any file is read
+        check_grid_size(_geodesic_area(shapely.box(*region_ll.bounds)), cell_size)
     where = (region, region_ll, None if crs is None else require_equal_area(crs))
     _check_files(ebd, sed, layers, public, locked_out)
     path = _check_output(output, overwrite)  # every input first, then the output
@@ -663,6 +673,11 @@ def _grid_region(
     return region_xy, grid_crs
 
 
+def _geodesic_area(polygon: shapely.Geometry) -> float:
+    """Square metres of a longitude/latitude polygon on the WGS84 ellipsoid."""
+    return abs(pyproj.Geod(ellps="WGS84").geometry_area_perimeter(polygon)[0])
+
+
 def _covering_grid(
     region_xy: shapely.Geometry,
     xy_bounds: Sequence[float],
@@ -671,7 +686,68 @@ def _covering_grid(
 ) -> Grid:
     """The grid covering the region and every kept checklist (``xy_bounds``, grid CRS)."""
     box = _merge_bounds([region_xy.bounds, xy_bounds])
+    check_grid_size((box[2] - box[0]) * (box[3] - box[1]), cell_size)
     return Grid.covering(box, cell_size=cell_size, crs=grid_crs)
+
+
+#: Memory an ingest takes per grid cell, in bytes: about 700 measured on the test region
+#: (``/usr/bin/time -v``, 8,000 and 33,000 cells of 100 and 50 m), doubled for the rasters.
+BYTES_PER_CELL = 1500
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the system can give a process now (``MemAvailable``); None if unknown.
+
+    Returns
+    -------
+    int or None
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_grid_size(area: float, cell_size: float) -> None:
+    """Refuse a grid that cannot fit in memory, naming the count, the memory, and a likely mistake.
+
+    Parameters
+    ----------
+    area : float
+        Square metres of the box the grid covers.
+    cell_size : float
+        Cell side in metres.
+
+    Raises
+    ------
+    InvalidInputError
+        When the cells would take more than :func:`available_memory`; a ``cell_size`` under
+        100 is named as kilometres typed as metres.
+
+    Examples
+    --------
+    >>> check_grid_size(1e10, 3000.0)  # 1,111 cells of 3 km over 10,000 km2
+    """
+    n_cells = area / cell_size**2
+    need, have = n_cells * BYTES_PER_CELL, available_memory()
+    if have is None or need <= have:
+        return
+    hint = (
+        f" --cell-size is in metres: {cell_size:g} means cells of {cell_size:g} m; for "
+        f"{cell_size:g} km pass --cell-size {cell_size * 1000:g}."
+        if cell_size < 100
+        else ""
+    )
+    raise InvalidInputError(
+        f"--cell-size {cell_size:g} would grid {area / 1e6:,.0f} km2 into about "
+        f"{n_cells:,.0f} cells, needing about {need / 1e9:,.1f} GB of memory where "
+        f"{have / 1e9:,.1f} GB are available.{hint} Pass a larger --cell-size or a smaller "
+        "--region"
+    )
 
 
 # Dask: gridding on the workers. The zero-filled checklists stay in worker memory; the client
@@ -797,7 +873,6 @@ def _summary(
 def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
     """Write both layers to a temporary file beside ``path``, then rename it into place."""
     import pyogrio
-    from pyogrio.errors import DataSourceError
 
     try:
         with replacing(path, ".gpkg") as tmp:
@@ -805,8 +880,9 @@ def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
             pyogrio.write_dataframe(
                 summary, tmp, layer="ingest_summary", driver="GPKG", append=True
             )
-    except (OSError, DataSourceError) as exc:
+    except (OSError, RuntimeError) as exc:  # pyogrio's errors are RuntimeErrors
         raise DataFileError(
-            f"--output {str(path)!r} cannot be written ({exc}); the previous file, if any, is "
-            "unchanged: pass a path in a writable folder with free space"
+            f"--output {str(path)!r} cannot be written: {write_failure(exc, path.parent)}; the "
+            "previous file, if any, is unchanged: pass a path in a writable folder with free "
+            "space"
         ) from None

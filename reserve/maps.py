@@ -51,6 +51,7 @@ import shapely
 
 from reserve.config import SELECT_DEFAULTS
 from reserve.errors import DataFileError, OutputExistsError
+from reserve.grid import cell_locations
 
 __all__ = ["CONTEXT", "build_map", "initial_view", "write_map", "write_page"]
 
@@ -244,7 +245,9 @@ def build_map(
     counts = {"n_selected": int(planning_units["selected"].astype(bool).sum()),
               "n_candidates": int((role == "candidate").sum())}  # fmt: skip
     summary = {**counts, **(summary or {})}
-    units = planning_units.to_crs(4326)
+    # the ranking's figures, for the popups
+    where = cell_locations(planning_units.geometry.to_numpy(), planning_units.crs)
+    units = planning_units.assign(**{c: where[c].to_numpy() for c in where}).to_crs(4326)
     data, sel, thinned = _map_data(units, main_features, max_cells)
     (s, w), (n, e) = data["view"]
     # zoom_snap: fractional zooms, so the first view fits the selection tightly
@@ -293,8 +296,28 @@ def _map_data(
         "selected": _layer(sel, feats),
     }
     data["n_novel"] = sum(sum(data[k].get("novel", [])) for k in ("candidates", "selected"))
+    _add_areas(data, {"candidates": cand, "detected": train[detected],
+                      "undetected": train[~detected], "selected": sel})  # fmt: skip
     _index_mess_names(data)
     return data, sel, thinned
+
+
+def _add_areas(data: dict[str, Any], frames: Mapping[str, gpd.GeoDataFrame]) -> None:
+    """The popups' cell areas and the chosen cells' centroids.
+
+    An area is one figure (``cell_ha``) for a regular grid, else one per cell. The chosen
+    cells carry their centroids as the ``ranking`` layer gives them (``lat``, ``lon``); the
+    page finds the others' centres from their drawn shapes.
+    """
+    chosen = frames["selected"]
+    data["selected"]["lat"] = chosen["latitude"].tolist()
+    data["selected"]["lon"] = chosen["longitude"].tolist()
+    every = np.concatenate([f["area_ha"].to_numpy() for f in frames.values()])
+    if every.size and np.allclose(every, every[0], rtol=1e-6):
+        data["cell_ha"] = round(float(every[0]), 2)
+        return
+    for name, frame in frames.items():
+        data[name]["ha"] = _round(frame["area_ha"].to_numpy(), 2)
 
 
 def _score_range(cand: np.ndarray, sel: np.ndarray) -> dict[str, Any]:
@@ -838,6 +861,10 @@ _JS = r"""
     var h = "<b>" + what + "</b><br>cell id " + d.id[i] +
       (d.rank[i] > 0 ? "<br>rank " + d.rank[i] : "") + "<br>score " + fmt(d.score[i]) +
       "<br>label " + d.label[i] + " (" + lab + ")";
+    if (d.ll && d.ll[i]) h += "<br>centre " + d.ll[i].lat.toFixed(5) + ", " +
+      d.ll[i].lng.toFixed(5) + " (latitude, longitude)";
+    var ha = d.ha ? d.ha[i] : D.cell_ha;
+    if (ha !== undefined && ha !== null) h += "<br>area " + (+ha).toFixed(1) + " ha";
     if (d.locked && d.locked[i]) h += "<br>locked in (already owned or committed)";
     if (d.freq) h += "<br>selection frequency " + fmt(d.freq[i]);
     if (d.p) h += "<br>probability of presence " + (d.p[i] === null ? "n/a" : d.p[i]);
@@ -872,6 +899,8 @@ _JS = r"""
       var o = style(d, i);
       if (!svg) o.renderer = canvas;
       var poly = L.polygon(rs[i], o).addTo(group);
+      (d.ll = d.ll || [])[i] = d.lat ? L.latLng(d.lat[i], d.lon[i])  // the popup's centre
+        : poly.getBounds().getCenter();
       poly.bindPopup((function (k) { return function () { return popup(d, k, what); }; })(i));
       shapes.push(poly);
     }

@@ -29,10 +29,11 @@ from reserve.confidence import (
 from reserve.config import SELECT_DEFAULTS, SelectOptions
 from reserve.design import Problem
 from reserve.errors import InvalidInputError
+from reserve.grid import cell_locations
 from reserve.occupancy import LinkAverage
 from reserve.signal import CutoffTies, Verdict, assess_signal, break_cutoff_ties
 
-__all__ = ["FitOutcome", "SelectionResult", "build_result"]
+__all__ = ["LOCATION_COLUMNS", "FitOutcome", "SelectionResult", "build_result"]
 
 
 @dataclass
@@ -57,8 +58,9 @@ class SelectionResult:
         Feature columns, in the order of ``estimator.coef_``.
     cv : reserve.model_selection.CSelection or None
         The cross-validation outcome when ``C`` was chosen automatically.
-    gpkg_path, map_path : Path or None
-        Files written (None when ``out`` was not given / no map was asked for).
+    gpkg_path, map_path, csv_path : Path or None
+        Files written (None when ``out`` was not given / no map was asked for); the CSV is
+        the ranking table beside the GeoPackage.
     config : dict
         The effective configuration.
     contributions : numpy.ndarray or None
@@ -83,6 +85,7 @@ class SelectionResult:
     cv: Any = None
     gpkg_path: Path | None = None
     map_path: Path | None = None
+    csv_path: Path | None = None
     config: dict[str, Any] = field(default_factory=dict)
     contributions: np.ndarray | None = None
     ranking: pd.DataFrame | None = None
@@ -291,6 +294,24 @@ def _with_novelty(
         "n_novel_excluded": int(kept_out.sum()),
     }
     return units, sel, ranking, counts
+
+
+#: Columns :func:`_with_location` adds to the ``selected`` and ``ranking`` tables.
+LOCATION_COLUMNS = ("longitude", "latitude", "area_ha")
+
+
+def _with_location(
+    units: gpd.GeoDataFrame, sel: gpd.GeoDataFrame, ranking: pd.DataFrame, sel_rows: np.ndarray
+) -> tuple[gpd.GeoDataFrame, pd.DataFrame]:
+    """``selected`` with :data:`LOCATION_COLUMNS` after ``cell_id``; ``ranking`` at its end."""
+    where = cell_locations(units.geometry.to_numpy(), units.crs)
+    sel = sel.drop(columns=[c for c in LOCATION_COLUMNS if c in sel.columns])
+    at = sel.columns.get_loc("cell_id") + 1
+    for i, col in enumerate(LOCATION_COLUMNS):
+        sel.insert(at + i, col, where[col].to_numpy()[sel_rows])
+    pos = pd.Index(units["cell_id"]).get_indexer(ranking["cell_id"])
+    ranking = ranking.assign(**{c: where[c].to_numpy()[pos] for c in LOCATION_COLUMNS})
+    return sel, ranking
 
 
 def _nan_or(value: Any) -> float:
@@ -701,6 +722,7 @@ def build_result(
     result_units, sel, ranking, novelty = _with_novelty(problem, result_units, sel, ranking,
                                                         sel_rows)  # fmt: skip
     summary.update(novelty, exclude_novel=opts.exclude_novel)
+    sel, ranking = _with_location(problem.units, sel, ranking, sel_rows)
     if hasattr(fit.estimator, "coef_"):
         # several species: the sum over species of each species' contribution
         coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reserve.errors import DataFileError, InvalidInputError, ReserveError
-from reserve.export import prepare_outputs, write_result
-from reserve.io.atomic import write_together
+from reserve.export import prepare_outputs, write_ranking_csv, write_result
+from reserve.io.atomic import write_failure, write_together
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
@@ -31,6 +31,7 @@ __all__ = [
     "check_outputs",
     "default_region_cached",
     "ingest_species",
+    "one_species_options",
     "write_outputs",
 ]
 
@@ -60,6 +61,48 @@ def ingest_species(path: Any) -> str:
     return str(hit.iloc[0]).split(";")[0].strip() if len(hit) else ""
 
 
+def one_species_options(opts: SelectOptions, columns: Any, path: Any) -> SelectOptions:
+    """``opts`` without ``species`` when it names the one species of a single-species ingest.
+
+    A single-species ingest has ``label`` and no ``label__<species>`` columns; ``--species
+    NAME`` then selects for ``label`` when NAME is the species the ingest recorded (compared
+    as :func:`reserve.config.species_slug` does: case and punctuation aside).
+
+    Parameters
+    ----------
+    opts : reserve.config.SelectOptions
+    columns : sequence of str
+        The planning units' columns.
+    path : path-like
+        The planning-units GeoPackage (its ``ingest_summary`` names the species).
+
+    Returns
+    -------
+    reserve.config.SelectOptions
+
+    Raises
+    ------
+    InvalidInputError
+        One name that is not the ingest's species.
+    """
+    from dataclasses import replace
+
+    from reserve.config import SPECIES_LABEL_PREFIX, species_slug
+
+    several = any(str(c).startswith(SPECIES_LABEL_PREFIX) for c in columns)
+    if opts.species is None or len(opts.species) != 1 or several:
+        return opts
+    recorded = ingest_species(path)
+    if not recorded:  # not named by an ingest: the multi-species message says what is missing
+        return opts
+    if species_slug(opts.species[0]) != species_slug(recorded):
+        raise InvalidInputError(
+            f"--species {opts.species[0]!r}: the cells were ingested for one species, "
+            f"{recorded!r} (column label); pass --species {recorded!r} or leave --species out"
+        )
+    return replace(opts, species=None)
+
+
 def write_outputs(
     result: SelectionResult,
     say: Callable[[str], None],
@@ -78,7 +121,7 @@ def write_outputs(
     Parameters
     ----------
     result : reserve.result.SelectionResult
-        With ``gpkg_path`` and ``map_path`` set (``None``: not written).
+        With ``gpkg_path``, ``map_path`` and ``csv_path`` set (``None``: not written).
     say : callable
         Progress messages.
     t0 : float
@@ -115,11 +158,17 @@ def write_outputs(
             return drawing  # drawn and written there while the GeoPackage is written here
 
         jobs.append((result.map_path, ".html", draw))
+    if result.csv_path is not None and result.ranking is not None:
+        ranking = result.ranking
+        jobs.insert(0, (result.csv_path, ".csv", lambda tmp: write_ranking_csv(ranking, tmp)))
     if result.gpkg_path is not None:
 
         def store(tmp: Path) -> None:
             say(f"writing {result.gpkg_path}")
-            write_result(result, tmp, overwrite=True)
+            try:
+                write_result(result, tmp, overwrite=True)
+            except DataFileError as exc:  # named by the target, not its hidden temporary
+                raise DataFileError(str(exc).replace(str(tmp), str(result.gpkg_path))) from None
 
         jobs.append((result.gpkg_path, ".gpkg", store))
     try:
@@ -127,9 +176,11 @@ def write_outputs(
     except ReserveError:
         raise
     except OSError as exc:
+        where = Path(jobs[0][0]).parent if jobs else Path(".")
         raise DataFileError(
-            f"cannot write the outputs {[str(t) for t, _, _ in jobs]} ({exc.strerror or exc}); "
-            "nothing was changed: pass a writable --out folder (and --map path)"
+            f"cannot write the outputs {[str(t) for t, _, _ in jobs]} "
+            f"({write_failure(exc, where)}); nothing was changed: pass a writable --out folder "
+            "(and --map path) with free space"
         ) from None
 
 

@@ -3,8 +3,8 @@
 :func:`select_reserve` is the one place that runs the sequence:
 
 1. check the options (:class:`reserve.config.SelectOptions`);
-2. read the planning units into one :class:`reserve.design.Problem` (every refusal of the
-   input there), then check the output paths (nothing is created yet);
+2. check the output paths (nothing is created yet), then read the planning units into one
+   :class:`reserve.design.Problem` (every refusal of the input there);
 3. choose ``C`` (given, or by the paper's cross-validation on the training cells);
 4. fit a :class:`sklearn.pipeline.Pipeline`: the features standardised on the fitted
    (``train`` and ``candidate``) cells, then :func:`reserve.solvers.make_estimator`'s;
@@ -48,7 +48,7 @@ from reserve.design import (
     read_planning_units,
 )
 from reserve.errors import InvalidInputError
-from reserve.export import identified_crs
+from reserve.export import CSV_NAME, identified_crs
 from reserve.fork import Standby
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.run_files import (
@@ -56,6 +56,7 @@ from reserve.run_files import (
     check_outputs,
     default_region_cached,
     ingest_species,
+    one_species_options,
     write_outputs,
 )
 from reserve.solvers import TTK_METHODS, describe_members, make_estimator
@@ -232,12 +233,13 @@ def run_selection(
             say("preparing the default region (cached after the first run)")
     cells_path, public, outline = locate_cells(opts.cells, public, outline)
     check_decoration(public, outline)
+    if opts.cells is not None and cells_path.is_file():  # the outputs before the cells are read
+        gpkg_path, map_path = check_outputs(opts, cells_path)
     units = read_planning_units(cells_path)
+    opts = one_species_options(opts, units.columns, cells_path)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))
-    if opts.cells is not None:  # every input is checked; now the outputs, before the work
-        gpkg_path, map_path = check_outputs(opts, cells_path)
     say(f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
         f"{int(problem.candidate.sum())} candidates")  # fmt: skip
     n_out = int(problem.locked_out.sum())
@@ -259,6 +261,7 @@ def run_selection(
     if not result.summary.get("species"):  # one species: named by the ingest, for the map
         result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
+    result.csv_path = None if gpkg_path is None else gpkg_path.with_name(CSV_NAME)
     result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
     write_outputs(result, say, t0, public, outline, parallel=opts.n_jobs > 1, drawer=map_drawer)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)

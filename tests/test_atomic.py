@@ -9,7 +9,7 @@ import pytest
 
 from reserve import fork
 from reserve.errors import DataFileError
-from reserve.io.atomic import write_together
+from reserve.io.atomic import atomic_target, remove_stale_temporaries, write_together
 
 
 def _pid_writer(tmp):
@@ -91,3 +91,21 @@ def test_a_failed_write_handed_to_a_child_renames_nothing(only_thread, tmp_path)
         write_together(jobs)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.gpkg"]
     assert (tmp_path / "r.gpkg").read_text() == "previous"
+
+
+def _dead(path):
+    """``path`` (a temporary of this process) as a dead process's would be named."""
+    return path.with_name(path.name.replace(f".{os.getpid()}.tmp", ".999999999.tmp"))
+
+
+def test_temporaries_of_a_long_name_fit_and_are_found_stale(tmp_path):
+    target = tmp_path / ("m" * 250 + ".html")
+    first = atomic_target(target, ".html")
+    nested = atomic_target(first, ".html")  # a writer called on a temporary path
+    assert len(nested.name) + len("-journal") <= 255
+    stale = [_dead(first), _dead(nested)]
+    other = tmp_path / ".other.html.999999999.tmp.html"
+    for path in [*stale, other]:
+        path.write_text("left by a killed run")
+    assert sorted(remove_stale_temporaries(target)) == sorted(stale)
+    assert [p.name for p in tmp_path.iterdir()] == [other.name]

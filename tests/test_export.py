@@ -134,7 +134,7 @@ def test_failure_mid_write_keeps_the_old_file_and_leaves_no_temporary(written, m
             written.planning_units, written.selected, written.summary, path, overwrite=True
         )
     assert path.read_bytes() == before
-    assert sorted(os.listdir(path.parent)) == ["reserve.gpkg"]
+    assert sorted(os.listdir(path.parent)) == ["ranking.csv", "reserve.gpkg"]
 
 
 def test_stale_temporaries_of_dead_runs_are_removed(tmp_path):
@@ -157,7 +157,8 @@ def test_ranking_layer_lists_every_candidate_in_rank_order(written):
     pu = written.planning_units
     assert list(ranking.columns) == ["rank", "cell_id", "score", "probability",
                                      "known_detection", "surveyed_no_detection", "selected",
-                                     "locked_in", "mess", "novel", "mess_variable"]  # fmt: skip
+                                     "locked_in", "mess", "novel", "mess_variable",
+                                     "longitude", "latitude", "area_ha"]  # fmt: skip
     assert ranking["rank"].tolist() == list(range(1, int((pu["rank"] > 0).sum()) + 1))
     assert set(ranking["cell_id"]) == set(pu.loc[pu["role"] == "candidate", "cell_id"])
     assert ranking["selected"].tolist() == [True] * 5 + [False] * (len(ranking) - 5)

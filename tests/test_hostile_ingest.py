@@ -9,6 +9,8 @@ planning units of the plain file.
 from __future__ import annotations
 
 import gzip
+import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -44,6 +46,11 @@ def inputs(tmp_path_factory) -> dict[str, object]:
         "not_raster.tif": b"II*\x00 not a tiff",
         "legend_bad.csv": b"klass;nom\n1;x\n",
         "region_bad.geojson": b"{ nope",
+        "sed_repeated.txt": _repeat_line(sed, 5),
+        "sed_conflict.txt": _repeat_line(sed, 5, latitude=b"35.01000"),
+        "sed_extra_field.txt": _extra_field(sed, 1),
+        "ebd_extra_field.txt": _extra_field(ebd, 1),
+        "ebd_foreign.txt": re.sub(rb"\tS(\d+)\t", rb"\tX\1\t", ebd),
     }
     out: dict[str, object] = dict(got)
     for name, data in extra.items():
@@ -67,6 +74,22 @@ def inputs(tmp_path_factory) -> dict[str, object]:
     (d / "prev.gpkg").write_bytes(b"previous units")
     out["prev.gpkg"] = d / "prev.gpkg"
     return out
+
+
+def _repeat_line(sed: bytes, i: int, latitude: bytes | None = None) -> bytes:
+    """``sed`` with its line ``i`` repeated after itself (with another LATITUDE if given)."""
+    lines = sed.split(b"\n")
+    copy = lines[i].split(b"\t")
+    if latitude is not None:
+        copy[lines[0].split(b"\t").index(b"LATITUDE")] = latitude
+    return b"\n".join([*lines[: i + 1], b"\t".join(copy), *lines[i + 1 :]])
+
+
+def _extra_field(text: bytes, i: int) -> bytes:
+    """``text`` with one more field, holding text, on its line ``i``."""
+    lines = text.split(b"\n")
+    lines[i] += b"\tan extra field"
+    return b"\n".join(lines)
 
 
 def _base(inputs: dict[str, object]) -> list[str]:
@@ -207,9 +230,27 @@ CASES = {
     "output_folder": ("--output", "@folder", [], 1, "is a folder"),
     "output_no_folder": ("--output", "nosuch/units.gpkg", [], 1, "does not exist; create it"),
     "output_proc": ("--output", "/proc/units.gpkg", [], 1, "cannot be written"),
+    "output_not_utf8": ("--output", "units\udcff.gpkg", [], 1, "holds bytes that are not UTF-8"),
+    "output_name_long": ("--output", "u" * 300 + ".gpkg", [], 1, "is 305 bytes, longer than"),
     "output_existing": ("--output", "prev.gpkg", [], 1, "already exists; pass --overwrite"),
     "output_is_input": ("--output", "@prev.gpkg", [], 1, "already exists"),
     "missing_species": ("--species", None, [], 2, "Missing option '--species'"),
+    "sed_extra_field": (
+        "--sed",
+        "@sed_extra_field.txt",
+        [],
+        1,
+        "line 2 has 34 fields where the header has 33 (the extra text: ['an extra field'])",
+    ),
+    "ebd_extra_field": ("--ebd", "@ebd_extra_field.txt", [], 1, "Fix or delete that line"),
+    "sed_conflict": ("--sed", "@sed_conflict.txt", [], 2, "1 sampling event(s) on several rows"),
+    "sed_conflict_dask": (
+        "--sed",
+        "@sed_conflict.txt",
+        ["--engine", "dask"],
+        2,
+        "differ (S5; in latitude)",
+    ),
     "unknown_option": ("--no-progress", None, ["--bogus"], 2, "No such option"),
 }
 
@@ -260,6 +301,7 @@ def _odd_files(inputs: dict[str, object], folder: Path) -> dict[str, tuple[str, 
         "gz": ("--ebd", gzip.compress(ebd)),
         "gz_named_txt": ("--sed", gzip.compress(sed)),
         "zip": ("--ebd", None),
+        "sed_repeated_line": ("--sed", _repeat_line(sed, 5)),
     }
     out = {}
     for name, (option, data) in files.items():
@@ -285,7 +327,7 @@ def plain_units(inputs, tmp_path_factory):
 
 
 ODD = ["no_final_newline", "sed_no_final_newline", "mixed_line_endings", "all_crlf", "bom",
-       "sed_bom", "gz", "gz_named_txt", "zip"]  # fmt: skip
+       "sed_bom", "gz", "gz_named_txt", "zip", "sed_repeated_line"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ODD)
@@ -298,3 +340,117 @@ def test_odd_but_legal(name, inputs, plain_units, workdir, tmp_path):
     cols = ["cell_id", "role", "label", "n_checklists", "n_detections", "effort_hours"]
     assert got[cols].equals(plain_units[cols])
     assert sorted(p.name for p in workdir.iterdir()) == ["units.gpkg"]  # no temporaries
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_repeated_sed_line_is_dropped_with_a_note(engine, inputs, workdir):
+    args = _with(_base(inputs), "--sed", str(inputs["sed_repeated.txt"]))
+    res = CliRunner().invoke(main, [*args, "--engine", engine], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert "reserve: warning: 1 repeated SED row dropped" in res.stderr
+    summary = pyogrio.read_dataframe(workdir / "units.gpkg", layer="ingest_summary")
+    row = summary.set_index("item").loc["sed:repeated_rows"]
+    assert (row["kept"], row["dropped"]) == (20, 1)
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_ebd_of_another_download_is_said(engine, inputs, workdir):
+    """EBD checklists none of which is in the SED: ingested (all non-detections), said loudly."""
+    args = _with(_base(inputs), "--ebd", str(inputs["ebd_foreign.txt"]))
+    res = CliRunner().invoke(main, [*args, "--engine", engine], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    example = r" \(e\.g\. X\d+\)" if engine == "local" else ""
+    warned = (
+        f"reserve: warning: none of the 6 EBD checklists with the species{example} is among "
+        "the 20 checklists kept from the SED"
+    )
+    assert re.search(warned, res.stderr), res.stderr
+    assert "different downloads" in res.stderr
+
+
+def test_ebd_of_the_same_download_is_not_warned(inputs, workdir):
+    res = CliRunner().invoke(main, _base(inputs), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert "EBD checklists" not in res.stderr and "repeated SED" not in res.stderr
+
+
+@pytest.mark.parametrize("region", [True, False])
+def test_cell_size_in_km_refused_up_front(region, inputs, workdir, monkeypatch):
+    """--cell-size 10 (km meant, metres read): refused with the count, the memory and the fix.
+
+    With --region the size is known before any file is read; without, once the checklists'
+    extent is (before any cell is made).
+    """
+    import reserve.ingest
+
+    monkeypatch.setattr(reserve.ingest, "available_memory", lambda: 10**8)
+    args = _with(_base(inputs), "--cell-size", "10")
+    if not region:
+        args = _with(args, "--region", None)
+    before = snapshot(workdir)
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    line = assert_one_line_error(res.stderr, res.exit_code, 2, "--cell-size 10 would grid")
+    assert re.search(r"into about [\d,]+ cells, needing about [\d.]+ GB of memory", line), line
+    assert "where 0.1 GB are available" in line
+    assert "for 10 km pass --cell-size 10000" in line
+    assert snapshot(workdir) == before
+
+
+def test_cell_size_that_fits_is_not_refused(inputs, workdir, monkeypatch):
+    import reserve.ingest
+
+    monkeypatch.setattr(reserve.ingest, "available_memory", lambda: 2 * 10**9)
+    res = CliRunner().invoke(main, _with(_base(inputs), "--cell-size", "500"))
+    assert res.exit_code == 0, res.stderr
+
+
+def test_filter_report_on_stderr(inputs, workdir):
+    """Every filter step of ingest_summary is on stderr with its rows kept and dropped."""
+    res = CliRunner().invoke(main, _base(inputs), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    summary = pyogrio.read_dataframe(workdir / "units.gpkg", layer="ingest_summary")
+    steps = summary[summary["item"].str.match(r"(sed|ebd|checklists):")]
+    assert len(steps) >= 10
+    lines = res.stderr.splitlines()
+    assert lines[0] == "filters (rows kept, dropped):"
+    for row in steps.itertuples():
+        shown = [ln.split() for ln in lines if ln.split()[:1] == [row.item]]
+        assert len(shown) == 1, row.item
+        assert shown[0][1:3] == [f"{int(row.kept):,}", f"{int(row.dropped):,}"], row.item
+    assert "sed:protocol" in res.stderr and "Stationary,Traveling" in res.stderr
+    assert res.stdout.startswith("wrote ")  # stdout keeps its two lines
+    assert len(res.stdout.splitlines()) == 2
+
+
+def test_disk_full_while_writing_the_units(inputs, workdir, monkeypatch):
+    """GDAL's 'database or disk is full': one error line, no file and no temporary left."""
+    from pyogrio.errors import FeatureError
+
+    real = pyogrio.write_dataframe
+
+    def write(df, path, **kw):
+        if kw.get("layer") == "ingest_summary":
+            raise FeatureError("Failed to commit transaction: database or disk is full")
+        return real(df, path, **kw)
+
+    monkeypatch.setattr(pyogrio, "write_dataframe", write)
+    res = CliRunner().invoke(main, _base(inputs), catch_exceptions=False)
+    assert res.exit_code == 1 and "Traceback" not in res.stderr
+    last = res.stderr.splitlines()[-1]
+    assert last.startswith("reserve: error: --output 'units.gpkg' cannot be written: the disk")
+    assert os.listdir(workdir) == []
+
+
+def test_missing_legend_is_said_once(inputs, workdir):
+    res = CliRunner().invoke(main, _with(_base(inputs), "--legend", None), catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    said = [ln for ln in res.stderr.splitlines() if "without --legend" in ln]
+    assert said == [
+        "reserve: warning: --categorical landcover without --legend: its features are named "
+        "landcover_class_<value>, which says nothing of the habitat in the outputs and the map; "
+        "pass --legend landcover=classes.csv (a CSV of class,name)"
+    ]
+    units = pyogrio.read_dataframe(workdir / "units.gpkg", layer="planning_units")
+    assert any(c.startswith("landcover_class_") for c in units.columns)
+    res = CliRunner().invoke(main, [*_base(inputs), "--overwrite"], catch_exceptions=False)
+    assert "--legend" not in res.stderr

@@ -107,7 +107,7 @@ def test_select_killed_while_writing_keeps_previous_outputs(point, cells, workdi
     res = CliRunner().invoke(main, [*_select(cells, *out), "--budget", "7", "--overwrite"],
                              catch_exceptions=False)  # fmt: skip
     assert res.exit_code == 0, res.stderr
-    assert sorted(os.listdir(workdir / "run")) == ["m.html", "reserve.gpkg"]  # cleaned
+    assert sorted(os.listdir(workdir / "run")) == ["m.html", "ranking.csv", "reserve.gpkg"]
     summary = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="run_summary")
     assert summary["budget"].tolist() == [7]
 
@@ -121,7 +121,11 @@ def test_select_killed_on_its_first_run_leaves_no_output(cells, workdir):
     assert visible == []
     res = CliRunner().invoke(main, _select(cells), catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
-    assert sorted(snapshot(workdir)[1]) == ["maps/cells_ttk_k5.html", "results/reserve.gpkg"]
+    assert sorted(snapshot(workdir)[1]) == [
+        "maps/cells_ttk_k5.html",
+        "results/ranking.csv",
+        "results/reserve.gpkg",
+    ]
 
 
 @pytest.fixture
@@ -177,3 +181,41 @@ def test_next_run_removes_only_dead_runs_temporaries(ebird, workdir):
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == sorted([*kept, "units.gpkg"])
     assert remove_stale_temporaries(workdir / "units.gpkg") == []
+
+
+def _term_while_writing(args: list[str], cwd: Path, watched: Callable[[], bool]):
+    """Start ``reserve args``; SIGTERM it once ``watched()``; its exit code and stderr."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "reserve.cli", *args]
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not watched():
+        time.sleep(0.0005)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("command", ["select", "ingest"])
+def test_sigterm_while_writing_removes_the_temporaries_at_once(command, cells, ebird, workdir):
+    """SIGTERM mid-write: exit 143, one error line, no temporary left (not even for a while)."""
+    if command == "select":
+        args = [*_select(cells, "--out", "run", "--map", "run/m.html"), "--overwrite"]
+        folder, target = workdir / "run", "reserve.gpkg"
+        assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    else:
+        args = [*_base(ebird), "--overwrite", "--cell-size", "1500"]
+        folder, target = workdir, "units.gpkg"
+        assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    before = snapshot(workdir)
+    for _ in range(3):  # rarely, the run ends before its temporary is seen
+        code, err = _term_while_writing(args, workdir, lambda: bool(_temporaries(folder, target)))
+        if code != 0:
+            break
+        before = snapshot(workdir)
+    assert code == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    said = "reserve: error: stopped (SIGTERM); nothing was written, and any previous outputs"
+    assert err.splitlines()[-1] == f"{said} are unchanged"
+    assert snapshot(workdir) == before  # previous outputs intact, no temporary, no journal

@@ -32,12 +32,18 @@ def _variants(units: gpd.GeoDataFrame) -> dict[str, gpd.GeoDataFrame]:
     every7 = np.arange(n) % 7 == 0
     empty = units.geometry.copy()
     empty[3] = shapely.Polygon()
+    bowtie = units.geometry.copy()
+    x0, y0, x1, y1 = bowtie[8].bounds
+    bowtie[8] = shapely.Polygon([(x0, y0), (x1, y1), (x1, y0), (x0, y1)])
     return {
+        "bowtie": units.set_geometry(bowtie),
         "nocol": units.drop(columns="label"),
         "notrain": units.assign(role=units.role.where(~train, "other")),
         "oneclass": units.assign(label=units.label.where(~train, 1)),
         "nan": units.assign(lc_forest=units.lc_forest.where(~cand)),
         "inf": units.assign(elev_mean=units.elev_mean.where(~cand, np.inf)),
+        "huge": units.assign(elev_mean=units.elev_mean.where(units.index != 7, 1e308)),
+        "nodata": units.assign(lc_crop=units.lc_crop.where(~(cand & every7), -3.4028235e38)),
         "dup": units.assign(cell_id=units.cell_id.where(units.index != 3, 2)),
         "noid": units.assign(cell_id=units.cell_id.astype(float).where(units.index != 4)),
         "nullgeom": units.set_geometry(units.geometry.where(units.index != 5, None)),
@@ -53,6 +59,7 @@ def _variants(units: gpd.GeoDataFrame) -> dict[str, gpd.GeoDataFrame]:
         "price_nan": units.assign(price=np.where(cand & every7, np.nan, 10.0)),
         "price_zero": units.assign(price=np.where(cand & every7, 0.0, 10.0)),
         "price_text": units.assign(price="cheap"),
+        "land_price": units.assign(land_price=np.where(cand, 10.0, 0.0)),
         "public_col": units.assign(owned=train),
         "many_in": units.assign(owned=cand),
         "text_col": units.assign(owned=np.where(cand, "x", "")),
@@ -77,6 +84,13 @@ def files(tmp_path_factory) -> dict[str, Path]:
         else:
             write_units(path, frame)
         out[name] = path
+    for name, frame in {
+        "mislabelled": units.set_crs(4326, allow_override=True),
+        "feet": units.to_crs(2264),
+        "footgrid": units.set_crs(2264, allow_override=True),
+    }.items():
+        write_units(d / f"{name}.gpkg", frame)
+        out[name] = d / f"{name}.gpkg"
     nocrs = units.set_crs(None, allow_override=True)
     pyogrio.write_dataframe(nocrs, d / "nocrs.gpkg", layer="planning_units", driver="GPKG")
     out["nocrs"] = d / "nocrs.gpkg"
@@ -101,6 +115,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "cfg_budget": 'budget = "abc"\n',
         "cfg_budget0": "budget = 0\n",
         "cfg_seed": "seed = -1\n",
+        "cfg_seed_huge": "seed = 99999999999999999999\n",
         "cfg_overwrite": 'overwrite = "yes"\n',
         "cfg_C": "C = -1\n",
         "cfg_model": 'model = "gam"\n',
@@ -114,6 +129,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
         out[name] = d / f"{name}.toml"
     (d / "latin1.toml").write_bytes("method = 'caf\xe9'\n".encode("latin-1"))
     out["latin1"] = d / "latin1.toml"
+    out["not_utf8"] = d / "cells\udcff.gpkg"  # the name's byte 0xff is not UTF-8
+    out["not_utf8"].write_bytes(out["cells"].read_bytes())
     (d / "afile").write_text("x")
     out["afile"] = d / "afile"
     return out
@@ -161,6 +178,8 @@ CASES = {
     "seed_negative": (["--budget", "3", "--seed", "-1"], 2, "seed must be an integer >= 0"),
     "seed_word": (["--budget", "3", "--seed", "x"], 2, "seed must be an integer"),
     "seed_fraction": (["--budget", "3", "--seed", "1.5"], 2, "seed must be an integer"),
+    "seed_huge": (["--budget", "3", "--seed", "99999999999999999999"], 2, "0 to 4294967295"),
+    "seed_2_32": (["--budget", "3", "--seed", "4294967296"], 2, "0 to 4294967295"),
     "bootstrap_negative": (["--budget", "3", "--bootstrap", "-1"], 2, "bootstrap must be"),
     "bootstrap_word": (["--budget", "3", "--bootstrap", "x"], 2, "bootstrap must be"),
     "n_jobs_zero": (["--budget", "3", "--n-jobs", "0"], 2, "n_jobs must be an integer >= 1"),
@@ -177,6 +196,11 @@ CASES = {
     "money_negative": (["--budget", "-5", "--cost-column", "lc_crop"], 2, "positive total"),
     "money_word": (["--budget", "lots", "--cost-column", "lc_crop"], 2, "positive total"),
     "cost_no_column": (["--budget", "100", "--cost-column", "price"], 2, "not a column"),
+    "cost_misspelt": (
+        ["--budget", "100", "--cells", "@land_price", "--cost-column", "land_prise"],
+        2,
+        "is not a column of planning_units; did you mean 'land_price'?",
+    ),
     "cost_text_column": (["--budget", "100", "--cost-column", "role"], 2, "is not numeric"),
     "species_unknown": (["--budget", "3", "--species", "Dodo"], 2, "have no label__"),
     "species_empty": (["--budget", "3", "--species", ""], 2, "species must be species names"),
@@ -222,6 +246,7 @@ CASES = {
     "config_budget": (["--budget", "3", "--config", "@cfg_budget"], 2, "key 'budget'"),
     "config_budget0": (["--budget", "3", "--config", "@cfg_budget0"], 2, "key 'budget'"),
     "config_seed": (["--budget", "3", "--seed", "1", "--config", "@cfg_seed"], 2, "key 'seed'"),
+    "config_seed_huge": (["--budget", "3", "--config", "@cfg_seed_huge"], 2, "0 to 4294967295"),
     "config_overwrite": (
         ["--budget", "3", "--overwrite", "--config", "@cfg_overwrite"],
         2,
@@ -245,12 +270,34 @@ CASES = {
     "cells_half": (["--budget", "3", "--cells", "@half"], 1, "is not a GeoPackage"),
     "cells_nolayer": (["--budget", "3", "--cells", "@nolayer"], 1, "no 'planning_units' layer"),
     "cells_nocrs": (["--budget", "3", "--cells", "@nocrs"], 1, "has no CRS"),
+    "cells_mislabelled": (
+        ["--budget", "3", "--cells", "@mislabelled"],
+        1,
+        "is in degrees but its coordinates reach x 1.1e+06..1.136e+06",
+    ),
+    "cells_feet": (["--budget", "3", "--cells", "@feet"], 1, "is in US survey foot"),
+    "cells_footgrid": (["--budget", "3", "--cells", "@footgrid"], 1, "ogr2ogr -t_srs EPSG:5070"),
+    "cells_bowtie": (
+        ["--budget", "3", "--cells", "@bowtie"],
+        1,
+        "1 planning units have invalid geometry (self-intersecting or otherwise; cell_id ['8'])",
+    ),
     "cells_nocol": (["--budget", "3", "--cells", "@nocol"], 1, "lacks the columns ['label']"),
     "cells_notable": (["--budget", "3", "--cells", "@notable"], 1, "['geometry']"),
     "cells_notrain": (["--budget", "3", "--cells", "@notrain"], 1, "has no training cells"),
     "cells_oneclass": (["--budget", "3", "--cells", "@oneclass"], 1, "every training cell"),
     "cells_nan": (["--budget", "3", "--cells", "@nan"], 1, "NaN or infinite features"),
     "cells_inf": (["--budget", "3", "--cells", "@inf"], 1, "NaN or infinite features"),
+    "cells_huge": (
+        ["--budget", "3", "--cells", "@huge"],
+        1,
+        "as large as 1e+308 (columns ['elev_mean']; cell_id [7])",
+    ),
+    "cells_nodata": (
+        ["--budget", "3", "--cells", "@nodata"],
+        1,
+        "a raster's nodata value read as data",
+    ),
     "cells_dup": (["--budget", "3", "--cells", "@dup"], 1, "cell_id repeats ['2']"),
     "cells_noid": (["--budget", "3", "--cells", "@noid"], 1, "have no cell_id"),
     "cells_nullgeom": (["--budget", "3", "--cells", "@nullgeom"], 1, "have no geometry"),
@@ -329,6 +376,13 @@ CASES = {
         1,
         "cannot be written",
     ),
+    "out_name_552": (["--budget", "3", "--out", "a" * 552], 1, "is 552 bytes, longer than the 255"),
+    "out_name_256": (["--budget", "3", "--out", "b" * 256 + "/run"], 1, "is 256 bytes"),
+    "map_name_256": (["--budget", "3", "--map", "m" * 251 + ".html"], 1, "is 256 bytes"),
+    "out_path_4k": (["--budget", "3", "--out", "/".join(["d" * 200] * 21)], 1, "too long for the"),
+    "out_not_utf8": (["--budget", "3", "--out", "bad\udcff"], 1, "'bad\\udcff' holds bytes"),
+    "map_not_utf8": (["--budget", "3", "--map", "m\udcff.html"], 1, "not UTF-8"),
+    "cells_not_utf8": (["--budget", "3", "--cells", "@not_utf8"], 1, "not UTF-8 text"),
     "out_existing": (["--budget", "3", "--out", "prev"], 1, "already exists; pass --overwrite"),
     "map_existing": (
         ["--budget", "3", "--out", "new", "--map", "prev/m.html"],
@@ -347,13 +401,20 @@ CASES = {
         "would replace the --cells file",
     ),
     "out_map_existing": (["--budget", "3", "--out", "onlymap"], 1, "cells_ttk_k3.html"),
+    "out_csv_existing": (["--budget", "3", "--out", "onlycsv"], 1, "ranking.csv' (--out) already"),
+    # the outputs are checked before the cells file is read (a refusal in well under 1 s)
+    "out_before_cells_read": (
+        ["--budget", "3", "--cells", "@text", "--out", "prev"],
+        1,
+        "already exists; pass --overwrite",
+    ),
     # a missing input is named even when the default output exists (inputs before outputs)
     "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
 }
 # where the working folder holds previous outputs
 PREVIOUS = {"out_replaces_cells", "out_map_existing", "out_existing", "map_existing",
             "default_existing", "input_before_output", "map_proc_overwrite",
-            "map_is_gpkg"}  # fmt: skip
+            "map_is_gpkg", "out_before_cells_read", "out_csv_existing"}  # fmt: skip
 
 
 def _args(case: list[str], files: dict[str, Path]) -> list[str]:
@@ -382,6 +443,8 @@ def _previous_outputs(folder: Path) -> None:
     (folder / "maps" / "cells_ttk_k3.html").write_text("previous default map")
     (folder / "onlymap").mkdir()  # --out onlymap: the map of the same name is already there
     (folder / "onlymap" / "cells_ttk_k3.html").write_text("previous map in --out")
+    (folder / "onlycsv").mkdir()  # --out onlycsv: a ranking table of an earlier run is there
+    (folder / "onlycsv" / "ranking.csv").write_text("rank,cell_id\n")
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -438,7 +501,11 @@ def test_odd_but_legal(name, workdir):
     assert set(selected["cell_id"].astype(str)) <= set(ids[units["role"] == "candidate"])
     if name == "text_ids":
         assert selected["cell_id"].str.startswith("c").all()  # kept as text
-    assert sorted(os.listdir(workdir / "run")) == ["cells_ttk_k5.html", "reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "run")) == [
+        "cells_ttk_k5.html",
+        "ranking.csv",
+        "reserve.gpkg",
+    ]
 
 
 def test_text_booleans_select_as_real_booleans(workdir):
@@ -465,11 +532,15 @@ def test_out_holds_the_map_and_default_keeps_todays_paths(files, workdir):
     res = CliRunner().invoke(main, [*base, "--out", "region2"], catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == ["region2"]
-    assert sorted(os.listdir(workdir / "region2")) == ["cells_ttk_k4.html", "reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "region2")) == [
+        "cells_ttk_k4.html",
+        "ranking.csv",
+        "reserve.gpkg",
+    ]
     res = CliRunner().invoke(main, base, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == ["maps", "region2", "results"]
-    assert os.listdir(workdir / "results") == ["reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "results")) == ["ranking.csv", "reserve.gpkg"]
     assert os.listdir(workdir / "maps") == ["cells_ttk_k4.html"]
 
 
@@ -489,3 +560,267 @@ def test_refused_overwrite_keeps_both_outputs(files, workdir):
     assert_one_line_error(res.stderr, res.exit_code, 1, "is a folder")
     assert snapshot(workdir) == before
     shutil.rmtree(workdir / "run" / "blocker.html")
+
+
+def test_largest_seed_selects(files, workdir):
+    """The largest accepted seed reaches every random step without an error."""
+    args = ["select", "--budget", "4", "--cells", str(files["cells"]), "--out", "run",
+            "--seed", "4294967295", "--C", "cv", "--bootstrap", "2"]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
+    assert len(selected) == 4
+
+
+@pytest.mark.parametrize("name", ["huge", "nodata"])
+def test_huge_feature_refused_before_any_overflow(name, files, workdir):
+    """A nodata value read as a feature stops the run before anything computes with it."""
+    import warnings
+
+    args = ["select", "--budget", "3", "--cells", str(files[name])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert_one_line_error(res.stderr, res.exit_code, 1, "nodata value read as data")
+    assert os.listdir(workdir) == []
+
+
+# ------------------------------------------------------------------------------------------
+# the same cells in another row order (a layer re-exported from QGIS): the same answer
+
+# run_summary columns that name the input file or the clock, not the selection
+_FILE_AND_CLOCK = ["cells_path", "cells_sha256", "config", "created_utc", "fit_seconds",
+                   "runtime_seconds"]  # fmt: skip
+
+
+def _layers(gpkg: Path) -> dict[str, pd.DataFrame]:
+    out = {}
+    for layer in pyogrio.list_layers(gpkg)[:, 0]:
+        frame = pyogrio.read_dataframe(gpkg, layer=layer)
+        out[layer] = frame.drop(columns=[c for c in _FILE_AND_CLOCK if c in frame])
+    return out
+
+
+@pytest.mark.parametrize("model", ["linear", "auto"])
+def test_shuffled_rows_select_the_same(model, workdir):
+    """Every layer of the outputs is identical for the planning units in two row orders."""
+    units = make_units()
+    shuffled = units.iloc[np.random.default_rng(1).permutation(len(units))]
+    layers = []
+    for i, frame in enumerate([units, shuffled.reset_index(drop=True)]):
+        cells = write_units(workdir / f"c{i}.gpkg", frame)
+        args = ["select", "--budget", "8", "--model", model, "--cells", str(cells),
+                "--out", f"r{i}", "--bootstrap", "3"]  # fmt: skip
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert res.exit_code == 0, res.stderr
+        layers.append(_layers(workdir / f"r{i}" / "reserve.gpkg"))
+    assert layers[0].keys() == layers[1].keys()
+    for name, frame in layers[0].items():
+        pd.testing.assert_frame_equal(frame, layers[1][name], check_exact=True, obj=name)
+
+
+@pytest.mark.slow
+def test_default_region_shuffled_selects_the_same(tmp_path):
+    """The embedded region's 30 cells, from its planning units in a random row order."""
+    from reserve.design import default_cells
+    from reserve.select import select_reserve
+
+    path = default_cells()[0]
+    units = pyogrio.read_dataframe(path, layer="planning_units")
+    shuffled = units.iloc[np.random.default_rng(3).permutation(len(units))]
+    pyogrio.write_dataframe(shuffled, tmp_path / "shuffled.gpkg", layer="planning_units")
+    picked = [
+        select_reserve(30, cells=cells).selected["cell_id"].tolist()
+        for cells in (path, tmp_path / "shuffled.gpkg")
+    ]
+    assert picked[0] == picked[1]
+
+
+def test_longest_names_are_written(files, workdir):
+    """A 255-byte --out folder and a 250-byte --map: the tool's own temporaries still fit."""
+    out, page = "o" * 255, "m" * 245 + ".html"
+    args = ["select", "--budget", "3", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", out, "--map", page]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert sorted(os.listdir(workdir)) == [page, out]
+    assert sorted(os.listdir(workdir / out)) == ["ranking.csv", "reserve.gpkg"]
+
+
+def _single_species_cells(path: Path) -> Path:
+    """Planning units with the ingest's record of its one species (Wood Thrush)."""
+    write_units(path)
+    summary = pd.DataFrame({"item": ["species"], "kept": [np.nan], "dropped": [np.nan],
+                            "value": ["Wood Thrush"]})  # fmt: skip
+    pyogrio.write_dataframe(summary, path, layer="ingest_summary", driver="GPKG", append=True)
+    return path
+
+
+def test_species_of_a_single_species_ingest_is_accepted(workdir):
+    cells = str(_single_species_cells(workdir / "c.gpkg"))
+    picked = []
+    for i, extra in enumerate([[], ["--species", "wood thrush"]]):
+        args = ["select", "--budget", "4", "--model", "linear", "--cells", cells,
+                "--out", f"r{i}", *extra]  # fmt: skip
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert res.exit_code == 0, res.stderr
+        sel = pyogrio.read_dataframe(workdir / f"r{i}" / "reserve.gpkg", layer="selected")
+        picked.append(sel["cell_id"].tolist())
+    assert picked[0] == picked[1]
+
+
+def test_another_species_of_a_single_species_ingest_is_refused(workdir):
+    cells = str(_single_species_cells(workdir / "c.gpkg"))
+    before = snapshot(workdir)
+    args = ["select", "--budget", "4", "--cells", cells, "--species", "Veery", "--out", "r"]
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert_one_line_error(res.stderr, res.exit_code, 2,
+                          "--species 'Veery': the cells were ingested for one species, "
+                          "'Wood Thrush' (column label); pass --species 'Wood Thrush'")  # fmt: skip
+    assert snapshot(workdir) == before
+
+
+def test_ranking_csv_beside_the_geopackage_with_lonlat_and_area(files, workdir):
+    """ranking.csv is the ranking layer; centroids and areas agree with an independent sum."""
+    import pyproj
+
+    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    assert "ranking CSV: run/ranking.csv" in res.stdout
+    table = pd.read_csv(workdir / "run" / "ranking.csv")
+    layer = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="ranking")
+    pd.testing.assert_frame_equal(table, layer, check_dtype=False)
+    assert table.columns[-3:].tolist() == ["longitude", "latitude", "area_ha"]
+    units = make_units().set_index("cell_id")
+    x0, y0, x1, y1 = shapely.bounds(units.loc[table["cell_id"]].geometry.to_numpy()).T
+    lon, lat = pyproj.Transformer.from_crs(units.crs, 4326, always_xy=True).transform(
+        (x0 + x1) / 2, (y0 + y1) / 2
+    )
+    np.testing.assert_allclose(table["longitude"], lon, atol=1e-6)
+    np.testing.assert_allclose(table["latitude"], lat, atol=1e-6)
+    np.testing.assert_allclose(table["area_ha"], (x1 - x0) * (y1 - y0) / 1e4)
+    selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
+    assert selected.columns[2:6].tolist() == ["cell_id", "longitude", "latitude", "area_ha"]
+    mine = table[table["selected"]].set_index("cell_id")
+    pd.testing.assert_frame_equal(
+        selected.set_index("cell_id")[["longitude", "latitude", "area_ha"]],
+        mine[["longitude", "latitude", "area_ha"]],
+    )
+
+
+def test_cells_locked_by_another_program(workdir):
+    """A GeoPackage another program holds locked (QGIS editing) is named as locked."""
+    import subprocess
+    import sys
+
+    cells = write_units(workdir.parent / "locked.gpkg")
+    holder = (
+        "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\nsys.stdin.read()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", holder, str(cells)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        args = ["select", "--budget", "3", "--cells", str(cells), "--out", "run"]
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+    finally:
+        child.communicate("", timeout=30)
+    assert_one_line_error(res.stderr, res.exit_code, 1, "is locked by another program")
+    assert os.listdir(workdir) == []
+
+
+def test_missing_cost_column_never_suggests_habitat_features(files, workdir):
+    """Land-cover fractions and labels are no prices: a file without one says so."""
+    args = ["select", "--budget", "100", "--cells", str(files["cells"]), "--cost-column", "price"]
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    line = assert_one_line_error(res.stderr, res.exit_code, 2, "no column of it looks like a cost")
+    for column in make_units().columns:
+        assert f"'{column}'" not in line and f" {column}," not in line
+    assert "drop --cost-column to give the budget in cells" in line
+
+
+# ------------------------------------------------------------------------------------------
+# a disk that fills up while the GeoPackage is written
+
+
+def _disk_full(monkeypatch, layer: str, error: type) -> None:
+    """pyogrio fails on ``layer`` as GDAL's SQLite does on a full disk."""
+    real = pyogrio.write_dataframe
+
+    def write(df, path, layer_=None, **kw):
+        name = kw.pop("layer", layer_)
+        if name == layer:
+            raise error("sqlite3_exec(INSERT ...) failed: database or disk is full")
+        return real(df, path, layer=name, **kw)
+
+    monkeypatch.setattr(pyogrio, "write_dataframe", write)
+
+
+def _failed_after_the_work(res, needle: str) -> str:
+    """Exit 1, the progress lines of the work done, then one error line; no traceback."""
+    assert res.exit_code == 1, res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert all(ln.startswith("[") for ln in lines[:-1]), res.stderr
+    assert lines[-1].startswith("reserve: error: ") and needle in lines[-1], lines[-1]
+    return lines[-1]
+
+
+@pytest.mark.parametrize("layer", ["planning_units", "ranking"])
+def test_disk_full_while_writing_keeps_the_previous_outputs(layer, files, workdir, monkeypatch):
+    from pyogrio.errors import DataSourceError, FeatureError
+
+    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    before = snapshot(workdir)
+    _disk_full(monkeypatch, layer, FeatureError if layer == "ranking" else DataSourceError)
+    res = CliRunner().invoke(main, [*args, "--budget", "5", "--overwrite"],
+                             catch_exceptions=False)  # fmt: skip
+    line = _failed_after_the_work(res, "run/reserve.gpkg': the disk is full")
+    assert "nothing was changed" in line and ".tmp" not in line
+    assert snapshot(workdir) == before
+
+
+def test_disk_full_on_a_real_small_disk(files, tmp_path):
+    """A 150 kB tmpfs (where the machine lets this test mount one): one line, nothing left."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=150k", "tmpfs", str(disk)],
+                           capture_output=True)  # fmt: skip
+    if mount.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        args = ["select", "--budget", "3", "--model", "linear", "--cells", str(files["cells"]),
+                "--out", str(disk / "run"), "--map", str(tmp_path / "m.html")]  # fmt: skip
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+        _failed_after_the_work(res, "the disk is full")
+        assert os.listdir(disk) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_ctrl_c_while_writing(files, workdir, monkeypatch):
+    """Ctrl-C mid-write: exit 130, one error line after the progress, nothing changed."""
+    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    before = snapshot(workdir)
+    real = pyogrio.write_dataframe
+
+    def write(df, path, **kw):
+        if kw.get("layer") == "selected":
+            raise KeyboardInterrupt
+        return real(df, path, **kw)
+
+    monkeypatch.setattr(pyogrio, "write_dataframe", write)
+    res = CliRunner().invoke(main, [*args, "--overwrite"], catch_exceptions=False)
+    assert res.exit_code == 130 and "Traceback" not in res.stderr
+    said = "reserve: error: interrupted (Ctrl-C); nothing was written, and any previous"
+    assert res.stderr.splitlines()[-1] == f"{said} outputs are unchanged"
+    assert snapshot(workdir) == before

@@ -258,6 +258,9 @@ def _check_large(driver, res, k: int, shots: Path) -> None:
         "return document.querySelector('.leaflet-popup-content').textContent"
     )
     assert "selected cell" in popup and "rank 3" in popup and "cell id" in popup
+    third = res.selected[res.selected["rank"] == 3].iloc[0]  # as the ranking.csv gives it
+    where = f"centre {third['latitude']:.5f}, {third['longitude']:.5f} (latitude, longitude)"
+    assert where in popup and f"area {third['area_ha']:.1f} ha" in popup
     assert driver.execute_script("return reserveMap.getZoom()") > 5
 
 

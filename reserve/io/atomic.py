@@ -17,13 +17,31 @@ from reserve.fork import Forked, fork_call
 
 __all__ = [
     "atomic_target",
+    "check_path_name",
     "check_target",
     "remove_stale_temporaries",
     "replacing",
+    "write_failure",
     "write_together",
 ]
 
 _TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp(\..*)?$")
+
+#: Bytes of a target's name kept whole in its temporaries' names; a longer name is cut to
+#: :data:`_STEM_CUT` bytes and a hash, so that a temporary of a temporary (a writer called
+#: on a temporary path) plus SQLite's ``-journal`` stays under the 255 bytes of a file name.
+_STEM_MAX, _STEM_CUT = 120, 100
+
+
+def _stem(name: str) -> str:
+    """``name`` as it appears in its temporaries' names (cut and hashed when long)."""
+    raw = os.fsencode(name)
+    if len(raw) <= _STEM_MAX:
+        return name
+    import hashlib
+
+    digest = hashlib.blake2b(raw, digest_size=5).hexdigest()
+    return raw[:_STEM_CUT].decode("utf-8", errors="ignore") + "~" + digest
 
 
 def _alive(pid: int) -> bool:
@@ -41,7 +59,12 @@ def _stale_of(name: str, target_name: str) -> bool:
     m = _TMP.match(name)
     if m is None or _alive(int(m["pid"])):
         return False
-    return m["name"] == target_name or _stale_of(m["name"], target_name)
+    inner = m["name"]
+    if inner in (target_name, _stem(target_name)):
+        return True
+    # a temporary of a temporary whose name was cut: it begins as that temporary's name does
+    cut = "~" in inner and inner.startswith("." + _stem(target_name)[: _STEM_CUT - 1])
+    return cut or _stale_of(inner, target_name)
 
 
 def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
@@ -85,7 +108,7 @@ def atomic_target(target: str | os.PathLike[str], suffix: str = "") -> Path:
     True
     """
     target = Path(target)
-    return target.with_name(f".{target.name}.{os.getpid()}.tmp{suffix}")
+    return target.with_name(f".{_stem(target.name)}.{os.getpid()}.tmp{suffix}")
 
 
 @contextmanager
@@ -125,9 +148,86 @@ def _side_files(path: Path) -> tuple[Path, ...]:
 def _existing_ancestor(folder: Path) -> Path:
     """The nearest folder among ``folder`` and its parents that exists (or ``folder``)."""
     probe = folder.absolute()
-    while not probe.exists() and probe != probe.parent:
+    while not _exists(probe) and probe != probe.parent:
         probe = probe.parent
     return probe
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for a path the system cannot even look up (a name too long)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def check_path_name(target: str | os.PathLike[str], option: str) -> Path:
+    """Refuse a path that no file can have here: not UTF-8, or a name or path too long.
+
+    GDAL (GeoPackages) takes UTF-8 paths only. Each name in the path must fit the file
+    system's limit (``NAME_MAX``, 255 bytes on Linux), and the whole path, with the longest
+    temporary this package writes beside it, ``PATH_MAX``. Nothing is touched but ``stat``.
+
+    Parameters
+    ----------
+    target : path-like
+        The file to be written.
+    option : str
+        The option that names the path, for messages.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    reserve.errors.DataFileError
+        Naming the part that is wrong and the fix.
+
+    Examples
+    --------
+    >>> check_path_name("out/reserve.gpkg", "--out").name
+    'reserve.gpkg'
+    """
+    from reserve.errors import DataFileError
+
+    target = Path(target)
+    try:
+        os.fsdecode(os.fsencode(str(target.absolute()))).encode("utf-8")
+    except UnicodeError:
+        raise DataFileError(
+            f"{option} {str(target)!a} holds bytes that are not UTF-8 text (shown as "
+            "escapes); GeoPackages and maps are written to UTF-8 paths only: rename the "
+            "folder or pass another path"
+        ) from None
+    name_max, path_max = _limits(_existing_ancestor(target.parent))
+    shown = str(target) if len(str(target)) <= 80 else f"{str(target)[:60]}..."
+    for part in target.absolute().parts:
+        if len(os.fsencode(part)) > name_max:
+            raise DataFileError(
+                f"{option} {shown!r}: the name {part[:30]!r}... is {len(os.fsencode(part))} "
+                f"bytes, longer than the {name_max} a file or folder name may have here; "
+                "pass a shorter name"
+            )
+    longest = atomic_target(atomic_target(target.absolute(), ".gpkg"), ".gpkg")
+    if len(os.fsencode(str(longest))) + len("-journal") >= path_max:
+        raise DataFileError(
+            f"{option} {shown!r} is {len(os.fsencode(str(target.absolute())))} bytes long, too "
+            f"long for the {path_max} a path may have here with the temporary files written "
+            "beside it; pass a shorter path"
+        )
+    return target
+
+
+def _limits(folder: Path) -> tuple[int, int]:
+    """``NAME_MAX`` and ``PATH_MAX`` of the file system of ``folder`` (255, 4096 if unknown)."""
+    out = []
+    for key, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)):
+        try:
+            out.append(int(os.pathconf(folder, key)))
+        except (OSError, ValueError, AttributeError):
+            out.append(default)
+    return out[0], out[1]
 
 
 def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str) -> Path:
@@ -170,7 +270,7 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str
 
     from reserve.errors import DataFileError, OutputExistsError
 
-    target = Path(target)
+    target = check_path_name(target, option)
     shown = f"output {str(target)!r} ({option})"
     if target.is_dir():
         raise DataFileError(f"{shown} is a folder; pass a file path inside it")
@@ -186,7 +286,7 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str
         # named as our temporaries are, so a run killed right here leaves nothing the next
         # run does not remove
         fd, probe = tempfile.mkstemp(
-            prefix=f".{target.name}.{os.getpid()}.tmp.", suffix=".probe", dir=base
+            prefix=f".{_stem(target.name)}.{os.getpid()}.tmp.", suffix=".probe", dir=base
         )
         os.close(fd)
         os.unlink(probe)
@@ -339,3 +439,47 @@ def _restore(target: Path, backup: Path | None) -> None:
             os.replace(backup, target)
     except OSError:  # best effort: the error being raised says what went wrong
         pass
+
+
+#: Free bytes under which a failed write is put down to a full disk (GDAL's SQLite says
+#: "database or disk is full", "Failed to commit transaction" or worse when it runs out).
+_NEARLY_FULL = 1 << 20
+
+
+def write_failure(exc: BaseException, folder: str | os.PathLike[str]) -> str:
+    """Why writing a file in ``folder`` failed, in a planner's words.
+
+    A full disk is named as such (``ENOSPC``, or less than 1 MiB left in ``folder``: GDAL's
+    own messages then vary); otherwise the error's first line.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error (an ``OSError`` or a pyogrio error).
+    folder : path-like
+        The folder written to.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import errno
+    >>> write_failure(OSError(errno.ENOSPC, "No space left on device"), ".")
+    'the disk is full (No space left on device)'
+    """
+    import errno
+    import shutil
+
+    text = (getattr(exc, "strerror", None) or str(exc)).strip().splitlines()
+    first = text[0][:200] if text else type(exc).__name__
+    try:
+        free = shutil.disk_usage(_existing_ancestor(Path(folder))).free
+    except OSError:
+        free = None
+    if getattr(exc, "errno", None) == errno.ENOSPC or "disk is full" in first:
+        return f"the disk is full ({first[:80]})"
+    if free is not None and free < _NEARLY_FULL:
+        return f"the disk is full ({free // 1024} KiB left; {first[:80]})"
+    return first

@@ -22,6 +22,7 @@ from reserve.errors import DataFileError, InvalidInputError, MissingDependencyEr
 from reserve.io.filters import (
     ChecklistFilter,
     deduplicate_groups,
+    drop_repeated_events,
     empty_message,
     filter_checklists,
     with_checklist_id,
@@ -44,7 +45,7 @@ from reserve.io.text import (
     iter_table,
     open_binary,
 )
-from reserve.io.zerofill import link_detections, log_zero_fill, zero_fill
+from reserve.io.zerofill import link_detections, log_zero_fill, note_unlinked, zero_fill
 
 __all__ = [
     "DASK_BLOCK_BYTES",
@@ -347,7 +348,7 @@ def _zero_fill_task(
 ) -> tuple[pd.DataFrame, FilterLog, FilterLog]:
     """De-duplicate and zero-fill one checklist-id bucket (it holds whole groups)."""
     dedup_log, fill_log = FilterLog(), FilterLog()
-    frame = _concat(checklists)
+    frame = drop_repeated_events(_concat(checklists), dedup_log)
     if deduplicate:
         frame = dedup_log.apply(
             "sed", "group_dedup", deduplicate_groups, frame, detail="GROUP IDENTIFIER"
@@ -443,6 +444,7 @@ def dask_observations(
     for part in (dedup_logs, [ebd_log], rollup_logs, link_logs, fill_logs):
         for block_log in part:
             log.merge(block_log)
+    note_unlinked(log)
     parts = [client.submit(_pick, t, 0) for t in fills]
     del sed_tasks, ebd_tasks, links, fills  # the pieces are freed once ``parts`` are computed
     return DaskObservations(client, parts, "checklist_id" if filters.deduplicate else "_row", log)

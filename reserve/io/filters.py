@@ -26,6 +26,7 @@ from reserve.io.parse import clean_text, drop_malformed, parse_sampling
 __all__ = [
     "ChecklistFilter",
     "deduplicate_groups",
+    "drop_repeated_events",
     "empty_message",
     "filter_checklists",
     "filter_complete",
@@ -162,6 +163,58 @@ def filter_region(
         shapely.prepare(polygon)
         ok &= shapely.intersects_xy(polygon, lon, lat)
     return checklists[ok]
+
+
+def drop_repeated_events(checklists: pd.DataFrame, log: FilterLog | None = None) -> pd.DataFrame:
+    """Keep one of the identical rows of a sampling event; refuse an event whose rows differ.
+
+    A line repeated in the SED (a copy-paste, two downloads concatenated) is harmless once
+    dropped. Two rows of one ``sampling_event_identifier`` that differ (other coordinates, date
+    or effort) cannot both be right, and no rule can tell which is. When rows are dropped,
+    ``log`` (if given) records them as step ``sed:repeated_rows``.
+
+    Raises
+    ------
+    InvalidInputError
+        When an identifier has rows that differ; the message names up to three identifiers
+        and the columns in which they differ.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"sampling_event_identifier": ["S1", "S2", "S1"],
+    ...                   "latitude": [35.0, 36.0, 35.0]})
+    >>> drop_repeated_events(t)["sampling_event_identifier"].tolist()
+    ['S1', 'S2']
+    """
+    unique = checklists
+    if checklists["sampling_event_identifier"].duplicated().any():
+        unique = _one_row_per_event(checklists)
+    if log is not None:
+        log.record("sed", "repeated_rows", kept=len(unique), dropped=len(checklists) - len(unique),
+                   detail="identical rows of one sampling event")  # fmt: skip
+    return unique
+
+
+def _one_row_per_event(checklists: pd.DataFrame) -> pd.DataFrame:
+    """The first of each event's identical rows (see :func:`drop_repeated_events`).
+
+    Columns named with a leading underscore (a reader's own row numbers) are not compared.
+    """
+    data = [c for c in checklists.columns if not str(c).startswith("_")]
+    unique = checklists.drop_duplicates(subset=data)
+    clash = unique["sampling_event_identifier"].duplicated(keep=False).to_numpy()
+    if clash.any():
+        rows = unique[clash]
+        ids = sorted(rows["sampling_event_identifier"].astype(str).unique())
+        by_id = rows.groupby("sampling_event_identifier")
+        differ = [c for c in data if (by_id[c].nunique(dropna=False) > 1).any()]
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        raise InvalidInputError(
+            f"the SED has {len(ids)} sampling event(s) on several rows that differ ({shown}; "
+            f"in {', '.join(differ)}): the file is damaged or two versions were joined. Keep "
+            "one row per SAMPLING EVENT IDENTIFIER (download the SED again)"
+        )
+    return unique.reset_index(drop=True)
 
 
 def deduplicate_groups(checklists: pd.DataFrame) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from reserve.errors import InvalidInputError
 from reserve.io.filters import (
     ChecklistFilter,
     deduplicate_groups,
+    drop_repeated_events,
     empty_message,
     filter_checklists,
     with_checklist_id,
@@ -30,7 +31,7 @@ from reserve.io.species import (
     tag_species,
 )
 from reserve.io.text import EBD_REQUIRED, SED_REQUIRED, iter_table
-from reserve.io.zerofill import link_detections, log_zero_fill, zero_fill
+from reserve.io.zerofill import link_detections, log_zero_fill, note_unlinked, zero_fill
 
 __all__ = ["load_observations", "read_checklists", "read_detections"]
 
@@ -276,6 +277,7 @@ def load_observations(
     checklists = read_checklists(sed, filters, log=log, **reading)
     if checklists.empty:
         raise InvalidInputError(empty_message(sed, log))
+    checklists = drop_repeated_events(checklists, log)
     members = with_checklist_id(checklists, groups=filters.deduplicate)
     if filters.deduplicate:
         checklists = log.apply(
@@ -284,6 +286,7 @@ def load_observations(
     else:
         checklists = members
     detections = read_detections(ebd, species, log=log, **reading)
+    example = str(detections["sampling_event_identifier"].iloc[0])
     detections = log.apply(
         "ebd",
         "in_kept_checklists",
@@ -291,6 +294,7 @@ def load_observations(
         detections,
         members=members[["sampling_event_identifier", "checklist_id"]],
     )
+    note_unlinked(log, example)
     filled = zero_fill(checklists, detections, None if isinstance(species, str) else names_given)
     log_zero_fill(log, filled, species)
     return filled

@@ -267,7 +267,7 @@ def iter_table(
             body = io.BufferedReader(_Counting(body, report), buffer_size=1 << 20)  # type: ignore[assignment]
         tail = _Tail(body)
         body = io.BufferedReader(tail, buffer_size=1 << 20)  # type: ignore[assignment]
-        body, names = _align_fields(body, header)
+        body, names = _align_fields(body, header, path, kind, numbered=byte_range is None)
         wanted = [c for c in columns if c in names]
         reader = pd.read_csv(
             body,
@@ -294,15 +294,28 @@ def iter_table(
             tail.check_last_line(len(names), path, kind, numbered=byte_range is None)
 
 
-def _align_fields(body: BinaryIO, header: list[str]) -> tuple[BinaryIO, list[str]]:
+def _align_fields(
+    body: BinaryIO, header: list[str], path: Path, kind: str, numbered: bool
+) -> tuple[BinaryIO, list[str]]:
     """The data stream and its column names, matched to the fields of the first data line.
 
     Some files end data lines, but not the header, with a tab: peek at the first data line and
-    give that trailing field a name, so columns do not shift.
+    give that trailing field a name, so columns do not shift. Extra fields that hold text are
+    no trailing tab but a damaged line (a tab inside a field, a column added by hand):
+    refused, naming the line (``numbered``: the stream began right after the header).
     """
     first = body.readline()
     names = list(header)
-    n_fields = first.rstrip(b"\r\n").count(b"\t") + 1 if first else len(names)
+    fields = first.rstrip(b"\r\n").split(b"\t") if first else []
+    n_fields = len(fields) if first else len(names)
+    extra = [f.decode("utf-8", "replace") for f in fields[len(names) :] if f.strip()]
+    if extra:
+        which = "line 2" if numbered else "a line"
+        raise DataFileError(
+            f"{kind} file {str(path)!r}: {which} has {n_fields} fields where the header has "
+            f"{len(names)} (the extra text: {extra[:2]}), so its values would shift: a field "
+            "holds a tab, or the line was edited by hand. Fix or delete that line"
+        )
     while n_fields > len(names):
         names.append(f"_unnamed_{len(names)}")
     while n_fields < len(names) and names[-1].startswith("_unnamed_"):

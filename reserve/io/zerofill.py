@@ -11,7 +11,15 @@ from reserve.config import species_slug
 from reserve.errors import InvalidInputError
 from reserve.io.log import FilterLog
 
-__all__ = ["COUNT_PREFIX", "DETECTED_PREFIX", "link_detections", "log_zero_fill", "zero_fill"]
+__all__ = [
+    "COUNT_PREFIX",
+    "DETECTED_PREFIX",
+    "UNLINKED",
+    "link_detections",
+    "log_zero_fill",
+    "note_unlinked",
+    "zero_fill",
+]
 
 
 #: Per-species columns of zero-filled checklists when several species are read:
@@ -29,10 +37,38 @@ def link_detections(detections: pd.DataFrame, members: pd.DataFrame) -> pd.DataF
     sampling event that passed the filters (before group de-duplication, so a detection on any
     member of a shared checklist counts for the group).
     """
-    table = members.set_index("sampling_event_identifier")["checklist_id"]
+    # an event repeated in the SED is one member (its rows are refused later if they differ)
+    once = members.drop_duplicates("sampling_event_identifier")
+    table = once.set_index("sampling_event_identifier")["checklist_id"]
     ids = detections["sampling_event_identifier"].map(table)
     out = detections.assign(checklist_id=ids)
     return out[ids.notna().to_numpy()]
+
+
+#: The detail of step ``ebd:in_kept_checklists`` when no EBD row joins (:func:`note_unlinked`).
+UNLINKED = "none joined a kept SED checklist"
+
+
+def note_unlinked(log: FilterLog, example: str | None = None) -> bool:
+    """Say in ``log`` when no EBD row of the species joins a checklist kept from the SED.
+
+    Every checklist is then a non-detection, which is right only when the filters drop every
+    checklist with the species; when the EBD and the SED come from different downloads it is
+    a silent wrong result. The ``ebd:in_kept_checklists`` step (of :func:`link_detections`)
+    then gets the detail ``none joined`` and ``example``, one of the EBD's sampling events,
+    for ``reserve ingest`` to warn with.
+
+    Returns
+    -------
+    bool
+        Whether no row joined.
+    """
+    kept, dropped = log.counts.get(("ebd", "in_kept_checklists"), [0, 0])
+    if kept > 0 or dropped == 0:
+        return False
+    shown = f", e.g. {example}" if example else ""
+    log.details[("ebd", "in_kept_checklists")] = f"{UNLINKED}{shown}"
+    return True
 
 
 def zero_fill(
