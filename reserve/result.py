@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -539,10 +539,9 @@ def evidence_summary(evidence: Evidence, sel_rows: np.ndarray,
         "check_n_surveyed": c.n_surveyed,
         "check_n_detected": c.n_detected,
     }
-    for key in ("auc", "share", "precision_share", "precision_top", "blind"):
-        for end in ("", "_low", "_high"):
-            if hasattr(c, key + end):
-                out[f"check_{key}{end}"] = float(getattr(c, key + end))
+    out.update(
+        {f"check_{key}": value for key, value in asdict(c).items() if isinstance(value, float)}
+    )  # the figures and their interval ends
     out.update({
         "cv_precision_low": cv.low, "cv_precision_high": cv.high, "cv_n_splits": cv.n_splits,
         "cv_blind": cv.blind, "interval_level": LEVEL,
