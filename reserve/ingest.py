@@ -6,7 +6,7 @@
 
 Output schema
 -------------
-The GeoPackage holds two layers.
+The GeoPackage holds two layers of cells and tables, and the polygons the roles came from.
 
 ``planning_units`` (one row per grid cell of the region, surveyed or not; this is the
 contract with ``reserve select``):
@@ -46,6 +46,11 @@ and each species, the first included, adds a ``label__<slug>`` / ``n_detections_
 after ``locked_out`` (prefixes :data:`reserve.config.SPECIES_LABEL_PREFIX` and
 :data:`reserve.config.SPECIES_DETECTIONS_PREFIX`). A species with no detection in the kept
 checklists is written (labels 0 and -1 only) with a warning naming it.
+
+``public_land`` and ``region`` (one multipolygon row each, in the grid's CRS): the public-land
+polygons (dissolved, clipped to the grid's extent; absent without ``public``) and the region
+outline the roles were assigned from, so that ``reserve select`` draws them on the map of any
+region. Readers take ``planning_units`` by name; these layers are never cells.
 
 ``ingest_summary`` (a table without geometry): columns ``item``, ``kept``, ``dropped``,
 ``value``. One row per filter (``sed:complete``, ``ebd:species``, ...: the rows it kept and
@@ -404,11 +409,12 @@ def ingest(
     obs, grid, region_xy, agg, log = _observe(
         ebd, sed, species, _with_region(filters, region_ll), reading, where, cell_size, slugs
     )
+    public_xy = None if public is None else read_polygons(public, grid.crs, name="public")
     units = _planning_units(
-        grid, region_xy, agg, layers, names, slugs, public, locked_out, thresholds
+        grid, region_xy, agg, layers, names, slugs, public_xy, locked_out, thresholds
     )
     summary = _summary(log, units, grid, names, slugs, ebd, sed, region, layers, public, locked_out)
-    _write(units, summary, path)
+    _write(units, summary, path, _polygon_layers(units, public_xy, region_xy))
     return IngestResult(path, units, summary, obs, grid)
 
 
@@ -456,11 +462,14 @@ def _planning_units(
     layers: Sequence[RasterLayer],
     names: Sequence[str],
     slugs: Sequence[str],
-    public: Any,
+    public: shapely.Geometry | None,
     locked_out: Any,
     thresholds: tuple[float, float, float],
 ) -> gpd.GeoDataFrame:
-    """Every cell of the region or with a kept checklist: totals, roles and habitat features."""
+    """Every cell of the region or with a kept checklist: totals, roles and habitat features.
+
+    ``public`` is the public land in the grid CRS (None: not given).
+    """
     cells = np.union1d(grid.cells_in(region_xy), agg.index.to_numpy())
     agg = agg.reindex(cells)
     polygons = grid.polygons(cells)
@@ -534,7 +543,7 @@ def _ownership(
     polygons: np.ndarray,
     region_xy: shapely.Geometry,
     surveyed: np.ndarray,
-    public: Any,
+    public: shapely.Geometry | None,
     locked_out: Any,
     thresholds: tuple[float, float, float],
 ) -> dict[str, np.ndarray]:
@@ -552,7 +561,7 @@ def _ownership(
         )
         public_fraction = np.zeros(n)
     else:
-        public_fraction = cover_fraction(polygons, read_polygons(public, grid.crs, name="public"))
+        public_fraction = cover_fraction(polygons, public)
     if locked_out is None:
         locked = np.zeros(n, dtype=bool)
     else:
@@ -870,8 +879,35 @@ def _summary(
     return pd.DataFrame(rows, columns=["item", "kept", "dropped", "value"])
 
 
-def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
-    """Write both layers to a temporary file beside ``path``, then rename it into place."""
+def _polygon_layers(
+    units: gpd.GeoDataFrame, public: shapely.Geometry | None, region: shapely.Geometry
+) -> dict[str, gpd.GeoDataFrame]:
+    """The ``public_land`` and ``region`` layers (grid CRS; public land clipped to the cells)."""
+    out = {}
+    if public is not None and not public.is_empty:
+        out["public_land"] = shapely.clip_by_rect(public, *units.total_bounds)
+    out["region"] = region
+    parts = {name: _polygons(geom) for name, geom in out.items()}
+    return {
+        name: gpd.GeoDataFrame(geometry=[shapely.MultiPolygon(polys)], crs=units.crs)
+        for name, polys in parts.items()
+        if polys
+    }
+
+
+def _polygons(geom: shapely.Geometry) -> list[shapely.Polygon]:
+    """The polygon parts of ``geom`` (a clip or make_valid may leave lines or collections)."""
+    parts = shapely.get_parts(shapely.get_parts(geom))  # collections of multipolygons too
+    return [g for g in parts if isinstance(g, shapely.Polygon) and not g.is_empty]
+
+
+def _write(
+    units: gpd.GeoDataFrame,
+    summary: pd.DataFrame,
+    path: Path,
+    polygons: Mapping[str, gpd.GeoDataFrame] | None = None,
+) -> None:
+    """Write every layer to a temporary file beside ``path``, then rename it into place."""
     import pyogrio
 
     try:
@@ -880,6 +916,10 @@ def _write(units: gpd.GeoDataFrame, summary: pd.DataFrame, path: Path) -> None:
             pyogrio.write_dataframe(
                 summary, tmp, layer="ingest_summary", driver="GPKG", append=True
             )
+            for name, frame in (polygons or {}).items():
+                pyogrio.write_dataframe(
+                    frame, tmp, layer=name, driver="GPKG", append=True, promote_to_multi=True
+                )
     except (OSError, RuntimeError) as exc:  # pyogrio's errors are RuntimeErrors
         raise DataFileError(
             f"--output {str(path)!r} cannot be written: {write_failure(exc, path.parent)}; the "

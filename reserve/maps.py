@@ -14,16 +14,25 @@ What is drawn, each in its own entry of the layer control:
   *novel* (negative ``mess``, :mod:`reserve.novelty`), hatched over their colour (SVG paths
   of class ``reserve-novel`` filled with the page's own ``<pattern id="reserve-hatch">``,
   so the hatching needs no network), with their MESS in a tooltip;
-* **public land** and the **region outline** when given (simplified to about 100 m).
+* **other cells**, lightly shaded: the cells that are neither bought nor learned from
+  (role ``other``: public land nobody surveyed, land locked out at ingest, or a private
+  cell mostly outside the region), so that they read as part of the grid, not as holes;
+* **public land** and the **region outline** (simplified to about 100 m): the files given,
+  else the layers ``public_land`` and ``region`` that ``reserve ingest`` stored beside the
+  cells (:func:`reserve.run_files.stored_polygons`); without either, the outline of the
+  planning units.
 
 Clicking a cell opens a popup with its id, rank, score, label and the values of the main
 habitat features (:meth:`reserve.select.SelectionResult.main_features`), plus "locked in"
 for locked-in cells and the ``selection_frequency`` of bootstrapped runs. A summary box
 gives the budget, method, C and objective.
 
-The initial view frames the selected cells with context: their bounding box, widened to at
-least :data:`CONTEXT` of the region's extent in each direction (kept inside the region),
-with fractional zoom so the fit is tight; a button returns to the whole region.
+The map opens on the whole region, with fractional zoom so the fit is tight, in the part of
+the window the panels leave free (beside them or above them, whichever shows the region
+larger), so no part of the region starts hidden; every selected cell has a marker that
+shows at that zoom. A "selection" button frames the selected cells with context: their
+bounding box, widened to at least :data:`CONTEXT` of the region's extent in each direction
+(kept inside the region); "whole region" returns to the first view.
 
 Light and offline: the bulk of the cells (candidates and training cells) is not GeoJSON but
 compact integer arrays (1e-5 degree steps, delta-coded rings) drawn on one canvas by a short
@@ -67,6 +76,8 @@ def _static(name: str) -> str:
 
 def _rings(geoms: np.ndarray) -> tuple[list[int], list[int]]:
     """Exterior rings as delta-coded integer coordinates and point counts (closing point cut)."""
+    if len(geoms) == 0:
+        return [], []
     rings = shapely.get_exterior_ring(shapely.get_geometry(geoms, 0))
     coords, idx = shapely.get_coordinates(rings, return_index=True)
     q = np.round(coords * _Q).astype(np.int64)
@@ -187,10 +198,13 @@ def initial_view(
     return [[round(y0, 5), round(x0, 5)], [round(y1, 5), round(x1, 5)]]
 
 
-def _outline_geojson(path: str | os.PathLike[str] | None, fallback: Any = None) -> str | None:
+def _outline_geojson(path: Any, fallback: Any = None) -> str | None:
+    """``path`` (a polygon file, or a geometry in EPSG:4326) or ``fallback``, as GeoJSON."""
     if path is None and fallback is None:
         return None
-    if path is not None:
+    if isinstance(path, shapely.Geometry):
+        geom = path
+    elif path is not None:
         try:
             shapes = gpd.read_file(path)
         except Exception as exc:  # any unreadable file: a one-line data error
@@ -210,8 +224,8 @@ def build_map(
     *,
     summary: Mapping[str, Any] | None = None,
     main_features: Sequence[str] = (),
-    public: str | os.PathLike[str] | None = None,
-    outline: str | os.PathLike[str] | None = None,
+    public: str | os.PathLike[str] | shapely.Geometry | None = None,
+    outline: str | os.PathLike[str] | shapely.Geometry | None = None,
     tiles: str | None = "OpenStreetMap",
     max_cells: int = SELECT_DEFAULTS.map_max_cells,
 ) -> str:
@@ -226,9 +240,10 @@ def build_map(
         The run summary (``budget``, ``method``, ``c``, ``objective`` are shown).
     main_features : sequence of str
         Feature columns shown in the popups.
-    public, outline : path-like, optional
-        Public-land polygons and the region outline. Without ``outline`` the outline of the
-        planning units is drawn.
+    public, outline : path-like or shapely geometry, optional
+        Public-land polygons and the region outline: polygon files, or geometries in
+        EPSG:4326 (as :func:`reserve.run_files.stored_polygons` reads them from a cells
+        file). Without ``outline`` the outline of the planning units is drawn.
     tiles : str or None
         folium base map; None for none.
     max_cells : int
@@ -279,6 +294,7 @@ def _map_data(
     sel = units[sel_mask].sort_values("rank")
     cand = units[(role == "candidate") & ~sel_mask]
     train = units[role == "train"]
+    other = units[(role == "other") & ~sel_mask]
     room = max(0, int(max_cells) - len(train))
     thinned = max(0, len(cand) - room)
     if thinned:  # keep the best-scoring candidates; the selected are drawn regardless
@@ -295,6 +311,9 @@ def _map_data(
         "undetected": _layer(train[~detected], feats),
         "selected": _layer(sel, feats),
     }
+    # light: shapes only, at most max_cells of them (one shaded path, one popup for all)
+    xy, n = _rings(other.geometry.to_numpy()[: int(max_cells)])
+    data["others"] = {"xy": xy, "n": n, "count": len(other)}
     data["n_novel"] = sum(sum(data[k].get("novel", [])) for k in ("candidates", "selected"))
     _add_areas(data, {"candidates": cand, "detected": train[detected],
                       "undetected": train[~detected], "selected": sel})  # fmt: skip
@@ -371,6 +390,10 @@ def _add_layers(
     fg_public = folium.FeatureGroup(name="public land")
     if public is not None:
         fg_public.add_to(m)
+    n_other = data["others"]["count"]
+    fg_other = folium.FeatureGroup(name=f"other cells ({n_other}): not bought, not learned from")
+    if n_other:
+        fg_other.add_to(m)
     fg_cand = folium.FeatureGroup(name="candidate cells (score)").add_to(m)
     fg_novel = folium.FeatureGroup(name=f"outside the surveyed habitat ({data['n_novel']}, "
                                    "hatched)", show=bool(data["n_novel"]))  # fmt: skip
@@ -400,10 +423,12 @@ def _add_layers(
         .replace("__FG_OUTLINE__", fg_outline.get_name())
         .replace("__FG_PUBLIC__", fg_public.get_name())
         .replace("__FG_CAND__", fg_cand.get_name())
+        .replace("__FG_OTHER__", fg_other.get_name() if n_other else "null")
         .replace("__FG_NOVEL__", fg_novel.get_name() if data["n_novel"] else "null")
         .replace("__FG_DET__", fg_det.get_name())
         .replace("__FG_UNDET__", fg_undet.get_name())
         .replace("__FG_SEL__", fg_sel.get_name())
+        .replace("__OTHER_TEXT__", json.dumps(OTHER_TEXT))
         .replace("__MAP__", m.get_name())
     )
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
@@ -605,6 +630,7 @@ def _legend(data: dict[str, Any], with_public: bool) -> str:
         ramp,
         '<span class="sw det"></span>surveyed public cell: species detected',
         '<span class="sw undet"></span>surveyed public cell: not detected',
+        *_other_legend(data),
         *_novel_legend(data),
         *(['<span class="sw pub"></span>public land'] if with_public else []),
         '<span class="sw patch"></span>patch: chosen cells that touch (share an edge)',
@@ -615,6 +641,20 @@ def _legend(data: dict[str, Any], with_public: bool) -> str:
         f'<details class="reserve-box reserve-legend" open data-lo="{lo}" data-hi="{hi}">'
         f"<summary><b>Legend</b></summary>{body}</details>"
     )
+
+
+#: What an ``other`` cell is, in the legend and its popup (roles: :mod:`reserve.ingest`).
+OTHER_TEXT = (
+    "other cell: not bought and not learned from (public land nobody surveyed, land locked "
+    "out, or a cell mostly outside the region)"
+)
+
+
+def _other_legend(data: dict[str, Any]) -> list[str]:
+    """The legend's row of the other cells, when there are any."""
+    if not data["others"]["count"]:
+        return []
+    return [f'<span class="sw other"></span>{html.escape(OTHER_TEXT)}']
 
 
 def _novel_legend(data: dict[str, Any]) -> list[str]:
@@ -806,6 +846,7 @@ _CSS = """
  border:2px solid #fff;box-shadow:0 0 0 1px #e7298a}
 .reserve-legend .det{background:#fff;border:2px solid #000}
 .reserve-legend .undet{background:#bdbdbd;border:1px solid #636363}
+.reserve-legend .other{background:rgba(120,120,120,.3);border:1px solid #bbb}
 .reserve-legend .pub{border:2px solid #00441b;background:rgba(0,68,27,.15)}
 .reserve-legend .outline{border:2px dashed #333}
 .reserve-legend .patch{border:3px solid #7a0177}
@@ -908,14 +949,20 @@ _JS = r"""
   }
   var outline = __OUTLINE__, pub = __PUBLIC__;
   if (outline) L.geoJSON(outline, {style: {color: "#333", weight: 2, dashArray: "6 4",
-    fill: false}, interactive: false}).addTo(__FG_OUTLINE__);
+    fill: false, className: "reserve-outline"}, interactive: false}).addTo(__FG_OUTLINE__);
   if (pub) L.geoJSON(pub, {style: {color: "#00441b", weight: 2, fillColor: "#00441b",
-    fillOpacity: 0.15}, interactive: false}).addTo(__FG_PUBLIC__);
+    fillOpacity: 0.15, className: "reserve-public"}, interactive: false})
+    .addTo(__FG_PUBLIC__);
   var patches = __PATCHES__;
   if (patches) L.geoJSON(patches, {style: {color: "#7a0177", weight: 3, fill: false},
     onEachFeature: function (f, layer) {
       layer.bindTooltip("patch " + f.properties.patch + ": " + f.properties.cells + " cells");
     }}).addTo(__FG_PATCH__);
+  // the other cells: one light shape of them all, one popup saying what they are
+  var otherGroup = __FG_OTHER__;
+  if (otherGroup && D.others.n.length) L.polygon(rings(D.others).map(function (r) {
+    return [r]; }), {stroke: false, fillColor: "#787878", fillOpacity: 0.3, renderer: canvas})
+    .bindPopup(__OTHER_TEXT__).addTo(otherGroup);
   draw(D.candidates, __FG_CAND__, function (d, i) {
     return {stroke: false, fillColor: ramp(d.score[i]), fillOpacity: 0.75};
   }, "candidate cell");
@@ -979,16 +1026,30 @@ _JS = r"""
     });
   }
   map.on("zoomend overlayadd", placeLabels);
-  // keep the framed cells clear of the boxes laid over the map (list, legend, summary)
+  // keep the framed cells clear of the boxes laid over the map (list, legend, summary,
+  // layer control): either above the bottom boxes or between the side ones, whichever
+  // shows ``bounds`` larger (a tall region fits between, a wide one above)
   function box(sel, side) {
     var el = document.querySelector(sel);
     return el ? el.getBoundingClientRect()[side] : 0;
   }
-  function pad() {
-    var size = map.getSize(), top = box(".reserve-top", "bottom");
-    return {paddingTopLeft: [box(".reserve-list", "right") + 15, Math.max(30, top + 10)],
-      paddingBottomRight: [30, Math.max(0, size.y - Math.min(box(".reserve-legend", "top") ||
-        size.y, box(".reserve-summary", "top") || size.y)) + 15]};
+  function pad(bounds) {
+    var size = map.getSize(), top = Math.max(30, box(".reserve-top", "bottom") + 15);
+    var left = box(".reserve-list", "right");
+    var bottom = Math.min(box(".reserve-legend", "top") || size.y,
+      box(".reserve-summary", "top") || size.y);
+    var right = Math.min(box(".reserve-legend", "left") || size.x,
+      box(".leaflet-control-layers", "left") || size.x);
+    var above = {paddingTopLeft: [left + 15, top],
+      paddingBottomRight: [30, Math.max(0, size.y - bottom) + 15]};
+    var between = {paddingTopLeft: [Math.max(left, box(".reserve-summary", "right")) + 15, top],
+      paddingBottomRight: [Math.max(0, size.x - right) + 15, 30]};
+    function zoom(p) {
+      var room = L.point(p.paddingTopLeft).add(p.paddingBottomRight);
+      return room.x < size.x && room.y < size.y ? map.getBoundsZoom(bounds, false, room)
+        : -Infinity;
+    }
+    return zoom(between) > zoom(above) ? between : above;
   }
   // small screens: every panel starts folded (a tap on its heading opens it), the layer
   // control too, so the map is not hidden behind them
@@ -1014,7 +1075,10 @@ _JS = r"""
   document.querySelectorAll("details").forEach(function (d) {
     d.addEventListener("toggle", fitList);
   });
-  function show(view) { map.fitBounds(view === "region" ? D.region : D.view, pad()); }
+  function show(view) {
+    var bounds = L.latLngBounds(view === "region" ? D.region : D.view);
+    map.fitBounds(bounds, pad(bounds));
+  }
   // the ranked list: click a cell to zoom to it and open its popup
   var list = document.querySelector(".reserve-ranks");
   if (list) {
@@ -1024,7 +1088,8 @@ _JS = r"""
       li.textContent = "cell " + D.selected.id[i] + " \u00b7 " + fmt(D.selected.score[i]);
       li.onclick = (function (k) { return function () {
         if (!map.hasLayer(__FG_SEL__)) map.addLayer(__FG_SEL__);
-        map.fitBounds(sel[k].getBounds(), Object.assign({maxZoom: 12}, pad()));
+        var cell = sel[k].getBounds();
+        map.fitBounds(cell, Object.assign({maxZoom: 12}, pad(cell)));
         sel[k].openPopup(centres[k]);
       }; })(i);
       list.appendChild(li);
@@ -1035,7 +1100,7 @@ _JS = r"""
   }
   __FG_SEL__.bringToFront && __FG_SEL__.bringToFront();
   fitList();
-  show("selection");
+  show("region");  // the whole region first: no part of it starts hidden
   placeLabels();
   window.reserveMap = map;
   window.reserveData = D;

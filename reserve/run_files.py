@@ -3,6 +3,7 @@
 :func:`reserve.select.run_selection` asks this module, in order: where the outputs go
 (:func:`check_outputs`, nothing created yet), whether the map's public-land and outline files
 exist (:func:`check_decoration`), which species the ingest recorded (:func:`ingest_species`),
+the public land and region outline the ingest stored beside the cells (:func:`stored_polygons`),
 and finally to write the GeoPackage and the map together (:func:`write_outputs`: both
 replaced, or neither).
 """
@@ -31,9 +32,14 @@ __all__ = [
     "check_outputs",
     "default_region_cached",
     "ingest_species",
+    "map_polygons",
     "one_species_options",
+    "stored_polygons",
     "write_outputs",
 ]
+
+#: The polygon layers ``reserve ingest`` writes beside ``planning_units``: public land, outline.
+POLYGON_LAYERS = ("public_land", "region")
 
 
 def ingest_species(path: Any) -> str:
@@ -59,6 +65,72 @@ def ingest_species(path: Any) -> str:
         return ""
     hit = table.loc[table["item"] == "species", "value"]
     return str(hit.iloc[0]).split(";")[0].strip() if len(hit) else ""
+
+
+def stored_polygons(path: Any) -> dict[str, Any]:
+    """The public land and region outline stored in a cells file, in EPSG:4326.
+
+    ``reserve ingest`` writes them as the layers ``public_land`` and ``region``
+    (:data:`POLYGON_LAYERS`); a file written before, or by hand, has none, and the map is
+    drawn without them. They only decorate the map, so an unreadable layer is left out too.
+
+    Parameters
+    ----------
+    path : path-like
+        A planning-units GeoPackage.
+
+    Returns
+    -------
+    dict
+        ``{"public": geometry, "outline": geometry}``, each only when stored.
+    """
+    import geopandas as gpd
+    import pyogrio
+    import shapely
+
+    try:
+        names = {str(n) for n, _ in pyogrio.list_layers(path)}
+    except Exception:  # read as cells already; a failure here only costs the decoration
+        return {}
+    out = {}
+    for key, layer in zip(("public", "outline"), POLYGON_LAYERS, strict=True):
+        if layer not in names:
+            continue
+        try:
+            frame = gpd.read_file(path, layer=layer, engine="pyogrio")
+            geom = shapely.union_all(frame.to_crs(4326).geometry.to_numpy())
+        except Exception:  # decoration: the map is drawn without it
+            continue
+        if not geom.is_empty:
+            out[key] = geom
+    return out
+
+
+def map_polygons(cells_path: Path, public: Any, outline: Any) -> tuple[Any, Any, dict[str, str]]:
+    """The map's public land and outline: the files given, else those stored in the cells file.
+
+    Parameters
+    ----------
+    cells_path : Path
+        The planning-units GeoPackage read.
+    public, outline : path-like or None
+        The files given (``public=``, ``outline=``; the default region's own).
+
+    Returns
+    -------
+    public, outline : path-like, shapely geometry (EPSG:4326) or None
+    drawn : dict
+        Where each came from, for the run summary (``public``, ``outline``; '' when none).
+    """
+    given = {"public": public, "outline": outline}
+    drawn = {k: "" if v is None else str(v) for k, v in given.items()}
+    if public is None or outline is None:
+        layers = dict(zip(("public", "outline"), POLYGON_LAYERS, strict=True))
+        for key, geom in stored_polygons(cells_path).items():
+            if given[key] is None:
+                given[key] = geom
+                drawn[key] = f"{cells_path} (layer {layers[key]})"
+    return given["public"], given["outline"], drawn
 
 
 def one_species_options(opts: SelectOptions, columns: Any, path: Any) -> SelectOptions:
@@ -126,7 +198,7 @@ def write_outputs(
         Progress messages.
     t0 : float
         ``time.perf_counter()`` at the start of the run (for ``runtime_seconds``).
-    public, outline : path-like or None
+    public, outline : path-like, shapely geometry (EPSG:4326) or None
         Polygons drawn on the map.
     parallel : bool, default=False
         Draw the map in a forked child while this process writes the GeoPackage

@@ -56,6 +56,7 @@ from reserve.run_files import (
     check_outputs,
     default_region_cached,
     ingest_species,
+    map_polygons,
     one_species_options,
     write_outputs,
 )
@@ -237,6 +238,7 @@ def run_selection(
         gpkg_path, map_path = check_outputs(opts, cells_path)
     units = read_planning_units(cells_path)
     opts = one_species_options(opts, units.columns, cells_path)
+    public, outline, drawn = map_polygons(cells_path, public, outline)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))
@@ -254,8 +256,7 @@ def run_selection(
             "median")  # fmt: skip
     fit = _fit(opts, problem, say)
     inputs = {"cells_path": str(cells_path), "cells_sha256": file_sha256(cells_path),
-              "public_path": "" if public is None else str(public),
-              "outline_path": "" if outline is None else str(outline)}  # fmt: skip
+              "public_path": drawn["public"], "outline_path": drawn["outline"]}  # fmt: skip
     recorded = dict(config) if config is not None else opts.recorded(map_path)
     result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
     if not result.summary.get("species"):  # one species: named by the ingest, for the map

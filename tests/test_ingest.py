@@ -126,6 +126,29 @@ def test_planning_units_contract(inputs):
     assert ((pu["label"] == -1) == (pu["n_checklists"] == 0)).all()
 
 
+def test_public_land_and_region_are_stored_beside_the_cells(inputs):
+    res = run(inputs)
+    names = [str(n) for n, _ in pyogrio.list_layers(res.path)]
+    assert names[0] == "planning_units" and {"public_land", "region"} <= set(names)
+    pu = res.planning_units
+    public = pyogrio.read_dataframe(res.path, layer="public_land")
+    region = pyogrio.read_dataframe(res.path, layer="region")
+    for layer in (public, region):
+        assert len(layer) == 1 and pyproj.CRS.from_user_input(layer.crs) == pu.crs
+    # independent: the stored polygons give back the cells' own fractions
+    cells = pu.geometry.to_numpy()
+    for layer, column in ((public, "public_fraction"), (region, "region_fraction")):
+        share = shapely.area(shapely.intersection(cells, layer.geometry.iloc[0])) / 2000.0**2
+        assert np.allclose(share, pu[column], atol=1e-6)
+    # the input's public box, as drawn in lon/lat (clipped to the cells' extent)
+    back = public.to_crs(4326).total_bounds
+    assert back == pytest.approx([-80.06, 34.96, -80.0, 35.04], abs=1e-3)
+    # without public land no public_land layer, and the cells are read as before
+    with pytest.warns(UserWarning, match="no public polygons"):
+        bare = run(inputs, inputs["dir"] / "bare.gpkg", public=None)
+    assert "public_land" not in [str(n) for n, _ in pyogrio.list_layers(bare.path)]
+
+
 def test_counts_and_labels_match_a_spatial_join(inputs):
     res = run(inputs)
     pu = res.planning_units

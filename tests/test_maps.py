@@ -73,13 +73,73 @@ def test_initial_view_frames_the_selection_with_context():
     assert initial_view(None, region) == [[30.4, -85.6], [35.0, -80.9]]
 
 
-def test_page_starts_on_the_selection():
+def test_page_starts_on_the_region_and_frames_the_selection_on_demand():
     units = scored_units(30, 3)
-    data = _data(build_map(units))
+    page = build_map(units)
+    data = _data(page)
     sel = units[units["selected"]].to_crs(4326).total_bounds
     (s, w), (n, e) = data["view"]
     assert w <= sel[0] + 1e-5 and s <= sel[1] + 1e-5 and e >= sel[2] - 1e-5 and n >= sel[3] - 1e-5
     assert data["region"][0][0] <= s and n <= data["region"][1][0]
+    assert 'show("region");' in page and 'show("selection");' not in page
+
+
+def _polygons_drawn(page: str) -> tuple[dict | None, dict | None]:
+    """The outline and public land the page draws (GeoJSON; None: not drawn)."""
+    outline, pub = re.search(r"var outline = (.*?), pub = (.*?);\n", page).groups()
+    return json.loads(outline), json.loads(pub)
+
+
+def with_polygon_layers(path: Path, units: gpd.GeoDataFrame) -> tuple[object, object]:
+    """Add ``public_land`` and ``region`` layers as ``reserve ingest`` writes them."""
+    import shapely
+
+    public = shapely.union_all(units.geometry[units["role"] == "train"].to_numpy())
+    x0, y0, x1, y1 = units.total_bounds
+    region = shapely.Polygon([(x0 + 4000, y0), (x1, y0 + 4000), (x1 - 4000, y1), (x0, y1 - 4000)])
+    for name, geom in (("public_land", public), ("region", region)):
+        layer = gpd.GeoDataFrame(geometry=[shapely.MultiPolygon(shapely.get_parts(geom))],
+                                 crs=units.crs)  # fmt: skip
+        pyogrio.write_dataframe(layer, path, layer=name, append=True, promote_to_multi=True)
+    return public, region
+
+
+def test_select_draws_the_public_land_and_region_stored_in_the_cells_file(tmp_path):
+    import shapely
+
+    units = make_units(n_side=14)
+    old = write_units(tmp_path / "old.gpkg", units)
+    new = write_units(tmp_path / "new.gpkg", units)
+    public, region = with_polygon_layers(new, units)
+    runs = {name: select_reserve(4, path, out=tmp_path / name, map=tmp_path / f"{name}.html",
+                                 model="linear")
+            for name, path in (("old", old), ("new", new))}  # fmt: skip
+    pages = {name: res.map_path.read_text() for name, res in runs.items()}
+    # the polygons only decorate: the same cells are chosen
+    assert list(runs["old"].selected["cell_id"]) == list(runs["new"].selected["cell_id"])
+    outline, pub = _polygons_drawn(pages["new"])
+    ll = gpd.GeoSeries([public, region], crs=units.crs).to_crs(4326)
+    drawn_pub, drawn_outline = shapely.from_geojson(json.dumps(pub)), shapely.from_geojson(
+        json.dumps(outline))  # fmt: skip
+    assert drawn_pub.bounds == pytest.approx(ll.iloc[0].bounds, abs=2e-3)
+    assert drawn_outline.bounds == pytest.approx(ll.iloc[1].bounds, abs=2e-3)
+    assert shapely.get_num_coordinates(drawn_outline) == 5  # the region, not the cells' union
+    assert "public land</div>" in pages["new"]
+    summary = runs["new"].summary
+    assert summary["public_path"] == f"{new} (layer public_land)"
+    assert summary["outline_path"] == f"{new} (layer region)"
+    # a file written before the layers existed: the map as before (the cells' own outline)
+    outline, pub = _polygons_drawn(pages["old"])
+    assert pub is None and "public land</div>" not in pages["old"]
+    cells = shapely.coverage_union_all(units.to_crs(4326).geometry.to_numpy())
+    assert shapely.from_geojson(json.dumps(outline)).bounds == pytest.approx(cells.bounds, abs=2e-3)
+    assert runs["old"].summary["public_path"] == ""
+    # both explain the cells that are neither bought nor learned from
+    n_other = int((units["role"] == "other").sum())
+    for page in pages.values():
+        assert "other cell: not bought and not learned from" in page
+        assert f"other cells ({n_other}): not bought, not learned from" in page
+        assert len(_data(page)["others"]["n"]) == n_other
 
 
 def test_rings_decode_to_the_cells_in_lon_lat():
@@ -175,6 +235,18 @@ _VISIBLE_RANKS = (
 )
 
 
+_REGION_SHOWN = (
+    "const boxes = ['.reserve-list', '.reserve-legend', '.reserve-summary', '.reserve-top']"
+    ".map(s => document.querySelector(s).getBoundingClientRect());"
+    "const R = reserveData.region, m = reserveMap, c = m.getContainer().getBoundingClientRect();"
+    "const a = m.latLngToContainerPoint(R[0]), b = m.latLngToContainerPoint(R[1]);"
+    "const r = {left: c.left + a.x, bottom: c.top + a.y, right: c.left + b.x, top: c.top + b.y};"
+    "return r.left >= 0 && r.top >= 0 && r.right <= innerWidth && r.bottom <= innerHeight"
+    " && boxes.every(x => r.right <= x.left || x.right <= r.left || r.bottom <= x.top"
+    " || x.bottom <= r.top)"
+)
+
+
 def _check_large(driver, res, k: int, shots: Path) -> None:
     """1400 x 900: palette, contrast, legend range, title, summary, labels, list, popups."""
     from selenium.webdriver.common.by import By
@@ -200,6 +272,8 @@ def _check_large(driver, res, k: int, shots: Path) -> None:
         "; })"
     )
     assert inside == [True] * k
+    # the first view shows the whole region, clear of the panels
+    assert driver.execute_script(_REGION_SHOWN)
     # colour-blind-safe sequential ramp (viridis ends) and a selected hue outside it
     ramp = driver.execute_script(
         "return getComputedStyle(document.querySelector('.reserve-legend .ramp')).backgroundImage"
@@ -262,6 +336,48 @@ def _check_large(driver, res, k: int, shots: Path) -> None:
     where = f"centre {third['latitude']:.5f}, {third['longitude']:.5f} (latitude, longitude)"
     assert where in popup and f"area {third['area_ha']:.1f} ha" in popup
     assert driver.execute_script("return reserveMap.getZoom()") > 5
+
+
+def _check_stored_layers(driver, tmp_path: Path, shots: Path) -> None:
+    """A planner's own region: its public land, outline and other cells drawn and explained."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    units = make_units(n_side=20, seed=3)
+    cells = write_units(tmp_path / "own.gpkg", units)
+    with_polygon_layers(cells, units)
+    res = select_reserve(6, cells, out=tmp_path / "own", map=tmp_path / "own.html", model="linear")
+    _open(driver, res.map_path, 1400, 900)
+    count = "return document.querySelectorAll(arguments[0]).length"
+    assert driver.execute_script(count, "path.reserve-public") >= 1
+    assert driver.execute_script(count, "path.reserve-outline") == 1
+    assert driver.execute_script(_REGION_SHOWN)
+    legend = driver.find_element(By.CLASS_NAME, "reserve-legend").text
+    assert "public land" in legend and "region outline" in legend
+    assert "other cell: not bought and not learned from (public land nobody surveyed" in legend
+    driver.save_screenshot(str(shots / "own_region_1400x900.png"))
+    # a click on an other cell (clear of the panels and the markers) says what it is
+    centres = units[units["role"] == "other"].geometry.centroid.to_crs(4326)
+    spot = driver.execute_script(
+        "const m = reserveMap, S = reserveData.selected, c = m.getContainer();"
+        "const boxes = Array.from(document.querySelectorAll('.reserve-box, .reserve-top,"
+        " .leaflet-control-layers'), e => e.getBoundingClientRect());"
+        "const sel = S.lat.map((y, i) => m.latLngToContainerPoint([y, S.lon[i]]));"
+        "for (const [y, x] of arguments[0]) { const p = m.latLngToContainerPoint([y, x]);"
+        " if (boxes.every(b => p.x < b.left - 5 || p.x > b.right + 5 || p.y < b.top - 5"
+        " || p.y > b.bottom + 5) && sel.every(q => q.distanceTo(p) > 30))"
+        " return [p.x - c.clientWidth / 2, p.y - c.clientHeight / 2]; } return null;",
+        [[p.y, p.x] for p in centres],
+    )
+    assert spot is not None
+    container = driver.find_element(By.CSS_SELECTOR, ".leaflet-container")
+    ActionChains(driver).move_to_element_with_offset(container, *map(round, spot)).click().perform()
+    text = "const e = document.querySelector('.leaflet-popup-content'); return e && e.textContent"
+    WebDriverWait(driver, 10).until(lambda d: d.execute_script(text))
+    popup = driver.execute_script(text)
+    assert popup.startswith("other cell: not bought and not learned from"), popup
+    assert driver.execute_script("return window.__errors") == []
 
 
 def _check_small(driver, res, shots: Path) -> None:
@@ -341,6 +457,7 @@ def test_map_reads_at_a_glance_in_headless_chromium(tmp_path):
         _check_large(driver, res, k, tmp_path)
         _check_small(driver, res, tmp_path)
         errors = driver.execute_script("return window.__errors")
+        _check_stored_layers(driver, tmp_path, tmp_path)
         _check_novel(driver, tmp_path, tmp_path)
         _check_banner(driver, tmp_path, tmp_path)
         logs = driver.get_log("browser")
