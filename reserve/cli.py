@@ -7,14 +7,13 @@ non-zero exit code (2 for usage errors, 1 for data errors), never a traceback.
 from __future__ import annotations
 
 import gc
-import signal
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from reserve import __version__
+from reserve import __version__, interrupt
 from reserve.config import (
     INGEST_DEFAULTS,
     LEARN_FROM,
@@ -96,19 +95,16 @@ class _ReserveGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            with interrupt.working():
+                return super().invoke(ctx)
         except ReserveError as exc:
             click.echo(f"reserve: error: {_as_flag(str(exc), self, ctx)}", err=True)
             code = 2 if isinstance(exc, InvalidInputError) else 1
             sys.exit(code)
         except KeyboardInterrupt as exc:  # the outputs' temporaries went as it unwound
-            what = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
-            click.echo(
-                f"reserve: error: {what}; nothing was written, and any previous outputs are "
-                "unchanged",
-                err=True,
-            )
-            sys.exit(128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT))
+            signum = interrupt.stopping(exc)
+            click.echo(f"reserve: {interrupt.message(signum)}", err=True)
+            sys.exit(128 + signum)
         except click.UsageError as exc:  # click's own checks (types, choices): one line too
             where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
             click.echo(f"reserve: error: {exc.format_message().rstrip('.')}{where}", err=True)
@@ -988,21 +984,13 @@ def benchmark_paper_command(**kw: object) -> None:
         click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 
 
-class Terminated(KeyboardInterrupt):
-    """Raised in the main thread by SIGTERM (:func:`run`): unwinds as Ctrl-C does."""
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated
-
-
 def run() -> None:
     """The ``reserve`` console script: :func:`main`, then a quick exit.
 
-    SIGTERM (``kill``, a scheduler's timeout) unwinds the run as Ctrl-C does, so the
-    temporary files of unfinished outputs are removed at once (by default SIGTERM ends the
-    process where it stands, leaving them for the next run), and ends it with one
-    ``reserve: error:`` line and exit code 143.
+    Ctrl-C and SIGTERM (``kill``, a scheduler's timeout) end the run at any moment with one
+    ``reserve: error:`` line and exit code 130 or 143 (:mod:`reserve.interrupt`); during the
+    work they unwind it, so the temporary files of unfinished outputs are removed at once (by
+    default SIGTERM ends the process where it stands, leaving them for the next run).
 
     When the command is done, every object still alive is frozen (:func:`gc.freeze`) so
     that the interpreter's last garbage collection does not walk them: the process is
@@ -1011,7 +999,7 @@ def run() -> None:
     ``atexit`` handlers still run. :func:`main` itself, which tests invoke in-process,
     freezes nothing.
     """
-    signal.signal(signal.SIGTERM, _terminate)
+    interrupt.install()  # already done by reserve.__main__ or python -m (reserve/__init__.py)
     try:
         main()
     finally:

@@ -155,7 +155,7 @@ def test_package_builds_without_warnings(tmp_path):
 _RUN_PROBE = """
 import atexit, gc, sys
 atexit.register(lambda: print("frozen", gc.get_freeze_count() > 0))
-from reserve.cli import run
+from reserve.__main__ import run
 sys.argv = ["reserve", *sys.argv[1:]]
 run()
 """
@@ -168,7 +168,7 @@ def test_console_script_freezes_objects_before_exit(args, code):
     The freeze spares the interpreter's last garbage collection (see ``reserve.cli.run``);
     ``main``, which the other tests call in-process, must not freeze anything.
     """
-    assert pyproject_script() == "reserve.cli:run"
+    assert pyproject_script() == "reserve.__main__:run"
     out = subprocess.run([sys.executable, "-c", _RUN_PROBE, *args], capture_output=True,
                          text=True, check=False, cwd=ROOT)  # fmt: skip
     assert out.returncode == code, out.stderr
