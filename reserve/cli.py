@@ -728,23 +728,8 @@ def _print_figures(console: Any, result: object) -> None:
     r = result
     s = r.summary  # type: ignore[attr-defined]
 
-    def num(key: str, spec: str = ".4g") -> str:
-        v = s.get(key)
-        return "n/a" if v is None or v != v else format(v, spec)
-
-    budget = (
-        f"budget {s['budget']}"
-        if s.get("budget_unit", "cells") == "cells"
-        else f"budget {s['budget']:g} ({s['budget_unit']}; spent {s['total_cost']:.6g})"
-    )
-    console.print(
-        f"{budget}  method {s['method']}  model {s['model_fitted']}  "
-        f"C {s['c']:g} ({s['c_source']})  "
-        f"status {s['solver_status']}  objective {num('objective')}  bound {num('bound')}  "
-        f"gap {num('gap')}  iterations {s['n_iter']}  seed {s['seed']}  "
-        f"runtime {s['runtime_seconds']:.2f} s",
-        soft_wrap=True,
-    )
+    console.print(_plain_line(s), soft_wrap=True)
+    console.print(_method_line(s), soft_wrap=True)
     learned = int(s.get("n_learned") or 0)
     console.print(
         f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
@@ -789,6 +774,62 @@ def _print_figures(console: Any, result: object) -> None:
     for label, path in paths:  # type: ignore[attr-defined]
         if path is not None:
             console.print(f"{label}: {path}")
+
+
+def _plain_line(s: Mapping[str, Any]) -> str:
+    """The footer's first line: how many cells were chosen, of how many, in how long.
+
+    Examples
+    --------
+    >>> _plain_line({"n_selected": 30, "n_candidates": 16141, "budget": 30,
+    ...              "runtime_seconds": 4.96, "seed": 0})
+    '30 cells chosen of 16,141 private candidates (budget 30) in 5.0 s; seed 0'
+    """
+    unit = str(s.get("budget_unit", "cells"))
+    if unit == "cells":
+        budget = f"budget {s['budget']}"
+    else:  # "cost (price)": a budget in the --cost-column's money
+        column = unit.removeprefix("cost (").removesuffix(")")
+        budget = f"budget {_amount(s['budget'])} of {column}; spent {_amount(s['total_cost'])}"
+    return (
+        f"{s['n_selected']:,} cells chosen of {s['n_candidates']:,} private candidates "
+        f"({budget}) in {s['runtime_seconds']:.1f} s; seed {s['seed']}"
+    )
+
+
+def _amount(v: float) -> str:
+    """A sum of money: in full with thousands separators when large (1,500,000), else 6.5."""
+    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.6g}"
+
+
+def _method_line(s: Mapping[str, Any]) -> str:
+    """The method, its model and C; what an exact solver proved, when it proved something.
+
+    A heuristic's status ("local"), objective and iterations stay in ``run_summary``: on
+    screen they would only be figures without a reference.
+
+    Examples
+    --------
+    >>> _method_line({"method": "ttk", "model_fitted": "linear", "c": 1.0, "c_source": "cv"})
+    'method ttk, model linear, C 1 (cv)'
+    >>> _method_line({"method": "ttk-mip", "model_fitted": "linear", "c": 1.0,
+    ...               "c_source": "cv", "solver_status": "time_limit",
+    ...               "objective": 12.5, "bound": 12.0, "gap": 0.04})
+    'method ttk-mip, model linear, C 1 (cv); solver time_limit: objective 12.5, bound 12, gap 4.0%'
+    """
+    line = f"method {s['method']}, model {s['model_fitted']}, C {s['c']:g} ({s['c_source']})"
+
+    def finite(key: str) -> float | None:
+        v = s.get(key)
+        return None if v is None or v != v else float(v)
+
+    bound, gap = finite("bound"), finite("gap")
+    if bound is None and gap is None:
+        return line
+    proved = [f"objective {finite('objective'):.6g}"] if finite("objective") is not None else []
+    proved += [f"bound {bound:.6g}"] if bound is not None else []
+    proved += [f"gap {gap:.1%}"] if gap is not None else []
+    return f"{line}; solver {s.get('solver_status', '?')}: {', '.join(proved)}"
 
 
 def _print_novelty(console: Any, s: dict[str, Any]) -> None:
