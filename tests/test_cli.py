@@ -85,6 +85,17 @@ def test_an_exact_method_says_what_it_proved(cells, tmp_path):
     assert f"gap {gap:.1%}" in line and "bound " in line
 
 
+def test_the_model_choice_tells_its_folds_on_stderr(cells, tmp_path):
+    res = run("--budget", "5", "--cells", str(cells), "--out", str(tmp_path / "o"),
+              "--map", str(tmp_path / "m.html"), "--model", "auto")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "cross-validating the habitat models" in ln]
+    assert re.search(r"\] cross-validating the habitat models: \d+ settings", lines[0])
+    last = re.search(r"models: (\d+) of (\d+) folds$", lines[-1])
+    assert last and last.group(1) == last.group(2) and len(lines) >= 2
+    assert "progress" not in res.stdout
+
+
 def test_config_file_and_flags(cells, tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'budget = 4\nmethod = "svm"\ncells = "{cells}"\nout = "{tmp_path / "o"}"\n')
