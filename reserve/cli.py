@@ -7,14 +7,13 @@ non-zero exit code (2 for usage errors, 1 for data errors), never a traceback.
 from __future__ import annotations
 
 import gc
-import signal
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from reserve import __version__
+from reserve import __version__, interrupt
 from reserve.config import (
     INGEST_DEFAULTS,
     LEARN_FROM,
@@ -96,19 +95,16 @@ class _ReserveGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            with interrupt.working():
+                return super().invoke(ctx)
         except ReserveError as exc:
             click.echo(f"reserve: error: {_as_flag(str(exc), self, ctx)}", err=True)
             code = 2 if isinstance(exc, InvalidInputError) else 1
             sys.exit(code)
         except KeyboardInterrupt as exc:  # the outputs' temporaries went as it unwound
-            what = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
-            click.echo(
-                f"reserve: error: {what}; nothing was written, and any previous outputs are "
-                "unchanged",
-                err=True,
-            )
-            sys.exit(128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT))
+            signum = interrupt.stopping(exc)
+            click.echo(f"reserve: {interrupt.message(signum)}", err=True)
+            sys.exit(128 + signum)
         except click.UsageError as exc:  # click's own checks (types, choices): one line too
             where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
             click.echo(f"reserve: error: {exc.format_message().rstrip('.')}{where}", err=True)
@@ -732,23 +728,8 @@ def _print_figures(console: Any, result: object) -> None:
     r = result
     s = r.summary  # type: ignore[attr-defined]
 
-    def num(key: str, spec: str = ".4g") -> str:
-        v = s.get(key)
-        return "n/a" if v is None or v != v else format(v, spec)
-
-    budget = (
-        f"budget {s['budget']}"
-        if s.get("budget_unit", "cells") == "cells"
-        else f"budget {s['budget']:g} ({s['budget_unit']}; spent {s['total_cost']:.6g})"
-    )
-    console.print(
-        f"{budget}  method {s['method']}  model {s['model_fitted']}  "
-        f"C {s['c']:g} ({s['c_source']})  "
-        f"status {s['solver_status']}  objective {num('objective')}  bound {num('bound')}  "
-        f"gap {num('gap')}  iterations {s['n_iter']}  seed {s['seed']}  "
-        f"runtime {s['runtime_seconds']:.2f} s",
-        soft_wrap=True,
-    )
+    console.print(_plain_line(s), soft_wrap=True)
+    console.print(_method_line(s), soft_wrap=True)
     learned = int(s.get("n_learned") or 0)
     console.print(
         f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
@@ -793,6 +774,62 @@ def _print_figures(console: Any, result: object) -> None:
     for label, path in paths:  # type: ignore[attr-defined]
         if path is not None:
             console.print(f"{label}: {path}")
+
+
+def _plain_line(s: Mapping[str, Any]) -> str:
+    """The footer's first line: how many cells were chosen, of how many, in how long.
+
+    Examples
+    --------
+    >>> _plain_line({"n_selected": 30, "n_candidates": 16141, "budget": 30,
+    ...              "runtime_seconds": 4.96, "seed": 0})
+    '30 cells chosen of 16,141 private candidates (budget 30) in 5.0 s; seed 0'
+    """
+    unit = str(s.get("budget_unit", "cells"))
+    if unit == "cells":
+        budget = f"budget {s['budget']}"
+    else:  # "cost (price)": a budget in the --cost-column's money
+        column = unit.removeprefix("cost (").removesuffix(")")
+        budget = f"budget {_amount(s['budget'])} of {column}; spent {_amount(s['total_cost'])}"
+    return (
+        f"{s['n_selected']:,} cells chosen of {s['n_candidates']:,} private candidates "
+        f"({budget}) in {s['runtime_seconds']:.1f} s; seed {s['seed']}"
+    )
+
+
+def _amount(v: float) -> str:
+    """A sum of money: in full with thousands separators when large (1,500,000), else 6.5."""
+    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.6g}"
+
+
+def _method_line(s: Mapping[str, Any]) -> str:
+    """The method, its model and C; what an exact solver proved, when it proved something.
+
+    A heuristic's status ("local"), objective and iterations stay in ``run_summary``: on
+    screen they would only be figures without a reference.
+
+    Examples
+    --------
+    >>> _method_line({"method": "ttk", "model_fitted": "linear", "c": 1.0, "c_source": "cv"})
+    'method ttk, model linear, C 1 (cv)'
+    >>> _method_line({"method": "ttk-mip", "model_fitted": "linear", "c": 1.0,
+    ...               "c_source": "cv", "solver_status": "time_limit",
+    ...               "objective": 12.5, "bound": 12.0, "gap": 0.04})
+    'method ttk-mip, model linear, C 1 (cv); solver time_limit: objective 12.5, bound 12, gap 4.0%'
+    """
+    line = f"method {s['method']}, model {s['model_fitted']}, C {s['c']:g} ({s['c_source']})"
+
+    def finite(key: str) -> float | None:
+        v = s.get(key)
+        return None if v is None or v != v else float(v)
+
+    bound, gap = finite("bound"), finite("gap")
+    if bound is None and gap is None:
+        return line
+    proved = [f"objective {finite('objective'):.6g}"] if finite("objective") is not None else []
+    proved += [f"bound {bound:.6g}"] if bound is not None else []
+    proved += [f"gap {gap:.1%}"] if gap is not None else []
+    return f"{line}; solver {s.get('solver_status', '?')}: {', '.join(proved)}"
 
 
 def _print_novelty(console: Any, s: dict[str, Any]) -> None:
@@ -988,21 +1025,13 @@ def benchmark_paper_command(**kw: object) -> None:
         click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 
 
-class Terminated(KeyboardInterrupt):
-    """Raised in the main thread by SIGTERM (:func:`run`): unwinds as Ctrl-C does."""
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated
-
-
 def run() -> None:
     """The ``reserve`` console script: :func:`main`, then a quick exit.
 
-    SIGTERM (``kill``, a scheduler's timeout) unwinds the run as Ctrl-C does, so the
-    temporary files of unfinished outputs are removed at once (by default SIGTERM ends the
-    process where it stands, leaving them for the next run), and ends it with one
-    ``reserve: error:`` line and exit code 143.
+    Ctrl-C and SIGTERM (``kill``, a scheduler's timeout) end the run at any moment with one
+    ``reserve: error:`` line and exit code 130 or 143 (:mod:`reserve.interrupt`); during the
+    work they unwind it, so the temporary files of unfinished outputs are removed at once (by
+    default SIGTERM ends the process where it stands, leaving them for the next run).
 
     When the command is done, every object still alive is frozen (:func:`gc.freeze`) so
     that the interpreter's last garbage collection does not walk them: the process is
@@ -1011,7 +1040,7 @@ def run() -> None:
     ``atexit`` handlers still run. :func:`main` itself, which tests invoke in-process,
     freezes nothing.
     """
-    signal.signal(signal.SIGTERM, _terminate)
+    interrupt.install()  # already done by reserve.__main__ or python -m (reserve/__init__.py)
     try:
         main()
     finally:

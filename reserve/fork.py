@@ -168,6 +168,10 @@ class Forked:
                               "sent back (see the cause)") from cause  # fmt: skip
         raise exc from cause
 
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Whether :meth:`result` would return at once (waiting up to ``timeout`` seconds)."""
+        return self._proc.exitcode is not None or self._conn.poll(timeout)
+
     def cancel(self) -> None:
         """End the child (at once, if it still runs) and close its pipe."""
         if self._proc.is_alive():
@@ -288,20 +292,49 @@ def _claim(counter: Any) -> int:
     return i
 
 
-def _run_claimed(fn: Callable, tasks: Sequence[tuple], counter: Any) -> dict[int, Any]:
+class _Tally:
+    """Tasks finished by any process of a :func:`fork_map`, told to ``on_done`` in this one."""
+
+    def __init__(self, finished: Any, on_done: Callable[[int], None]) -> None:
+        self.finished, self.on_done, self.told, self.pid = finished, on_done, 0, os.getpid()
+
+    def add(self) -> None:
+        """One more task finished, in whichever process ran it (told if that is this one)."""
+        with self.finished.get_lock():
+            self.finished.value += 1
+        if os.getpid() == self.pid:
+            self.tell()
+
+    def tell(self) -> None:
+        """In this process: call ``on_done`` with the new count, if it grew."""
+        n = self.finished.value
+        if n > self.told:
+            self.told = n
+            self.on_done(n)
+
+
+def _run_claimed(fn: Callable, tasks: Sequence[tuple], counter: Any,
+                 tally: _Tally | None = None) -> dict[int, Any]:  # fmt: skip
     """Run the tasks not yet claimed by another process, one at a time; ``{index: value}``."""
     out = {}
     while (i := _claim(counter)) < len(tasks):
         out[i] = fn(*tasks[i])
+        if tally is not None:
+            tally.add()
     return out
 
 
-def fork_map(fn: Callable, tasks: Sequence[tuple], jobs: int) -> list:
+def fork_map(fn: Callable, tasks: Sequence[tuple], jobs: int,
+             on_done: Callable[[int], None] | None = None) -> list:  # fmt: skip
     """``[fn(*task) for task in tasks]``, shared between this process and forked children.
 
     ``jobs`` processes (this one and ``jobs - 1`` children) each take the next task not yet
     taken until none is left, so a long task does not hold up the others' share; without
     fork (:func:`can_fork`) all run here, in order.
+
+    ``on_done(n)`` is called in this process as the tasks finish, wherever they ran, with the
+    number finished so far (1 to ``len(tasks)``, growing; a count may be skipped when two
+    tasks finish together): for progress messages.
 
     Examples
     --------
@@ -310,16 +343,28 @@ def fork_map(fn: Callable, tasks: Sequence[tuple], jobs: int) -> list:
     """
     jobs = max(1, min(int(jobs), len(tasks)))
     if jobs == 1 or not can_fork():
-        return [fn(*task) for task in tasks]
-    counter = multiprocessing.get_context("fork").Value("q", 0)
+        out = []
+        for i, task in enumerate(tasks):
+            out.append(fn(*task))
+            if on_done is not None:
+                on_done(i + 1)
+        return out
+    ctx = multiprocessing.get_context("fork")
+    counter = ctx.Value("q", 0)
+    tally = None if on_done is None else _Tally(ctx.Value("q", 0), on_done)
     children: list[Forked] = []
     try:
         # a child that cannot be forked leaves its share to the others
-        children = [c for c in (_start(_run_claimed, (fn, tasks, counter))
+        children = [c for c in (_start(_run_claimed, (fn, tasks, counter, tally))
                                 for _ in range(jobs - 1)) if c is not None]  # fmt: skip
-        done = _run_claimed(fn, tasks, counter)
+        done = _run_claimed(fn, tasks, counter, tally)
+        if tally is not None:  # tell the children's tasks as they finish
+            while not all(child.poll(0.2 / len(children)) for child in children):
+                tally.tell()
         for child in children:
             done.update(child.result())
+        if tally is not None:
+            tally.tell()
     except BaseException:
         for child in children:  # none may compute on, or hold this process at exit
             child.cancel()

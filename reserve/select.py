@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import has_fit_parameter
 
 from reserve.bootstrap import fit_params, picked_rows, selection_frequency
 from reserve.calibrate import calibrate_boundary
@@ -133,6 +134,8 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     params = fit_params(opts.method, cost)
     if problem.boundary is not None:
         params["boundary"] = problem.boundary
+    if has_fit_parameter(est, "progress"):  # a model choice: its folds' progress
+        params["progress"] = say
     pipe.fit(X_rows, problem.y, **{f"select__{key}": v for key, v in params.items()})
     if C_source == "model":
         C = float(est.best_params_["C"])

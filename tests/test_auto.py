@@ -287,6 +287,25 @@ def test_joblib_folds_give_the_sequential_answer(monkeypatch):
     _same_cv(par, seq)
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_progress_tells_each_fold_and_changes_nothing(n_jobs, monkeypatch):
+    X, y, _ = quadratic_problem(8, n=90, m=60)
+    kw = dict(k=5, models=("linear", "spline"), Cs=(1.0,), random_state=1, n_jobs=n_jobs)
+    monkeypatch.setattr(_fork.threading, "active_count", lambda: 1)  # the fork path too
+    quiet = AutoTTK(**kw).fit(X, y)
+    told: list[str] = []
+    est = AutoTTK(**kw).fit(X, y, progress=told.append)
+    assert "progress" not in est.get_params()  # a fit argument, not a parameter
+    np.testing.assert_array_equal(est.selected_, quiet.selected_)
+    assert told[0] == ("cross-validating the habitat models: 2 settings (2 feature maps) "
+                       "on 6 folds of 90 cells")  # fmt: skip
+    folds = [int(m.split(": ")[1].split()[0]) for m in told if m.endswith(" of 6 folds")]
+    assert folds == sorted(set(folds)) and folds[-1] == 6
+    assert (len(folds) == 6) if n_jobs == 1 else (len(folds) >= 2)  # two finish together
+    with pytest.raises(InvalidInputError, match="progress must be a function"):
+        AutoTTK(**kw).fit(X, y, progress="stderr")
+
+
 def test_ties_are_broken_by_the_forest_probability():
     # class_weight=None leaves the trivial scorer: every candidate ties on TTK's score, so the
     # secondary score alone chooses.

@@ -56,9 +56,44 @@ def test_select_prints_table_and_figures_and_writes_outputs(cells, tmp_path):
         atol=5e-4,
     )
     assert re.search(r"^\s*mean\s+candidates(\s+-?\d+\.\d{3}){4}\s*$", res.stdout, flags=re.M)
-    assert "objective" in res.stdout and "method ttk" in res.stdout
+    # the plain line first; a heuristic's status, objective and iterations stay in run_summary
+    figures = res.stdout.splitlines()[res.stdout.splitlines().index(mean_sel_line(res)) + 1 :]
+    n_cand = int(summary["n_candidates"][0])
+    assert re.fullmatch(
+        rf"5 cells chosen of {n_cand:,} private candidates \(budget 5\) in \d+\.\d s; seed 0",
+        figures[0],
+    )
+    assert figures[1] == "method ttk, model linear, C 1 (given)"
+    assert not re.search(r"n/a|-1\b|objective|iterations|status", res.stdout)
     assert "reading" in res.stderr and "fitting ttk" in res.stderr
     assert (out / "reserve.gpkg").is_file() and html.is_file()
+
+
+def mean_sel_line(res) -> str:
+    """The stdout table's last row (the candidates' mean): the figures follow it."""
+    return next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["mean", "candidates"])
+
+
+def test_an_exact_method_says_what_it_proved(cells, tmp_path):
+    res = run("--budget", "5", "--cells", str(cells), "--out", str(tmp_path / "o"),
+              "--method", "ttk-mip", "--C", "1", "--map", str(tmp_path / "m.html"))  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    summary = pyogrio.read_dataframe(tmp_path / "o" / "reserve.gpkg", layer="run_summary")
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("method ttk-mip"))
+    status, gap = summary["solver_status"][0], summary["gap"][0]
+    assert line.startswith(f"method ttk-mip, model linear, C 1 (given); solver {status}: ")
+    assert f"gap {gap:.1%}" in line and "bound " in line
+
+
+def test_the_model_choice_tells_its_folds_on_stderr(cells, tmp_path):
+    res = run("--budget", "5", "--cells", str(cells), "--out", str(tmp_path / "o"),
+              "--map", str(tmp_path / "m.html"), "--model", "auto")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "cross-validating the habitat models" in ln]
+    assert re.search(r"\] cross-validating the habitat models: \d+ settings", lines[0])
+    last = re.search(r"models: (\d+) of (\d+) folds$", lines[-1])
+    assert last and last.group(1) == last.group(2) and len(lines) >= 2
+    assert "progress" not in res.stdout
 
 
 def test_config_file_and_flags(cells, tmp_path):
@@ -257,7 +292,10 @@ def test_select_with_a_money_budget(tmp_path):
     assert header.split()[2:5] == ["patch", "price", "locked"]
     summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary").iloc[0]
     assert summary["budget_unit"] == "cost (price)" and summary["total_cost"] <= 6.5 + 1e-9
-    assert f"spent {summary['total_cost']:.6g}" in res.stdout
+    n, spent = summary["n_selected"], f"{summary['total_cost']:.6g}"
+    plain = (f"{n} cells chosen of {summary['n_candidates']} private candidates "
+             f"(budget 6.5 of price; spent {spent}) in ")  # fmt: skip
+    assert plain in res.stdout
     assert "within" in res.stdout and "of the budget 6.5" in res.stdout
     assert "cost (price)" in (tmp_path / "m.html").read_text()
     bad = run("--budget", "6.5", "--cost-column", "nope", "--cells", str(cells), "--out",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata as md
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,13 @@ import pytest
 from click.testing import CliRunner
 
 from reserve.cli import _selection_table, main
+from reserve.config import (
+    INGEST_DEFAULTS,
+    MAX_DEFAULT_JOBS,
+    SELECT_DEFAULTS,
+    SELECT_METHODS,
+    SELECT_MODELS,
+)
 from reserve.select import select_reserve
 from tests.test_select import write_units
 
@@ -155,7 +163,7 @@ def test_package_builds_without_warnings(tmp_path):
 _RUN_PROBE = """
 import atexit, gc, sys
 atexit.register(lambda: print("frozen", gc.get_freeze_count() > 0))
-from reserve.cli import run
+from reserve.__main__ import run
 sys.argv = ["reserve", *sys.argv[1:]]
 run()
 """
@@ -168,7 +176,7 @@ def test_console_script_freezes_objects_before_exit(args, code):
     The freeze spares the interpreter's last garbage collection (see ``reserve.cli.run``);
     ``main``, which the other tests call in-process, must not freeze anything.
     """
-    assert pyproject_script() == "reserve.cli:run"
+    assert pyproject_script() == "reserve.__main__:run"
     out = subprocess.run([sys.executable, "-c", _RUN_PROBE, *args], capture_output=True,
                          text=True, check=False, cwd=ROOT)  # fmt: skip
     assert out.returncode == code, out.stderr
@@ -179,3 +187,79 @@ def test_console_script_freezes_objects_before_exit(args, code):
 def pyproject_script() -> str:
     """The entry point of the ``reserve`` console script in pyproject.toml."""
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["reserve"]
+
+
+def _option_rows(page: str, section: str) -> dict[str, list[str]]:
+    """The options table under ``section`` of ``docs/page``: each flag of a row's first cell
+    (``--effort`` / ``--no-effort`` gives two) -> the row's cells."""
+    text = (ROOT / "docs" / page).read_text()
+    body = text.split(f"\n{section}\n", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, list[str]] = {}
+    for line in body.splitlines():
+        if not line.startswith("| `--"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        for flag in re.findall(r"--[A-Za-z][A-Za-z0-9-]*", cells[0]):
+            assert flag not in rows, f"{page}: {flag} has two rows"
+            rows[flag] = cells
+    return rows
+
+
+def _spellings(value: object) -> list[str]:
+    """How a documented default may write ``value``: 60.0 as 60, 500000 as 500,000."""
+    if isinstance(value, tuple):
+        return [",".join(map(str, value))]
+    if isinstance(value, int | float):
+        return [format(value, "g"), f"{value:,.0f}" if value == int(value) else format(value, "g")]
+    return [str(value)]
+
+
+def _said(spellings: list[str], text: str) -> bool:
+    return any(re.search(rf"(?<![\w.,]){re.escape(s)}(?![\w,]|\.\d)", text) for s in spellings)
+
+
+#: Choices checked by the library rather than by click, per option.
+_CHOICES = {"method": SELECT_METHODS, "model": SELECT_MODELS}
+
+
+@pytest.mark.parametrize(("command", "page", "section", "defaults"), [
+    ("select", "select.md", "## Options", SELECT_DEFAULTS),
+    ("ingest", "ingest.md", "## Inputs", INGEST_DEFAULTS),
+])  # fmt: skip
+def test_the_docs_option_tables_agree_with_the_command(command, page, section, defaults):
+    """Every option of the command has a row, and no row names another; each row gives the
+    option's default and its choices as the command and reserve.config define them."""
+    params = [p for p in main.commands[command].params if isinstance(p, click.Option)]
+    rows = _option_rows(page, section)
+    flags = {f for p in params for f in (*p.opts, *p.secondary_opts) if f != "--help"}
+    assert set(rows) == flags, (
+        f"docs/{page} lacks {sorted(flags - set(rows))}, names {sorted(set(rows) - flags)}"
+    )
+    for p in params:
+        cells = rows[p.opts[0]]
+        where = f"docs/{page}, {p.opts[0]}"
+        # select's table has a default column; ingest's says "(default X)" in its text
+        said = cells[-1] if command == "select" else " ".join(cells[1:])
+        for choice in getattr(p.type, "choices", None) or _CHOICES.get(p.name, ()):
+            assert f"`{choice}`" in " ".join(cells), f"{where}: the choice {choice} is missing"
+        click_default = p.default if isinstance(p.default, bool | int | float | str) else None
+        if p.name in defaults.__dataclass_fields__ and click_default is not None:
+            value = getattr(defaults, p.name)
+            assert _spellings(click_default)[0] == _spellings(value)[0], (
+                f"{command} --help's default for {p.opts[0]} is {click_default!r}; "
+                f"reserve.config says {value!r}"
+            )
+        if p.is_flag and not p.secondary_opts and not click_default:
+            continue  # a switch (--overwrite): off unless given
+        if p.is_flag:
+            on = bool(getattr(defaults, p.name, click_default))
+            words = [*p.opts, "on"] if on else [*p.secondary_opts, "off"]
+            assert any(re.search(rf"`{w}`|\b{w}\b" if w[0] != "-" else f"`{w}`", said)
+                       for w in words), f"{where}: the default is {words[0]}"  # fmt: skip
+        elif p.name == "n_jobs":
+            assert f"at most {MAX_DEFAULT_JOBS}" in said, f"{where}: the default is computed"
+        elif p.name in defaults.__dataclass_fields__ or click_default is not None:
+            value = getattr(defaults, p.name, click_default)
+            assert _said(_spellings(value), said), f"{where}: the default is {value!r}"
+        elif command == "select":  # nothing to compare: a phrase, never left empty
+            assert said and said != "-", f"{where}: no default given"

@@ -66,6 +66,24 @@ def test_fork_map_returns_every_value_in_order_from_several_processes(only_threa
     assert os.getpid() in pids and len(pids) == 2  # each task takes 20 ms: both took some
 
 
+@needs_fork
+def test_fork_map_tells_progress_here_as_tasks_finish_anywhere(only_thread):
+    told = []
+    out = fork.fork_map(_slow_pid_square, [(i,) for i in range(40)], jobs=2,
+                        on_done=lambda n: told.append((n, os.getpid())))  # fmt: skip
+    assert [v for v, _ in out] == [i * i for i in range(40)]
+    counts = [n for n, _ in told]
+    assert counts == sorted(set(counts)) and counts[-1] == 40 and len(counts) >= 10
+    assert {pid for _, pid in told} == {os.getpid()}  # told in this process only
+
+
+def test_fork_map_tells_every_task_without_fork(monkeypatch):
+    monkeypatch.setattr(fork, "_FORK", False)
+    told = []
+    fork.fork_map(_pid_square, [(i,) for i in range(5)], jobs=4, on_done=told.append)
+    assert told == [1, 2, 3, 4, 5]
+
+
 def test_fork_map_runs_here_without_fork(monkeypatch):
     monkeypatch.setattr(fork, "_FORK", False)
     out = fork.fork_map(_pid_square, [(i,) for i in range(5)], jobs=4)

@@ -219,3 +219,71 @@ def test_sigterm_while_writing_removes_the_temporaries_at_once(command, cells, e
     said = "reserve: error: stopped (SIGTERM); nothing was written, and any previous outputs"
     assert err.splitlines()[-1] == f"{said} are unchanged"
     assert snapshot(workdir) == before  # previous outputs intact, no temporary, no journal
+
+
+def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = "reserve.cli"):
+    """Start ``python -m module args``; Ctrl-C (SIGINT) it ``delay`` s later; code, stderr.
+
+    A signal that comes while Python itself is still starting (its ``site`` import, about the
+    first 40 ms) reaches no code of ours: such a run is started again, up to three times.
+    """
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        if "init_import_site" not in err and (proc.returncode, err) != (-signal.SIGINT, ""):
+            break
+    return proc.returncode, err
+
+
+INTERRUPTED = (
+    "reserve: error: interrupted (Ctrl-C); nothing was written, and any previous outputs are "
+    "unchanged"
+)
+
+
+def _assert_interrupted(code: int, err: str) -> None:
+    assert code == 128 + signal.SIGINT, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    lines = err.splitlines()
+    assert lines[-1] == INTERRUPTED
+    assert sum(line.startswith("reserve: error") for line in lines) == 1, err
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.5, 1.0, 3.0])
+def test_ctrl_c_at_any_moment_of_select(delay, workdir):
+    """From the imports on, Ctrl-C gives one line and exit 130 (not -2), and writes nothing."""
+    (workdir / "run").mkdir()
+    (workdir / "run" / "notes.txt").write_text("a planner's file\n")
+    before = snapshot(workdir)
+    code, err = _interrupt_after(["select", "--budget", "30", "--out", "run"], workdir, delay)
+    _assert_interrupted(code, err)
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.5])  # the whole run takes about 0.9 s
+def test_ctrl_c_at_any_moment_of_ingest(delay, ebird, workdir):
+    before = snapshot(workdir)
+    code, err = _interrupt_after(_base(ebird), workdir, delay)
+    _assert_interrupted(code, err)
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("module", ["reserve", "reserve.cli"])
+def test_ctrl_c_while_the_command_line_is_loading(module, workdir):
+    """``python -m reserve`` too; 50 ms in, Python is still importing the command line."""
+    code, err = _interrupt_after(["select", "--budget", "30", "--out", "run"], workdir, 0.05,
+                                 module=module)  # fmt: skip
+    _assert_interrupted(code, err)
+    assert os.listdir(workdir) == []
+
+
+def test_importing_reserve_changes_no_signal_handling():
+    code = "import signal, reserve.cli; print(signal.getsignal(signal.SIGINT).__name__)"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "default_int_handler", out.stderr

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -250,7 +251,8 @@ def _fold_scores_here(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: l
     return out
 
 
-def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
+def _map_folds(tasks: list[tuple], jobs: int, n_rows: int,
+               on_done: Callable[[int], None] | None = None) -> list[np.ndarray]:  # fmt: skip
     """``_fold_scores(*task)`` for every task, in order, on up to ``jobs`` processors.
 
     On Linux the folds are shared between this process and ``jobs - 1`` forked children:
@@ -260,12 +262,22 @@ def _map_folds(tasks: list[tuple], jobs: int, n_rows: int) -> list[np.ndarray]:
     :data:`PARALLEL_MIN_ROWS` labelled rows: a fresh worker costs about 2 s of CPU to start
     and import, more than the folds of a small CV take. Each fold is computed the same way
     wherever it runs, so the scores never depend on ``jobs``.
+
+    ``on_done(n)`` is called here as folds finish, with the number finished so far.
     """
     jobs = min(jobs, len(tasks))
     if jobs > 1 and can_fork():
-        return fork_map(_fold_scores, tasks, jobs)
+        return fork_map(_fold_scores, tasks, jobs, on_done=on_done)
     jobs = jobs if n_rows >= PARALLEL_MIN_ROWS else 1
-    return Parallel(n_jobs=jobs)(delayed(_fold_scores)(*task) for task in tasks)
+    results = Parallel(n_jobs=jobs, return_as="generator")(
+        delayed(_fold_scores)(*task) for task in tasks
+    )
+    out = []
+    for scores in results:  # in order, each as soon as it and those before it are done
+        out.append(scores)
+        if on_done is not None:
+            on_done(len(out))
+    return out
 
 
 def _tie_forest(data: TransductiveData, seed: int | None, n_jobs: int | None) -> object:
@@ -519,7 +531,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         return np.sort(np.concatenate(keep))
 
     def _cross_validate(self, X: np.ndarray, data: object, groups: np.ndarray | None,
-                        grid: list[tuple]) -> np.ndarray:  # fmt: skip
+                        grid: list[tuple], progress: Callable[[str], None] | None,
+                        ) -> np.ndarray:  # fmt: skip
         if len(grid) == 1:
             self.cv_note_ = "one grid point: nothing to choose, no cross-validation"
             return np.empty((1, 0))
@@ -539,7 +552,18 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
 
         jobs = min(effective_n_jobs(self.n_jobs), len(folds))
         tasks = [(rows(f), y_cv, f, grid, k, m, self.random_state) for f in folds]
-        return np.column_stack(_map_folds(tasks, jobs, y_cv.size))
+        on_done = None
+        if progress is not None:
+            models = len({model for model, _, _ in grid})
+            progress(
+                f"cross-validating the habitat models: {len(grid)} settings ({models} feature "
+                f"maps) on {len(folds)} folds of {y_cv.size} cells"
+            )
+
+            def on_done(n: int) -> None:
+                progress(f"cross-validating the habitat models: {n} of {len(folds)} folds")
+
+        return np.column_stack(_map_folds(tasks, jobs, y_cv.size, on_done))
 
     def _record(self, grid: list[tuple], scores: np.ndarray) -> int:
         """Fill ``cv_results_`` and return the winner's grid position: the best mean score
@@ -577,7 +601,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         return int(leads[0] if leads else order[0])
 
     def fit(self, X: object, y: object, cost: object = None, groups: object = None,
-            boundary: object = None) -> AutoTTK:  # fmt: skip
+            boundary: object = None,
+            progress: Callable[[str], None] | None = None) -> AutoTTK:  # fmt: skip
         """Choose the feature map and ``C`` by CV on the labelled rows, then fit on all rows.
 
         Parameters
@@ -595,12 +620,19 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         boundary : reserve.solvers.Boundary or None
             Boundary length of candidate sets over the rows of ``X``, for
             ``boundary_penalty`` (the final fit only).
+        progress : callable or None
+            Called with one line of text as the cross-validation's folds finish (``reserve
+            select`` prints them on stderr); None says nothing. The fit does no I/O itself.
 
         Returns
         -------
         self
         """
         t0 = time.perf_counter()
+        if progress is not None and not callable(progress):
+            raise InvalidInputError(
+                f"progress must be a function of one message, or None; received {progress!r}"
+            )
         grid = self._grid()
         data = check_transductive(X, y, None if self.budget is not None else self.k)
         g = None if groups is None else np.asarray(groups).reshape(-1)
@@ -611,21 +643,21 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             )
         data = self._standard_effort(data)
         if self.members is None:
-            points = self._choose(data, g, grid)
+            points = self._choose(data, g, grid, progress)
         else:  # a refit of chosen members: nothing to choose (penalised: the winner only)
             self.cv_note_, self.cv_runtime_ = "", 0.0
             points = grid[:1] if self.boundary_penalty else grid
             self._record(grid, np.empty((len(grid), 0)))
             self.cv_note_ = "members given: fitted without cross-validation"
-        self._fit_final(data, points, cost, boundary)
+        self._fit_final(data, points, cost, boundary, progress)
         model, C, cw = points[0]
         self.best_params_ = {"model": model, "C": C, "class_weight": cw}
         self.members_ = tuple(points)
         self.runtime_ = time.perf_counter() - t0
         return self
 
-    def _choose(self, data: TransductiveData, groups: np.ndarray | None,
-                grid: list[tuple]) -> list[tuple]:  # fmt: skip
+    def _choose(self, data: TransductiveData, groups: np.ndarray | None, grid: list[tuple],
+                progress: Callable[[str], None] | None = None) -> list[tuple]:  # fmt: skip
         """Cross-validate ``grid``; the grid points the final fit uses, the winner first."""
         twin_note = ""
         if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
@@ -635,7 +667,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 "class_weight='balanced' not tried"
             )
         t_cv = time.perf_counter()
-        scores = self._cross_validate(data.X, data, groups, grid)
+        scores = self._cross_validate(data.X, data, groups, grid, progress)
         self.cv_runtime_ = time.perf_counter() - t_cv
         self.cv_note_ = "; ".join(n for n in (self.cv_note_, twin_note) if n)
         best = self._record(grid, scores)
@@ -672,7 +704,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         return replace(data, X=X)
 
     def _fit_final(self, data: TransductiveData, points: list[tuple], cost: object,
-                   boundary: object = None) -> None:  # fmt: skip
+                   boundary: object = None,
+                   progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
         """Fit every grid point of ``points`` on all rows; select by their (mean) score."""
         shared: dict = {}  # the stack and forest maps' one forest
         mapped = [fit_feature_map(model, data.X, data.y, random_state=self.random_state,
@@ -693,7 +726,14 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 common |= {"ladder": self.ladder, "n_jobs": 1}
                 tasks = [(Z, data.y, cw, cost, boundary, C, common)
                          for (_, Z), (_, C, cw) in zip(mapped, points, strict=True)]  # fmt: skip
-                fits = fork_map(_fit_member, tasks, effective_n_jobs(self.n_jobs))
+                on_done = None
+                if progress is not None:
+                    progress(f"fitting the {len(points)} chosen habitat models on every cell")
+
+                    def on_done(n: int) -> None:
+                        progress(f"fitting the chosen habitat models: {n} of {len(points)}")
+
+                fits = fork_map(_fit_member, tasks, effective_n_jobs(self.n_jobs), on_done)
         except BaseException:
             if forest is not None:
                 forest.cancel()
