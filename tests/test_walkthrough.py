@@ -73,7 +73,8 @@ def readme_figures() -> str:
     """The README's paragraph on what the walkthrough's run prints."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start = text.index("From a run of them:")
-    return re.sub(r"\s+", " ", text[start : text.index("\n\n", start)])
+    end = text.index("**Which cells train the model.**", start)
+    return re.sub(r"\s+", " ", text[start:end])
 
 
 def test_readme_walkthrough_says_the_data_cannot_rank_the_land(clone):
@@ -109,6 +110,15 @@ def test_readme_walkthrough_says_the_data_cannot_rank_the_land(clone):
     ]
     for figure in figures:
         assert figure in said, (figure, said)
+    # the README's figure of the same run with --learn-from surveyed --effort
+    assert cmds[-1][-4:] == ["--out", "mississippi", "--map", "mississippi/map.html"]
+    again = [*cmds[-1][:-4], "--learn-from", "surveyed", "--effort", "--out", "mississippi/again"]
+    run_all([again], clone)
+    s2 = pyogrio.read_dataframe(out / "again" / "reserve.gpkg", layer="run_summary").iloc[0]
+    learned = (f"AUC {s2['check_auc']:.2f} ({s2['check_auc_low']:.2f}-"
+               f"{s2['check_auc_high']:.2f}) in its cross-fitted check, "
+               f"still `{s2['signal']}`")  # fmt: skip
+    assert learned in said, (learned, said)
 
 
 def test_new_hampshire_example_warns(clone):
