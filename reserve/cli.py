@@ -673,54 +673,6 @@ def _print_selection(result: object) -> None:
     _print_figures(console, result)
 
 
-def _interval(s: Mapping[str, Any], key: str, spec: str = ".2f", ends: str = "") -> str:
-    """``0.70 (90% 0.65-0.74)`` from ``key``, ``key_low`` and ``key_high`` of the summary."""
-    pct = round(100 * float(s.get("interval_level", 0.9)))
-    low, high = s.get(f"{key}_low"), s.get(f"{key}_high")
-    point = format(s[key], spec)
-    if low is None or low != low:
-        return point
-    ends = ends or spec
-    return f"{point} ({pct}% {format(low, ends)}-{format(high, ends)})"
-
-
-def confidence_lines(s: Mapping[str, Any]) -> list[str]:
-    """The footer's lines on how sure the run is: the verdict, the private-land check, the
-    cross-validation and the expected occupied cells, each figure with its interval."""
-    lines = [f"signal {s['signal']}: decided by the {s['signal_evidence']}"]
-    if s.get("check_available"):
-        lines.append(
-            f"private-land check: {s['check_n_surveyed']} surveyed private cells "
-            f"({s['check_n_detected']} detected), within effort strata: AUC "
-            f"{_interval(s, 'check_auc')} against 0.50 blind; top 5%: "
-            f"{_interval(s, 'check_precision_top')} detected against {s['check_blind']:.2f} blind"
-        )
-    else:
-        alone = (
-            ""
-            if s["signal_evidence"] == "ties"
-            else "; the verdict rests on the training cells alone"
-        )
-        lines.append(f"private-land check: {s.get('check_note') or 'not available'}{alone}")
-    if s.get("cv_precision") == s.get("cv_precision"):  # not NaN
-        lines.append(
-            f"cross-validation: precision {_interval(s, 'cv_precision')} on the "
-            f"{s['n_train'] + int(s.get('n_learned') or 0)} labelled cells against "
-            f"{s['cv_blind']:.2f} blind"
-        )
-    known = int(s.get("n_selected_known_detection") or 0)
-    missed = int(s.get("n_selected_no_detection") or 0)
-    lines.append(
-        f"expected occupied: {_interval(s, 'expected_occupied', '.1f', '.0f')} of the "
-        f"{s['n_selected']} chosen cells; {known} chosen with a detection of their own, "
-        f"{missed} surveyed {s['no_detection_checklists']}+ times without one"
-    )
-    if "prevalence" in str(s.get("calibration_source", "")):
-        lines.append("probability: the model ranks nothing, so every cell's probability of "
-                     "presence is the occupancy prevalence")  # fmt: skip
-    return lines
-
-
 def _print_figures(console: Any, result: object) -> None:
     """The run's figures (budget, solver, cells, locks, species, bootstrap, files)."""
     from reserve.config import species_slug
@@ -736,6 +688,8 @@ def _print_figures(console: Any, result: object) -> None:
         f"{s['n_candidates']} candidates, {s['n_cells']} in all"
         + (f"; learned also from {learned} surveyed candidates" if learned else "")
     )
+    from reserve.report import confidence_lines
+
     for line in confidence_lines(s):
         console.print(line, soft_wrap=True)
     if s.get("n_patches", -1) >= 0:
@@ -770,7 +724,12 @@ def _print_figures(console: Any, result: object) -> None:
             f"bootstrap: {s['bootstrap']} refits on resampled training cells; freq = share "
             "of refits selecting the cell (ranking layer: every candidate)"
         )
-    paths = (("GeoPackage", r.gpkg_path), ("ranking CSV", r.csv_path), ("map", r.map_path))
+    paths = (
+        ("GeoPackage", r.gpkg_path),
+        ("ranking CSV", r.csv_path),  # type: ignore[attr-defined]
+        ("summary", r.summary_path),
+        ("map", r.map_path),
+    )  # type: ignore[attr-defined]
     for label, path in paths:  # type: ignore[attr-defined]
         if path is not None:
             console.print(f"{label}: {path}")

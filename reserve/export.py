@@ -61,14 +61,26 @@ from reserve.qgis_styles import describe_crs, style_table
 if TYPE_CHECKING:
     from reserve.result import SelectionResult
 
-__all__ = ["CSV_NAME", "FIXED_TIMESTAMP", "GPKG_NAME", "LAYERS", "identified_crs",
-           "prepare_outputs", "write_geopackage", "write_ranking_csv", "write_result"]  # fmt: skip
+__all__ = [
+    "CSV_NAME",
+    "FIXED_TIMESTAMP",
+    "GPKG_NAME",
+    "LAYERS",
+    "SUMMARY_NAME",
+    "identified_crs",
+    "prepare_outputs",
+    "write_geopackage",
+    "write_ranking_csv",
+    "write_result",
+]  # fmt: skip
 
 #: File name of the selection's GeoPackage in the output folder.
 GPKG_NAME = "reserve.gpkg"
 
 #: File name of the ranking table (CSV, with longitude and latitude) beside the GeoPackage.
 CSV_NAME = "ranking.csv"
+#: The printable summary beside them (:func:`reserve.report.summary_text`).
+SUMMARY_NAME = "summary.txt"
 
 #: Layer names of ``reserve.gpkg``.
 LAYERS = ("planning_units", "selected", "run_summary", "ranking")
@@ -267,6 +279,7 @@ def prepare_outputs(
         raise DataFileError(f"--out {str(out_dir)!r} is a file; pass a folder path")
     gpkg = check_target(out_dir / GPKG_NAME, overwrite=overwrite, option="--out")
     check_target(out_dir / CSV_NAME, overwrite=overwrite, option="--out")
+    check_target(out_dir / SUMMARY_NAME, overwrite=overwrite, option="--out")
     if map_path is not None:
         if Path(map_path).absolute() == gpkg.absolute():
             raise InvalidInputError(

@@ -86,6 +86,7 @@ class SelectionResult:
     gpkg_path: Path | None = None
     map_path: Path | None = None
     csv_path: Path | None = None
+    summary_path: Path | None = None
     config: dict[str, Any] = field(default_factory=dict)
     contributions: np.ndarray | None = None
     ranking: pd.DataFrame | None = None

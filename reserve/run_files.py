@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from reserve.errors import DataFileError, InvalidInputError, ReserveError
 from reserve.export import prepare_outputs, write_ranking_csv, write_result
 from reserve.io.atomic import write_failure, write_together
+from reserve.report import summary_text
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
@@ -233,6 +234,10 @@ def write_outputs(
     if result.csv_path is not None and result.ranking is not None:
         ranking = result.ranking
         jobs.insert(0, (result.csv_path, ".csv", lambda tmp: write_ranking_csv(ranking, tmp)))
+    if result.summary_path is not None:
+        text = summary_text(result.summary, result.selected)
+        jobs.insert(0, (result.summary_path, ".txt",
+                        lambda tmp: tmp.write_text(text, encoding="utf-8")))  # fmt: skip
     if result.gpkg_path is not None:
 
         def store(tmp: Path) -> None:

@@ -49,7 +49,7 @@ from reserve.design import (
     read_planning_units,
 )
 from reserve.errors import InvalidInputError
-from reserve.export import CSV_NAME, identified_crs
+from reserve.export import CSV_NAME, SUMMARY_NAME, identified_crs
 from reserve.fork import Standby
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.run_files import (
@@ -266,6 +266,7 @@ def run_selection(
         result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
     result.csv_path = None if gpkg_path is None else gpkg_path.with_name(CSV_NAME)
+    result.summary_path = None if gpkg_path is None else gpkg_path.with_name(SUMMARY_NAME)
     result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
     write_outputs(result, say, t0, public, outline, parallel=opts.n_jobs > 1, drawer=map_drawer)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)

@@ -207,6 +207,9 @@ def write(df, path, layer=None, **kw):
         os.kill(os.getpid(), signal.SIGKILL)
 pyogrio.write_dataframe = write
 from reserve.cli import main
+
+#: What a run with --out and --map writes there.
+OUTPUT_FILES = ["m.html", "ranking.csv", "reserve.gpkg", "summary.txt"]
 main(sys.argv[1:])
 """
 
@@ -228,11 +231,11 @@ def test_sigkill_mid_write_keeps_previous_outputs(cells, tmp_path):
     assert (out / "reserve.gpkg").read_bytes() == gpkg_before
     assert html.read_bytes() == html_before
     visible = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
-    assert visible == ["ranking.csv", "reserve.gpkg"]
+    assert visible == ["ranking.csv", "reserve.gpkg", "summary.txt"]
     assert [p.name for p in out.iterdir() if p.name.startswith(".")]  # the killed run's temp
     # the next run replaces the outputs and removes the dead run's temporary file
     assert run(*args[1:], "--budget", "7", "--overwrite").exit_code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["ranking.csv", "reserve.gpkg"]
+    assert sorted(p.name for p in out.iterdir()) == ["ranking.csv", "reserve.gpkg", "summary.txt"]
     summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary")
     assert summary["budget"].tolist() == [7]
 
@@ -336,7 +339,12 @@ def test_the_map_drawn_by_the_standby_child_is_the_map_drawn_here(cells, tmp_pat
                   str(out / "m.html"), "--n-jobs", jobs, "--overwrite")  # fmt: skip
         assert res.exit_code == 0, res.stderr
         pages[jobs] = _page(out / "m.html")
-        assert sorted(p.name for p in out.iterdir()) == ["m.html", "ranking.csv", "reserve.gpkg"]
+        assert sorted(p.name for p in out.iterdir()) == [
+            "m.html",
+            "ranking.csv",
+            "reserve.gpkg",
+            "summary.txt",
+        ]
     assert started == [("reserve.maps", "folium", "branca.element", "jinja2")]  # --n-jobs 2
     # only the run summary's runtimes, time of day and n_jobs differ
     strip = re.compile(r'(runtime|created|seconds)[^<"]*|"n_jobs": \d')
@@ -361,4 +369,9 @@ def test_a_dead_standby_child_leaves_the_map_to_the_usual_path(cells, tmp_path, 
               str(out / "m.html"), "--n-jobs", "2")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     assert len(dead) == 1 and "Leaflet" in (out / "m.html").read_text(encoding="utf-8")
-    assert sorted(p.name for p in out.iterdir()) == ["m.html", "ranking.csv", "reserve.gpkg"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "m.html",
+        "ranking.csv",
+        "reserve.gpkg",
+        "summary.txt",
+    ]

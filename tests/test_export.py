@@ -134,7 +134,7 @@ def test_failure_mid_write_keeps_the_old_file_and_leaves_no_temporary(written, m
             written.planning_units, written.selected, written.summary, path, overwrite=True
         )
     assert path.read_bytes() == before
-    assert sorted(os.listdir(path.parent)) == ["ranking.csv", "reserve.gpkg"]
+    assert sorted(os.listdir(path.parent)) == ["ranking.csv", "reserve.gpkg", "summary.txt"]
 
 
 def test_stale_temporaries_of_dead_runs_are_removed(tmp_path):

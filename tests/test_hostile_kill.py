@@ -28,6 +28,9 @@ from tests.test_hostile_ingest import _base
 from tests.test_ingest import make_inputs
 from tests.test_select import write_units
 
+#: What a run with --out and --map writes there.
+OUTPUT_FILES = ["m.html", "ranking.csv", "reserve.gpkg", "summary.txt"]
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -107,7 +110,12 @@ def test_select_killed_while_writing_keeps_previous_outputs(point, cells, workdi
     res = CliRunner().invoke(main, [*_select(cells, *out), "--budget", "7", "--overwrite"],
                              catch_exceptions=False)  # fmt: skip
     assert res.exit_code == 0, res.stderr
-    assert sorted(os.listdir(workdir / "run")) == ["m.html", "ranking.csv", "reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "run")) == [
+        "m.html",
+        "ranking.csv",
+        "reserve.gpkg",
+        "summary.txt",
+    ]
     summary = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="run_summary")
     assert summary["budget"].tolist() == [7]
 
@@ -125,6 +133,7 @@ def test_select_killed_on_its_first_run_leaves_no_output(cells, workdir):
         "maps/cells_ttk_k5.html",
         "results/ranking.csv",
         "results/reserve.gpkg",
+        "results/summary.txt",
     ]
 
 

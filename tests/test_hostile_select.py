@@ -505,6 +505,7 @@ def test_odd_but_legal(name, workdir):
         "cells_ttk_k5.html",
         "ranking.csv",
         "reserve.gpkg",
+        "summary.txt",
     ]
 
 
@@ -536,11 +537,12 @@ def test_out_holds_the_map_and_default_keeps_todays_paths(files, workdir):
         "cells_ttk_k4.html",
         "ranking.csv",
         "reserve.gpkg",
+        "summary.txt",
     ]
     res = CliRunner().invoke(main, base, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == ["maps", "region2", "results"]
-    assert sorted(os.listdir(workdir / "results")) == ["ranking.csv", "reserve.gpkg"]
+    assert sorted(os.listdir(workdir / "results")) == ["ranking.csv", "reserve.gpkg", "summary.txt"]
     assert os.listdir(workdir / "maps") == ["cells_ttk_k4.html"]
 
 
@@ -644,7 +646,7 @@ def test_longest_names_are_written(files, workdir):
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == [page, out]
-    assert sorted(os.listdir(workdir / out)) == ["ranking.csv", "reserve.gpkg"]
+    assert sorted(os.listdir(workdir / out)) == ["ranking.csv", "reserve.gpkg", "summary.txt"]
 
 
 def _single_species_cells(path: Path) -> Path:
@@ -824,3 +826,18 @@ def test_ctrl_c_while_writing(files, workdir, monkeypatch):
     said = "reserve: error: interrupted (Ctrl-C); nothing was written, and any previous"
     assert res.stderr.splitlines()[-1] == f"{said} outputs are unchanged"
     assert snapshot(workdir) == before
+
+
+def test_a_printable_summary_beside_the_geopackage(files, workdir):
+    """summary.txt: the run's species and budget, how sure it is, and the chosen cells."""
+    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
+            "--out", "run"]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    text = (workdir / "run" / "summary.txt").read_text(encoding="utf-8")
+    selected = pd.read_csv(workdir / "run" / "ranking.csv").query("selected")
+    assert "cells to buy" in text and "signal " in text and "expected occupied:" in text
+    rows = [line.split() for line in text.splitlines() if line[:5].strip().isdigit()]
+    assert [int(r[0]) for r in rows] == selected["rank"].tolist()
+    assert [r[1] for r in rows] == selected["cell_id"].astype(str).tolist()
+    assert "summary: run/summary.txt" in res.stdout
