@@ -13,7 +13,7 @@ with each member alone and with several ways of combining them, and prints the p
 ``zclip3`` may differ from ``auto`` where scores tie):
 
 * ``zmean``: the mean of the members' scores standardised over the candidates (the
-  default until session 15);
+  default until the run of 2026-11-27);
 * ``zclip3``: the same with each standardised score clipped to [-3, 3], by ``MapMean``
   itself (what the default selects by);
 * ``zmedian``: their median;

@@ -14,9 +14,9 @@ Every option is :mod:`benchmarks.bench_peers`'s; this script adds two methods:
   the forest weighs as much as all of them together in :class:`reserve.solvers.MapMean`.
 
 Both refit the chosen members with ``AutoTTK(members=...)`` (no second cross-validation),
-so their selections differ from ``auto``'s only by the forest's weight. Session 16 measured
-them on german_numer, where the random forest leads (docs/algorithm.md, "Why the UCI target
-stays out of reach"); neither is the default.
+so their selections differ from ``auto``'s only by the forest's weight. The run of
+2026-11-27 measured them on german_numer, where the random forest leads (docs/algorithm.md,
+"Why the UCI target stays out of reach"); neither is the default.
 """
 
 from __future__ import annotations
