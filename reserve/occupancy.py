@@ -23,9 +23,9 @@ probability that it was missed (its posterior).
 How ``psi`` grows with the score beyond most calibration cells is barely constrained by them,
 yet that is where the chosen cells lie (the top of the ranking, where surveyed cells are
 few). :class:`LinkAverage` therefore fits several link shapes (:data:`LINKS`) and averages
-them with weights from their held-out likelihood on the calibration cells (pseudo-Bayesian
-model averaging), so the interval carries the disagreement between shapes that fit the
-surveyed cells equally well.
+them with stacking weights from their held-out likelihood on the calibration cells, so the
+interval carries the disagreement between shapes that fit the surveyed cells about equally
+well.
 
 The calibration cells must be scored out of sample: ``reserve select`` uses the surveyed
 private candidates (never fitted as labelled rows), see :mod:`reserve.confidence`.
@@ -76,6 +76,15 @@ def _nll(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> tupl
     g_c = np.where(y, dd / d, -psi * dd / miss)
     grad = -np.r_[A.T @ g_eta, g_c.sum()] + theta / PRIOR_SD**2
     return -ll.sum() + 0.5 * float(theta @ theta) / PRIOR_SD**2, grad
+
+
+def _cell_loglik(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each surveyed cell's log likelihood (no prior)."""
+    a, c = theta[:-1], theta[-1]
+    log_psi = -np.logaddexp(0.0, -(A @ a))
+    d, _ = _detect(c, n)
+    d = np.maximum(d, 1e-300)
+    return np.where(y, log_psi + np.log(d), log1p(-np.exp(log_psi) * d))
 
 
 def _loglik(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> float:
@@ -211,8 +220,14 @@ class OccupancyCalibration:
 
     def loglik(self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray) -> float:
         """Log likelihood of surveyed cells under the fitted parameters (held-out cells)."""
+        return float(self.cell_loglik(score, n_checklists, detected).sum())
+
+    def cell_loglik(self, score: np.ndarray, n_checklists: np.ndarray,
+                    detected: np.ndarray) -> np.ndarray:  # fmt: skip
+        """Each surveyed cell's log likelihood under the fitted parameters."""
         n = np.maximum(np.asarray(n_checklists, dtype=np.float64), 1.0)
-        return _loglik(self.params_, self._design(score), n, np.asarray(detected).astype(bool))
+        y = np.asarray(detected).astype(bool)
+        return _cell_loglik(self.params_, self._design(score), n, y)
 
     @property
     def detection_(self) -> float:
@@ -292,14 +307,34 @@ def _count_interval(prob: np.ndarray, level: float,
     return mean, float(min(lo, np.floor(mean))), float(max(hi, np.ceil(mean)))
 
 
+def _stacking_weights(held: np.ndarray, n_iter: int = 500) -> np.ndarray:
+    """Weights on the simplex that maximise the held-out log score of the mixture.
+
+    ``held`` is (members, cells) of held-out log likelihoods; the weights are the mixture
+    proportions' maximum likelihood (stacking of predictive distributions, Yao et al. 2018),
+    found by the EM update ``w_k <- mean_i w_k p_ik / sum_j w_j p_ij``.
+    """
+    k = held.shape[0]
+    if k == 1 or not np.any(held):
+        return np.full(k, 1.0 / k)
+    p = np.exp(held - held.max(axis=0, keepdims=True))
+    w = np.full(k, 1.0 / k)
+    for _ in range(n_iter):
+        mix = w @ p
+        w = (w[:, None] * p / mix).mean(axis=1)
+    return w / w.sum()
+
+
 @dataclass
 class LinkAverage:
-    """The link shapes of :data:`LINKS` averaged by their held-out likelihood (see the module).
+    """The link shapes of :data:`LINKS` averaged with stacking weights (see the module).
 
-    Each link is fitted on all calibration cells; its weight is proportional to
-    ``exp`` of its :data:`LINK_FOLDS`-fold cross-validated log likelihood on them (pseudo-BMA,
-    Yao et al. 2018). Probabilities are the weighted mean of the links'; the expected count's
-    interval draws a link by weight, then its parameters, then the presences.
+    Each link is fitted on all calibration cells; the weights maximise the
+    :data:`LINK_FOLDS`-fold held-out log score of the mixture of the links' predictive
+    distributions (stacking, Yao et al. 2018; :func:`_stacking_weights`), which keeps weight
+    on every link that predicts some cells well. Probabilities are the weighted mean of the
+    links'; the expected count's interval draws a link by weight, then its parameters, then
+    the presences.
 
     Parameters
     ----------
@@ -316,7 +351,7 @@ class LinkAverage:
     weights_ : ndarray
         Weight of each member.
     cv_loglik_ : ndarray
-        Held-out log likelihood of each member.
+        Held-out log likelihood of each member (summed over the cells).
 
     Examples
     --------
@@ -349,24 +384,25 @@ class LinkAverage:
         links = self.links if self.slope else ("score",)
         self.members_ = [OccupancyCalibration(self.slope, link).fit(s, n, y, ref)
                          for link in links]  # fmt: skip
-        self.cv_loglik_ = np.array([self._held_out(link, s, n, y, ref) for link in links])
-        w = np.exp(self.cv_loglik_ - self.cv_loglik_.max())
-        self.weights_ = w / w.sum()
+        held = np.array([self._held_out(link, s, n, y, ref) for link in links])
+        self.cv_loglik_ = held.sum(axis=1)
+        self.weights_ = _stacking_weights(held)
         return self
 
     def _held_out(self, link: str, s: np.ndarray, n: np.ndarray, y: np.ndarray,
-                  ref: np.ndarray) -> float:  # fmt: skip
-        """Cross-validated log likelihood of one link (0 with too few cells to fold)."""
+                  ref: np.ndarray) -> np.ndarray:  # fmt: skip
+        """Each cell's cross-validated log likelihood under one link (0 with too few cells
+        to fold)."""
+        out = np.zeros(s.size)
         if s.size < 2 * LINK_FOLDS or len(self.links) < 2:
-            return 0.0
+            return out
         order = np.random.default_rng(self.seed).permutation(s.size)
-        total = 0.0
         for fold in np.array_split(order, LINK_FOLDS):
             keep = np.ones(s.size, dtype=bool)
             keep[fold] = False
             cal = OccupancyCalibration(self.slope, link).fit(s[keep], n[keep], y[keep], ref)
-            total += cal.loglik(s[fold], n[fold], y[fold])
-        return total
+            out[fold] = cal.cell_loglik(s[fold], n[fold], y[fold])
+        return out
 
     @property
     def detection_(self) -> float:

@@ -66,3 +66,17 @@ def test_expected_count_interval_covers_the_truth_nine_times_in_ten():
         _, low, high = cal.expected_count(s[top], np.zeros(30), np.zeros(30, bool), seed=seed)
         covered += low <= occupied[top].sum() <= high
     assert covered >= 34  # 90 % of 40 is 36; allow for the draw
+
+
+def test_stacking_weights_maximise_the_held_out_log_score():
+    """Against a grid search over two members' mixture weight (the oracle)."""
+    rng = np.random.default_rng(5)
+    held = np.log(rng.uniform(0.05, 1.0, size=(2, 300)))
+    held[0, :150] += 1.0  # each member predicts its own half of the cells better
+    held[1, 150:] += 0.8
+    w = occupancy._stacking_weights(held)
+    grid = np.linspace(0, 1, 2001)
+    score = [np.log(g * np.exp(held[0]) + (1 - g) * np.exp(held[1])).sum() for g in grid]
+    assert w[0] == pytest.approx(grid[int(np.argmax(score))], abs=1e-3)
+    assert 0.2 < w[0] < 0.8  # both keep weight, where pseudo-BMA would put it on one
+    assert occupancy._stacking_weights(held[:1]).tolist() == [1.0]
