@@ -408,12 +408,12 @@ def _unlinked(summary: Any) -> str:
 
 def _few_training_cells(units: Any) -> str:
     """The warning when the training cells are too few for a model to be judged ('' if not)."""
-    from reserve.signal import MIN_TRAIN_CELLS, MIN_TRAIN_POSITIVE
+    from reserve.signal import MIN_TRAIN_CELLS, MIN_TRAIN_POSITIVE, too_few_training_cells
 
     role, label = units["role"].astype(str), units["label"]
     train = role == "train"
     n, pos = int(train.sum()), int((train & (label == 1)).sum())
-    if n >= MIN_TRAIN_CELLS and min(pos, n - pos) >= MIN_TRAIN_POSITIVE:
+    if not too_few_training_cells(n, pos):
         return ""
     surveyed = (role == "candidate") & label.isin((0, 1))
     return (

@@ -31,6 +31,7 @@ __all__ = [
     "Verdict",
     "assess_signal",
     "break_cutoff_ties",
+    "too_few_training_cells",
 ]
 
 #: Relative width of a tie in the score (the same as AutoTTK's).
@@ -154,6 +155,17 @@ MIN_TRAIN_CELLS = 20
 MIN_TRAIN_POSITIVE = 5
 
 
+def too_few_training_cells(n_train: int, n_positive: int) -> bool:
+    """Whether the training cells are too few for cross-validation to judge any model.
+
+    Examples
+    --------
+    >>> too_few_training_cells(35, 9), too_few_training_cells(10, 3)
+    (False, True)
+    """
+    return n_train < MIN_TRAIN_CELLS or min(n_positive, n_train - n_positive) < MIN_TRAIN_POSITIVE
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Does the fitted model rank the candidates, and on what evidence.
@@ -213,7 +225,7 @@ def _check_verdict(check: PrivateCheck, hint: str) -> Verdict:
 
 def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int, hint: str) -> Verdict:
     """The verdict of cross-validation on the training cells (no private-land check)."""
-    if n_train < MIN_TRAIN_CELLS or min(n_positive, n_train - n_positive) < MIN_TRAIN_POSITIVE:
+    if too_few_training_cells(n_train, n_positive):
         reason = (
             f"{n_train} training cells ({n_positive} with a detection) are too few to judge any "
             f"habitat model (it takes at least {MIN_TRAIN_CELLS} cells, {MIN_TRAIN_POSITIVE} "

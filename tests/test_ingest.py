@@ -612,3 +612,23 @@ def test_dask_engine_gives_the_local_units_for_several_species(several, monkeypa
     pd.testing.assert_frame_equal(
         pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units), check_exact=True
     )
+
+
+def test_cli_ingest_warns_at_once_when_training_cells_are_too_few(inputs):
+    """The warning follows the verdict's own rule (reserve.signal.too_few_training_cells)."""
+    from reserve.signal import too_few_training_cells
+
+    out = inputs["dir"] / "few.gpkg"
+    result = CliRunner().invoke(main, _cli_args(inputs, out))
+    assert result.exit_code == 0, result.output
+    units = pyogrio.read_dataframe(out, layer="planning_units", read_geometry=False)
+    train = units["role"] == "train"
+    few = too_few_training_cells(int(train.sum()), int((train & (units["label"] == 1)).sum()))
+    assert ("too few for any habitat model" in result.stderr) == few
+    args = _cli_args(inputs, inputs["dir"] / "none.gpkg")
+    at = args.index("--public")
+    no_public = args[:at] + args[at + 2 :]  # no public land: no training cell at all
+    result = CliRunner().invoke(main, no_public)
+    assert result.exit_code == 0, result.output
+    warning = [ln for ln in result.stderr.splitlines() if "too few for any habitat" in ln]
+    assert len(warning) == 1 and warning[0].startswith("reserve: warning: only 0 training cells")
