@@ -397,6 +397,8 @@ class Evidence:
         Expected occupied cells among the chosen ones and its interval.
     many_checklists : int
         Checklists without a detection that flag a cell (``surveyed_no_detection``).
+    flags : dict of str to numpy.ndarray
+        Per cell, ``known_detection`` and ``surveyed_no_detection``.
     """
 
     check: PrivateCheck
@@ -407,6 +409,7 @@ class Evidence:
     probability: np.ndarray
     expected: tuple[float, float, float]
     many_checklists: int
+    flags: dict[str, np.ndarray]
 
 
 def _checklists(problem: Problem) -> np.ndarray:
@@ -434,31 +437,26 @@ def _cross_validation(problem: Problem, fit: FitOutcome) -> CrossValidation:
     return CrossValidation(blind=blind)
 
 
-def _surveyed_candidates(problem: Problem, score: np.ndarray) -> np.ndarray:
-    """Unlocked candidate cells with a label of their own, at least one checklist and a score."""
-    label_known = np.isin(problem.label, (0, 1))
-    return problem.candidate & label_known & (_checklists(problem) >= 1) & np.isfinite(score)
-
-
-def _private_check(problem: Problem, score: np.ndarray, n_chosen: int,
-                   seed: int | None) -> PrivateCheck:  # fmt: skip
-    """The private-land check of the ranking (:func:`reserve.confidence.private_land_check`)."""
+def _private_check(
+    problem: Problem, score: np.ndarray, visits: np.ndarray, surveyed: np.ndarray,
+    n_chosen: int, seed: int | None,
+) -> PrivateCheck:  # fmt: skip
+    """The private-land check of the ranking (:func:`reserve.confidence.private_land_check`)
+    on the ``surveyed`` candidates."""
     if problem.multi:
         return PrivateCheck(False, "not computed for several species at once")
-    surveyed = _surveyed_candidates(problem, score)
     if not surveyed.any():
         return PrivateCheck(False, "not available: no candidate cell was surveyed")
     share = min(max(n_chosen, 1) / max(int(problem.candidate.sum()), 1), 1.0)
-    return private_land_check(score[surveyed], problem.label[surveyed],
-                              _checklists(problem)[surveyed], share, seed=seed)  # fmt: skip
+    return private_land_check(score[surveyed], problem.label[surveyed], visits[surveyed],
+                              share, seed=seed)  # fmt: skip
 
 
-def _calibrate(problem: Problem, score: np.ndarray, check: PrivateCheck,
-               slope: bool) -> tuple[LinkAverage, str]:  # fmt: skip
+def _calibrate(problem: Problem, score: np.ndarray, visits: np.ndarray, surveyed: np.ndarray,
+               check: PrivateCheck, slope: bool) -> tuple[LinkAverage, str]:  # fmt: skip
     """The occupancy calibration, on the surveyed private cells when the check allows it."""
-    n_chk = _checklists(problem)
     if check.available:
-        cells = _surveyed_candidates(problem, score)
+        cells = surveyed
         source = f"the {int(cells.sum())} surveyed private cells, scored out of sample"
     else:
         cells = problem.train & np.isfinite(score)
@@ -466,11 +464,11 @@ def _calibrate(problem: Problem, score: np.ndarray, check: PrivateCheck,
                   "surveyed private cells to calibrate on)")  # fmt: skip
     ranked = problem.candidate & np.isfinite(score)  # the percentiles of the rank links
     cal = LinkAverage(slope=slope)
-    cal.fit(score[cells], n_chk[cells], problem.label[cells] == 1, reference=score[ranked])
+    cal.fit(score[cells], visits[cells], problem.label[cells] == 1, reference=score[ranked])
     if slope:
         links = ", ".join(f"{m.link} {w:.2f}" for m, w in zip(cal.members_, cal.weights_,
                                                               strict=True))  # fmt: skip
-        source += f"; links weighted by held-out likelihood: {links}"
+        source += f"; links stacked by held-out likelihood: {links}"
     else:
         source += "; the model ranks nothing, so every probability is the occupancy prevalence"
     return cal, source
@@ -497,35 +495,34 @@ def assess_evidence(problem: Problem, opts: SelectOptions, fit: FitOutcome, scor
     Evidence
     """
     check_score = score if fit.held_out is None else fit.held_out
-    check = _private_check(problem, check_score, int(problem.k_free), opts.seed)
+    # each cell's checklists where its label is known (0: unsurveyed, or label unknown)
+    visits = np.where(np.isin(problem.label, (0, 1)), _checklists(problem), 0.0)
+    surveyed = problem.candidate & (visits >= 1) & np.isfinite(check_score)
+    check = _private_check(problem, check_score, visits, surveyed, int(problem.k_free),
+                           opts.seed)  # fmt: skip
     cv = _cross_validation(problem, fit)
     train = problem.train
     n_pos = int((problem.label[train] == 1).sum())
     verdict = assess_signal(ties, int(problem.k_free), check, cv, int(train.sum()), n_pos,
                             opts.seed, learned=problem.learned is not None)  # fmt: skip
-    cal, source = _calibrate(problem, check_score, check, slope=verdict.signal != "none")
-    n_chk = _checklists(problem)
-    known = np.isin(problem.label, (0, 1))
+    cal, source = _calibrate(problem, check_score, visits, surveyed, check,
+                             slope=verdict.signal != "none")  # fmt: skip
+    detected = problem.label == 1
     finite = np.isfinite(score)
     probability = np.full(score.shape, np.nan)
-    probability[finite] = cal.posterior(score[finite], np.where(known, n_chk, 0.0)[finite],
-                                        (problem.label == 1)[finite])  # fmt: skip
-    s = sel_rows
-    expected = cal.expected_count(score[s], np.where(known, n_chk, 0.0)[s],
-                                  (problem.label == 1)[s], LEVEL, opts.seed)  # fmt: skip
+    probability[finite] = cal.posterior(score[finite], visits[finite], detected[finite])
+    expected = cal.expected_count(score[sel_rows], visits[sel_rows], detected[sel_rows], LEVEL,
+                                  opts.seed)  # fmt: skip
     q = max(1.0 - cal.detection_, 1e-12)
     many = max(int(np.ceil(np.log(MISS_CHANCE) / np.log(q))), 1) if q < 1 else 10**9
-    return Evidence(check, cv, verdict, cal, source, probability, expected, many)
+    flags = {"known_detection": detected,
+             "surveyed_no_detection": (problem.label == 0) & (visits >= many)}  # fmt: skip
+    return Evidence(check, cv, verdict, cal, source, probability, expected, many, flags)
 
 
-def evidence_columns(problem: Problem, evidence: Evidence) -> dict[str, np.ndarray]:
+def evidence_columns(evidence: Evidence) -> dict[str, np.ndarray]:
     """Per cell: ``probability``, ``known_detection`` and ``surveyed_no_detection``."""
-    n_chk = _checklists(problem)
-    return {
-        "probability": evidence.probability,
-        "known_detection": problem.label == 1,
-        "surveyed_no_detection": (problem.label == 0) & (n_chk >= evidence.many_checklists),
-    }
+    return {"probability": evidence.probability, **evidence.flags}
 
 
 def evidence_summary(evidence: Evidence, sel_rows: np.ndarray,
@@ -707,7 +704,7 @@ def build_result(
     result_units, sel, ranking, sel_rows, ties = _tables(problem, opts, fit, opts.method)
     evidence = assess_evidence(problem, opts, fit, result_units["score"].to_numpy(), sel_rows,
                                ties)  # fmt: skip
-    columns = evidence_columns(problem, evidence)
+    columns = evidence_columns(evidence)
     _add_columns(result_units, sel, ranking, columns)
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
     summary = _summary(problem, opts, fit, sel_rows, inputs, config)
