@@ -110,4 +110,6 @@ def summary_text(summary: Mapping[str, Any], selected: pd.DataFrame) -> str:
     body = table[cols].to_string(index=False, formatters={
         name: (lambda v, spec=spec: format(v, spec)) for name, spec in SPECS.items()
         if name in cols})  # fmt: skip
-    return "\n".join([head, "", *confidence_lines(summary), "", body, ""])
+    note = str(summary.get("signal_note") or "")  # stderr's warning, kept with the file
+    warning = [f"warning: {note}", ""] if note else []
+    return "\n".join([head, "", *warning, *confidence_lines(summary), "", body, ""])

@@ -96,6 +96,8 @@ def test_readme_walkthrough_says_the_data_cannot_rank_the_land(clone):
     assert s["check_auc_low"] < 0.5  # no better than a blind pick, within its interval
     page = (out / "map.html").read_text()
     assert "reserve-banner" in page and "treat the choice as unproven" in page
+    printed = (out / "summary.txt").read_text(encoding="utf-8")
+    assert f"warning: {s['signal_note']}" in printed and "signal weak" in printed
     said = readme_figures()
     checklists = re.search(r"checklists (\d+);", procs[1].stdout).group(1)
     figures = [
