@@ -14,6 +14,13 @@ from reserve.errors import (
     WorkerError,
 )
 
+#: Signals that came before :mod:`reserve.interrupt` was loaded (``python -m reserve``).
+_held: list[int] = []
+
+
+def _hold(signum: int, frame: object) -> None:
+    _held.append(signum)
+
 
 def _run_as_command() -> bool:
     """Whether ``python -m reserve`` or ``python -m reserve.cli`` is importing this package.
@@ -29,9 +36,15 @@ def _run_as_command() -> bool:
 
 
 if _run_as_command():
+    # the C module, loaded with the interpreter: a Ctrl-C from here on is held, not raised
+    # inside an import, until reserve.interrupt says its one line (install)
+    import _signal
+
+    _signal.signal(_signal.SIGINT, _hold)
+    _signal.signal(_signal.SIGTERM, _hold)
     from reserve import interrupt
 
-    interrupt.install()
+    interrupt.install(held=_held)
 
 __version__ = "0.1.0"
 

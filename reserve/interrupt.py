@@ -67,12 +67,18 @@ def _handle(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
-def install() -> None:
-    """Route SIGINT and SIGTERM through this module (the ``reserve`` entry points only)."""
+def install(held: list[int] | None = None) -> None:
+    """Route SIGINT and SIGTERM through this module (the ``reserve`` entry points only).
+
+    ``held`` lists signals that came before this module was loaded (``reserve/__init__.py``
+    holds them from its first line): the first of them ends the run now, as it would have.
+    """
     global _phase
     _phase = "starting"
     signal.signal(signal.SIGINT, _handle)
     signal.signal(signal.SIGTERM, _handle)
+    if held:
+        _handle(held[0], None)
 
 
 @contextmanager
