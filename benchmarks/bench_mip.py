@@ -15,7 +15,8 @@ still leaves figures):
     synthetic standardised Gaussian data with n = m at d = 8, 30, 60, growing n until a run
     is not proved optimal within the limit.
 
-Run: ``python -m benchmarks.bench_mip [--sections table2,formulations,scale]``
+Run: ``python -m benchmarks.bench_mip [--sections table2,formulations,scale]``. The printed
+tables, with their commands, are kept in ``benchmarks/results/mip.md``.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ objective ``0.5 ||w||^2 + C sum hinge`` and the summed test hinge loss.
 
 TTK-FD's CV fits (``cv_ttk``): by default (``"fd"``) the 50 CV fits run the feasible-direction
 method without the polish and only the final fit is the full TTK (FD + polish). The polish is
-what makes TTK slow on the larger sets (one CV fit on spambase: 0.3-0.7 s without it, about
-25 s with it), and 50 of them per split do not fit the one-hour budget; ``"full"`` runs the
+what makes TTK slow on the larger sets (tens of times slower per CV fit on spambase), and
+50 of them per split do not fit the one-hour budget; ``"full"`` runs the
 polish in the CV fits too (the same estimator as the final fit). TSVM's CCCP stops after
 ``fit_time_limit`` seconds in a final fit and after ``cv_fit_time_limit`` in a CV fit (3 s by
-default: its CV fits on splice and spambase take 2-19 s each and would alone use most of the
-hour); the table counts the fits that stopped there.
+default: its CV fits on splice and spambase would otherwise use most of the hour); the table
+counts the fits that stopped there.
 
 Methods too slow on larger data are reported as ``NA`` (AATP and TTK-MIP above 1000 rows,
 as in the paper), never dropped silently.

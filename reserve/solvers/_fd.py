@@ -413,7 +413,7 @@ class _CandidateScores:
         ``blocker`` the candidate (row of ``X_cand``) that limits the step, or -1.
         """
         d_norm = float(np.sqrt(d_w @ d_w + d_b * d_b))
-        for attempt in range(2):
+        for check in range(2):
             rate = self.Z @ d_w + d_b
             alpha, pos = _ratio_test(self.s, rate, btol)
             blocker = int(self.idx[pos]) if pos >= 0 else -1
@@ -422,7 +422,7 @@ class _CandidateScores:
             dv = float(np.linalg.norm(np.r_[w, b] - self.v_ref))
             if alpha <= (self.tau - dv) / d_norm:
                 return alpha, rate, blocker
-            if attempt == 0:
+            if check == 0:
                 self.refresh(w, b)
         # The bound cannot vouch for a step this long: take it exactly over every row.
         alpha, blocker = _ratio_test(self.X @ w + b, self.X @ d_w + d_b, btol)
