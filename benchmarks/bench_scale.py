@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     Xc = X[canonical_order(X, cand)]
     yl = np.where(y[canonical_order(X, lab)] == 1, 1.0, -1.0)
     t0 = time.perf_counter()
-    w0, b0, _ = shifted_svm_start(Xl, yl, Xc, k, 1.0)
+    w0, b0, _ = shifted_svm_start(Xl, yl, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
     t_start = time.perf_counter() - t0
     t0 = time.perf_counter()
     fd = feasible_direction(Xl, yl, Xc, k, 1.0, w0, b0)

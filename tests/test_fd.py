@@ -8,9 +8,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reserve.solvers._base import canonical_order
-from reserve.solvers._fd import feasible_direction, line_search, project_direction
+from reserve.solvers._fd import line_search, project_direction
 from reserve.solvers._qp import solve_fixed_set
+from reserve.solvers.budget import Budget
 from reserve.solvers.ttk import shifted_svm_start
+from tests._single import cells, fd1, money
 
 
 def phi(a, w_dot_d, d_sq, u, v, C):
@@ -90,9 +92,9 @@ def _problem(seed, n=200, m=3000, d=6, k=20):
 def test_working_set_gives_the_same_path_as_all_rows(seed):
     # The Cauchy-Schwarz working set must change the cost, never the iterates.
     Xl, y, Xc, k = _problem(seed)
-    w0, b0, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
-    full = feasible_direction(Xl, y, Xc, k, 1.0, w0, b0, max_iter=60, working_set=Xc.shape[0])
-    small = feasible_direction(Xl, y, Xc, k, 1.0, w0, b0, max_iter=60, working_set=40)
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
+    full = fd1(Xl, y, Xc, cells(k, Xc), 1.0, w0, b0, max_iter=60, working_set=Xc.shape[0])
+    small = fd1(Xl, y, Xc, cells(k, Xc), 1.0, w0, b0, max_iter=60, working_set=40)
     assert small.n_refresh > 1  # the small working set really was rebuilt along the way
     # Refreshed scores differ from incremental ones by rounding, which can flip an exact tie
     # between two blocking candidates later on; from there the two runs are different local
@@ -105,8 +107,8 @@ def test_working_set_gives_the_same_path_as_all_rows(seed):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_iterates_stay_feasible_and_descend(seed):
     Xl, y, Xc, k = _problem(seed, m=400)
-    w0, b0, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
-    res = feasible_direction(Xl, y, Xc, k, 1.0, w0, b0, max_iter=200)
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
+    res = fd1(Xl, y, Xc, cells(k, Xc), 1.0, w0, b0, max_iter=200)
     scores = Xc @ res.w + res.b
     assert (scores > 1e-9 * np.abs(scores).max()).sum() <= k
     h = np.asarray(res.history)
@@ -133,7 +135,7 @@ def test_a_fully_constrained_boundary_does_not_leak_positives():
     for method in ("clarabel", "cutting_plane"):
         r = solve_fixed_set(Xl, yl, 1.0, method=method)
         b0 = min(r.b, -np.sort(Xc @ r.w)[::-1][k])
-        res = feasible_direction(Xl, yl, Xc, k, 1.0, r.w, b0)
+        res = fd1(Xl, yl, Xc, cells(k, Xc), 1.0, r.w, b0)
         s = Xc @ res.w + res.b
         assert (s > 1e-9 * _scale(Xc, res.w, res.b)).sum() <= k, method
         objectives.append(res.objective)
@@ -149,10 +151,10 @@ def test_perturbed_starts_stay_feasible(seed, eps):
     rng = np.random.default_rng(seed)
     d = int(rng.integers(2, 5))
     Xl, y, Xc, k = _problem(seed, n=60, m=int(rng.integers(20, 80)), d=d, k=int(rng.integers(1, 9)))
-    w0, b0, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
     w0 = w0 + eps * rng.normal(size=d)
     b0 = min(b0, -np.sort(Xc @ w0)[::-1][k])
-    res = feasible_direction(Xl, y, Xc, k, 1.0, w0, b0)
+    res = fd1(Xl, y, Xc, cells(k, Xc), 1.0, w0, b0)
     s = Xc @ res.w + res.b
     assert (s > 1e-9 * _scale(Xc, res.w, res.b)).sum() <= k
     assert res.objective <= res.history[0] + 1e-9
@@ -197,9 +199,9 @@ def test_iterates_stay_within_a_money_budget_and_descend(seed):
     Xl, y, Xc, _ = _problem(seed, m=400)
     cost = _costs(seed, Xc.shape[0])
     B = 25.0
-    w0, b0, _ = shifted_svm_start(Xl, y, Xc, 0, 1.0, cost, B)
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, Budget(cost, B), 1.0)
     assert cost[Xc @ w0 + b0 > 0].sum() <= B * (1 + 1e-12)
-    res = feasible_direction(Xl, y, Xc, 16, 1.0, w0, b0, max_iter=200, cost=cost, budget=B)
+    res = fd1(Xl, y, Xc, money(cost, B, 16), 1.0, w0, b0, max_iter=200)
     assert _positive_cost(Xc, cost, res.w, res.b) <= B * (1 + 1e-12)
     # The end point itself (no tolerance): strictly positive scores fit the budget.
     assert cost[Xc @ res.w + res.b > 0].sum() <= B * (1 + 1e-12)
@@ -210,11 +212,9 @@ def test_iterates_stay_within_a_money_budget_and_descend(seed):
 
 def test_unit_costs_take_the_cell_budget_path_bit_for_bit():
     Xl, y, Xc, k = _problem(3, m=500)
-    w0, b0, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
-    a = feasible_direction(Xl, y, Xc, k, 1.0, w0, b0, max_iter=100)
-    b = feasible_direction(
-        Xl, y, Xc, k, 1.0, w0, b0, max_iter=100, cost=np.full(Xc.shape[0], 2.5), budget=2.5 * k
-    )
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
+    a = fd1(Xl, y, Xc, cells(k, Xc), 1.0, w0, b0, max_iter=100)
+    b = fd1(Xl, y, Xc, money(np.full(Xc.shape[0], 2.5), 2.5 * k), 1.0, w0, b0, max_iter=100)
     assert a.history == b.history and np.array_equal(a.w, b.w) and a.b == b.b
 
 
@@ -226,12 +226,12 @@ def test_perturbed_starts_stay_within_a_money_budget(seed, eps):
     Xl, y, Xc, _ = _problem(seed, n=60, m=int(rng.integers(20, 80)), d=d)
     cost = _costs(seed, Xc.shape[0])
     B = float(rng.uniform(cost.min(), 0.5 * cost.sum()))
-    w0, b0, _ = shifted_svm_start(Xl, y, Xc, 0, 1.0, cost, B)
+    w0, b0, _ = shifted_svm_start(Xl, y, Xc, Budget(cost, B), 1.0)
     w0 = w0 + eps * rng.normal(size=d)
     from reserve.solvers.svm import shifted_intercept_budget
 
     b0 = shifted_intercept_budget(b0, Xc @ w0, cost, B)
-    res = feasible_direction(Xl, y, Xc, 8, 1.0, w0, b0, cost=cost, budget=B)
+    res = fd1(Xl, y, Xc, money(cost, B, 8), 1.0, w0, b0)
     assert cost[Xc @ res.w + res.b > 0].sum() <= B * (1 + 1e-12)
     assert res.objective <= res.history[0] + 1e-9
 
