@@ -20,6 +20,7 @@ import numpy as np
 from reserve.paper.benchmark import PAPER_TABLE2
 from reserve.paper.datasets import load_benchmark, transductive_split
 from reserve.solvers import TTK, hinge_objective
+from reserve.solvers.budget import Budget
 from reserve.solvers.ttk import shifted_svm_start
 
 #: The paper's Table 2 per dataset; the columns we print beside ours.

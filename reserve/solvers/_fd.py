@@ -7,7 +7,7 @@ Problem (the paper's relaxed TTK):
 
 or, with a money budget, ``sum_{j : w . z_j + b > 0} c_j <= B`` (costs ``c_j > 0``). The cell
 budget is the case ``c = 1``, ``B = k``, and runs the same code: every count of positives is a
-sum of unit costs, exact in floating point, so the unit case takes exactly the old path.
+sum of unit costs, exact in floating point, so the unit case needs no code of its own.
 
 Each iteration: the hinge subgradient; Algorithm 1's projection of the negative subgradient
 into the null space of boundary candidates; the maximal feasible step ``alpha`` (the first
@@ -75,10 +75,12 @@ __all__ = [
 
 #: Columns of the augmented boundary rows above which Algorithm 1's projection works on the
 #: basis as one matrix (classical Gram-Schmidt, twice) instead of vector by vector (modified
-#: Gram-Schmidt, twice). Both are orthogonal to working precision; they differ in rounding, so
-#: the narrow designs of the paper's linear TTK (tens of features) keep the loop and their
-#: earlier results bit for bit. A spline map of 38 features (229 columns) at 4,000 rows: 24 s
-#: of the loop per 500 FD iterations against 1.4 s (docs/benchmarks.md).
+#: Gram-Schmidt, twice). Both are orthogonal to working precision and differ in rounding only;
+#: the loop is cheaper on narrow rows, the matrix on wide ones (a spline map of 229 columns at
+#: 4,000 rows: 24 s of the loop per 500 FD iterations against 1.4 s). The rounding matters on
+#: narrow rows: with the matrix form there, FD on the two-species reference run
+#: (``benchmarks/bench_reference.py``, ``two_species_mip``) takes another path to another local
+#: optimum and the time-limited MIP ends 0.15% higher, on other cells.
 WIDE_COLUMNS = 64
 
 

@@ -48,7 +48,7 @@ def hinge_weights(C, u: np.ndarray):
 
     ``C`` is the hinge weight of every labelled row: a float (every row ``C``), or per-row
     weights ``C c_i`` of shape ``(n,)`` (class and sample weights), or ``(n, S)`` (one column
-    per species). A float stays a float, so the unweighted problem runs its old arithmetic.
+    per species). A float stays a float: the unweighted problem multiplies by a scalar.
     """
     if np.ndim(C) == 0:
         return C

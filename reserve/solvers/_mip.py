@@ -167,7 +167,7 @@ def _scores(W, b, Xc):
 
 
 def _mu_dot(W, mu):
-    """``w_s . mu`` per scorer (one scorer: the dot product TTK's MIP always used)."""
+    """``w_s . mu`` per scorer (one scorer: a plain dot product)."""
     return np.array([mu @ W[0]]) if W.shape[0] == 1 else W @ mu
 
 
@@ -1060,9 +1060,9 @@ def _solve(t0, Xl, Y, Xc, cons, C, time_limit, mip_gap, threads, warm_start, sol
     lb = _scorer_lower_bounds(Xl0, Y, C)
     bounds = _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, t0 + time_limit, mip_gap)
     limits = {"time": t0 + time_limit - time.perf_counter(), "gap": mip_gap, "threads": threads}
-    if Y.shape[1] > 1:
-        # As the S-scorer model always ran: SCIP's primal figure uses t >= w^2 only to its 1e-6
-        # feasibility tolerance, so half the target gap leaves room for the recomputed one.
+    if cons.n_species > 1:
+        # Several scorers: SCIP's primal figure uses t >= w^2 only to its 1e-6 feasibility
+        # tolerance, so half the target gap leaves room for the recomputed one.
         limits.update(gap=0.5 * mip_gap, fast_heuristics=False)
     fixed_out = (bounds["M"] <= 0.0).all(axis=1)
     args = (Xl0, Y, Xc0, bud, C, np.maximum(bounds["M"], 0.0), fixed_out, bounds["fixed_in"])
@@ -1154,7 +1154,7 @@ def _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, deadline, mip_gap)
 
     Scorer ``s`` has ``objective_s <= ub_s = ub - sum_{s' != s} lb_s'`` at every point no
     worse than the start (``lb``: :func:`_scorer_lower_bounds`). Several scorers also get the
-    boxes ``|w_sl| <= sqrt(2 ub_s)`` and :func:`intercept_box` (as their model always had).
+    boxes ``|w_sl| <= sqrt(2 ub_s)`` and :func:`intercept_box`.
     (Re-tightening after a short MIP run had found a better incumbent was measured worse on
     ionosphere.)
     """

@@ -188,7 +188,7 @@ class TTK(TopKClassifierMixin):
         :meth:`fit`, a :class:`reserve.solvers.Boundary`) to the objective, as Marxan's
         boundary length modifier; the transductive constraint is unchanged. The polish (or
         the exact solver: SCIP, or ``mip_solver="bnb"``; not Gurobi) minimises the sum; FD
-        does not see it. 0 leaves the fit as it was.
+        does not see it. 0: no boundary term.
     ladder : {"none", "mean"}, default="none"
         ``"mean"``: the scorer is the mean of the TTK fits (each FD + polish from the shifted
         SVM) at ``k`` and at the budgets of the ladder 1, 2, 4, 8, ... that bracket ``k``
