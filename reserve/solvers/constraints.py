@@ -12,12 +12,14 @@ what the locked-in cells leave, and the boundary term counts them as selected.
 A new per-species constraint (e.g. a target per species) touches:
 
 * this module: a field of :class:`Constraints` (and :meth:`Constraints.take` if it is per
-  candidate);
-* the estimators that build the object: ``ttk.py`` and ``multi.py``;
-* each solver that honours it: ``_fd.py`` (the iterate's ``begin`` / ``trial`` /
-  ``breaks_budget`` / ``finish``), ``_polish.py`` (which trial sets are allowed), ``_mip.py``
-  (one row of the model in ``build_scip_model`` and the Gurobi twin, and the relaxation) and
-  ``_bnb.py`` (the node relaxation), or a refusal there naming the solvers that do.
+  candidate, :meth:`Constraints.check` if it has a shape);
+* the estimators that build the object: ``multi.py`` (several species), and ``ttk.py`` if it
+  applies to one;
+* the solvers of several species: ``_fd.py`` (``_StackedScorers``: ``begin``, ``trial``,
+  ``breaks_budget``, ``finish``), ``_polish.py`` (which trial sets ``_swap_round`` and
+  ``_patch_move`` may try) and ``_mip.py`` (one row in ``build_scip_model``, in
+  ``_solve_gurobi`` and in ``_Relaxation``). The branch and bound (``_bnb.py``) takes one
+  species and refuses several, so it is untouched.
 """
 
 from __future__ import annotations
