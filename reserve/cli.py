@@ -8,21 +8,15 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from reserve import __version__, interrupt
-from reserve.config import (
-    INGEST_DEFAULTS,
-    LEARN_FROM,
-    MAX_DEFAULT_JOBS,
-    SELECT_DEFAULTS,
-    SELECT_METHODS,
-    SELECT_MODELS,
-)
+from reserve.defaults import INGEST_DEFAULTS
 from reserve.errors import InvalidInputError, ReserveError
+from reserve.options import SELECT_OPTIONS, OptionSpec
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
@@ -425,119 +419,42 @@ def _few_training_cells(units: Any) -> str:
     )
 
 
+#: The click type of each kind of option (:data:`reserve.options.Kind`); ``text``: a string.
+_KIND_TYPES: dict[str, Any] = {
+    "number": _NUMBER,
+    "integer": _INT,
+    "float": _FLOAT,
+    "float|cv": _C_VALUE,
+    "float|auto": _PENALTY,
+    "path": click.Path(),
+}
+
+
+def _click_option(spec: OptionSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one declared option (:data:`reserve.options.SELECT_OPTIONS`)."""
+    kw: dict[str, Any] = {"help": spec.help, "metavar": spec.metavar, "multiple": spec.multiple}
+    decls = [spec.flag, spec.name]
+    if spec.kind == "switch":  # --effort/--no-effort; None when neither is given
+        decls[0] = f"{spec.flag}/--no-{spec.flag[2:]}"
+        kw["default"] = None
+    elif spec.kind == "flag":
+        kw["is_flag"] = True
+    elif spec.kind == "choice":
+        kw["type"] = click.Choice(spec.choices, case_sensitive=False)
+    elif spec.kind in _KIND_TYPES:
+        kw["type"] = _KIND_TYPES[spec.kind]
+    return click.option(*decls, **kw)
+
+
+def _select_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add every option of ``reserve select``, as declared, in the declared order."""
+    for spec in reversed(SELECT_OPTIONS.values()):
+        command = _click_option(spec)(command)
+    return command
+
+
 @main.command("select", short_help="Choose the cells to buy; write a GeoPackage and a map.")
-@click.option(
-    "--budget",
-    type=_NUMBER,
-    metavar="K",
-    help="Number of cells to select (required); a total cost with --cost-column.",
-)
-@click.option(
-    "--cost-column",
-    metavar="COL",
-    help="planning_units column with each cell's cost: --budget becomes a total cost.",
-)
-@click.option(
-    "--species",
-    "species",
-    multiple=True,
-    metavar="NAME",
-    help="Species of a multi-species ingest; repeat it to share the cells among several.",
-)
-@click.option(
-    "--cells",
-    type=click.Path(),
-    help="planning_units GeoPackage from 'reserve ingest' (default: the embedded Georgia region).",
-)
-@click.option(
-    "--method",
-    metavar="NAME",
-    help=f"One of {', '.join(SELECT_METHODS)} (default {SELECT_DEFAULTS.method}).",
-)
-@click.option(
-    "--model",
-    metavar="NAME",
-    help=f"What TTK learns from the features: one of {', '.join(SELECT_MODELS)} (default "
-    f"{SELECT_DEFAULTS.model}: the feature map and C chosen by cross-validation; linear is the "
-    "paper's TTK).",
-)
-@click.option(
-    "--C",
-    "C",
-    type=_C_VALUE,
-    help="Hinge-loss weight, or 'cv' (default: chosen with --model auto, else "
-    f"{SELECT_DEFAULTS.C}).",
-)
-@click.option(
-    "--seed",
-    type=_INT,
-    help=f"Seed of the CV folds, the solver and the tie-break (default {SELECT_DEFAULTS.seed}).",
-)
-@click.option(
-    "--out", type=click.Path(), help=f"Folder of reserve.gpkg (default {SELECT_DEFAULTS.out})."
-)
-@click.option(
-    "--map",
-    "map",
-    type=click.Path(),
-    help=f"HTML map (default {SELECT_DEFAULTS.map_dir}/<cells>_<method>_k<budget>.html).",
-)
-@click.option(
-    "--time-limit",
-    type=_FLOAT,
-    help=f"Seconds per exact (ttk-mip, ttk-bnb) fit (default {SELECT_DEFAULTS.time_limit:g}).",
-)
-@click.option(
-    "--locked-in",
-    metavar="COLUMN|PATH",
-    help="Cells always selected, counted in the budget: a boolean column or a polygon file.",
-)
-@click.option(
-    "--locked-out",
-    metavar="COLUMN|PATH",
-    help="Cells never selected (besides the locked_out column): a column or a polygon file.",
-)
-@click.option(
-    "--exclude-novel/--no-exclude-novel",
-    default=None,
-    help="Never select a candidate whose habitat lies outside the surveyed (training) cells' "
-    "range on some feature (negative MESS: its score is an extrapolation) (default "
-    f"{'--exclude-novel' if SELECT_DEFAULTS.exclude_novel else '--no-exclude-novel'}).",
-)
-@click.option(
-    "--bootstrap",
-    type=_INT,
-    metavar="N",
-    help="Refit on N resamples of the training cells; adds selection_frequency (default 0).",
-)
-@click.option(
-    "--n-jobs",
-    type=_INT,
-    help="Worker processes for the bootstrap refits, AutoTTK's folds and final fits, and the "
-    f"map drawn beside the GeoPackage (default: one per processor, at most {MAX_DEFAULT_JOBS}).",
-)
-@click.option(
-    "--effort/--no-effort",
-    default=None,
-    help="Survey effort (checklists, hours, km) as covariates, candidates scored at the "
-    f"training median effort (default {'--effort' if SELECT_DEFAULTS.effort else '--no-effort'}).",
-)
-@click.option(
-    "--learn-from",
-    type=click.Choice(LEARN_FROM, case_sensitive=False),
-    help="Whose labels train the habitat model: 'public' (the surveyed public cells) or "
-    "'surveyed' (the surveyed private cells too; they stay candidates, and the private-land "
-    f"check is then cross-fitted) (default {SELECT_DEFAULTS.learn_from}).",
-)
-@click.option(
-    "--boundary-penalty",
-    type=_PENALTY,
-    metavar="LAMBDA|auto",
-    help="Trade objective for compact patches: LAMBDA times the selection's boundary length "
-    "(metres, as Marxan's BLM) joins TTK's objective; 'auto' calibrates it (Cohon's method) "
-    "and writes the trade-off (default 0: no penalty).",
-)
-@click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
+@_select_options
 @click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
 def select_command(config: str | None, **kw: object) -> None:
     """Choose the cells to buy; write a GeoPackage and a map.
