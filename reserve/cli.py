@@ -21,6 +21,8 @@ from reserve.options import SELECT_OPTIONS, OptionSpec
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
     from reserve.fork import Standby
+    from reserve.report import RunReport
+    from reserve.result import SelectionResult
 
 __all__ = ["main", "run"]
 
@@ -511,7 +513,7 @@ def _start_map_drawer(options: SelectOptions) -> Standby | None:
     return fork_standby(MAP_MODULES)
 
 
-def _selection_table(result: object) -> tuple[Any, list[str]]:
+def _selection_table(result: SelectionResult) -> tuple[Any, list[str]]:
     """The selected cells as a compact table (a rich ``Table``) and its columns.
 
     The habitat columns are the first three of
@@ -523,12 +525,13 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
     import numpy as np
     from rich.table import Table
 
-    r = result
-    s = r.summary  # type: ignore[attr-defined]
-    sel = r.selected  # type: ignore[attr-defined]
+    from reserve.report import RunReport
+
+    r = RunReport.from_summary(result.summary)
+    sel = result.selected
     # the three features that explain the choice most, among those that vary between the
     # selected cells (a column with one value for every row explains nothing on screen)
-    ranked = r.main_features(len(r.feature_names))  # type: ignore[attr-defined]
+    ranked = result.main_features(len(result.feature_names))
     feats = [f for f in ranked if sel[f].nunique(dropna=True) > 1][:3]
     # optional columns, only when the run used them: locks and bootstrap frequencies
     flags = [c for c in ("locked_in", "selection_frequency") if c in sel.columns]
@@ -538,23 +541,21 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
         said = np.where(sel["surveyed_no_detection"], "never detected", "")
         sel = sel.assign(surveyed=np.where(sel["known_detection"], "detected", said))
         flags.append("surveyed")
-    cost_col = s.get("cost_column") or ""
+    cost_col = r.cost_column
     if cost_col:
         flags.insert(0, cost_col)
     patched = "patch_id" in sel.columns and bool((sel["patch_id"] > 0).any())
     cols = ["rank", "cell_id", *(["patch_id"] if patched else []), *flags, "score", *feats]
     heads = {"locked_in": "locked", "selection_frequency": "freq", "patch_id": "patch"}
-    table = Table(title=f"{s['n_selected']} selected cells ({s['method']})", box=None)
+    table = Table(title=f"{r.n_selected} selected cells ({r.method})", box=None)
     for col in cols:
         table.add_column(heads.get(col, col), justify="right", no_wrap=True)
 
-    def cell(col: str, v: object) -> str:
-        if col == "patch_id":
+    def cell(col: str, v: Any) -> str:
+        if col in ("patch_id", "surveyed"):
             return str(v)
         if col == "locked_in":
             return "in" if v else ""
-        if col == "surveyed":
-            return str(v)
         if col == cost_col:
             return f"{v:.6g}"
         return f"{v:.3f}" if col != "selection_frequency" else f"{v:.2f}"
@@ -568,7 +569,7 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
         last = row[2] if patched else None
         values = zip(cols[2:], row[2:], strict=True)
         table.add_row(str(row[0]), str(row[1]), *(cell(c, v) for c, v in values))
-    units = r.planning_units  # type: ignore[attr-defined]
+    units = result.planning_units
     cand = units[units["rank"] > 0]  # every candidate cell that was ranked
     table.add_section()
     for name, frame in (("selected", sel), ("candidates", cand)):
@@ -578,98 +579,98 @@ def _selection_table(result: object) -> tuple[Any, list[str]]:
     return table, cols
 
 
-def _print_selection(result: object) -> None:
+def _print_selection(result: SelectionResult) -> None:
     """The selected cells as a compact table, then the run's figures, on stdout."""
     from rich.console import Console
+
+    from reserve.report import RunReport
 
     table, cols = _selection_table(result)
     # wide enough for the full column names (a table is read, not wrapped)
     width = max(100, sum(max(len(c), 9) + 2 for c in cols))
     console = Console(file=sys.stdout, width=width, highlight=False)
     console.print(table)
-    _print_figures(console, result)
-
-
-def _print_figures(console: Any, result: object) -> None:
-    """The run's figures (budget, solver, cells, locks, species, bootstrap, files)."""
-    from reserve.config import species_slug
-
-    r = result
-    s = r.summary  # type: ignore[attr-defined]
-
-    console.print(_plain_line(s), soft_wrap=True)
-    console.print(_method_line(s), soft_wrap=True)
-    learned = int(s.get("n_learned") or 0)
-    console.print(
-        f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
-        f"{s['n_candidates']} candidates, {s['n_cells']} in all"
-        + (f"; learned also from {learned} surveyed candidates" if learned else "")
-    )
-    from reserve.report import confidence_lines
-
-    for line in confidence_lines(s):
-        console.print(line, soft_wrap=True)
-    if s.get("n_patches", -1) >= 0:
-        penalty = s.get("boundary_penalty") or 0.0
-        console.print(
-            f"patches: {s['n_patches']} (largest {s['largest_patch_cells']} cells), boundary "
-            f"{s['boundary_length'] / 1000:.4g} km"
-            + (f" at boundary penalty {penalty:.4g}" if penalty else "")
-        )
-    if s.get("n_locked_in") or s.get("n_locked_out"):
-        console.print(
-            f"locked: {s['n_locked_in']} in (selected, counted in the budget), "
-            f"{s['n_locked_out']} out (never selected); the solver chose "
-            + (
-                f"{s['effective_budget']} of the {s['budget']} cells"
-                if s.get("budget_unit", "cells") == "cells"
-                else f"within {s['effective_budget']:.6g} of the budget {s['budget']:g}"
-            )
-        )
-    _print_novelty(console, s)
-    if s.get("expected_presences") is not None and "," in str(s.get("species", "")):
-        per = ", ".join(
-            f"{name.strip()} {s['expected_precision__' + species_slug(name)]:.2f}"
-            for name in str(s["species"]).split(",")
-        )
-        console.print(
-            f"species: expected precision (Platt-calibrated on the training cells) {per}; "
-            f"expected presences {s['expected_presences']:.1f} in {s['n_selected']} cells"
-        )
-    if s.get("bootstrap"):
-        console.print(
-            f"bootstrap: {s['bootstrap']} refits on resampled training cells; freq = share "
-            "of refits selecting the cell (ranking layer: every candidate)"
-        )
-    paths = (
-        ("GeoPackage", r.gpkg_path),
-        ("ranking CSV", r.csv_path),  # type: ignore[attr-defined]
-        ("summary", r.summary_path),
-        ("map", r.map_path),
-    )  # type: ignore[attr-defined]
-    for label, path in paths:  # type: ignore[attr-defined]
+    _print_figures(console, RunReport.from_summary(result.summary))
+    paths = {
+        "GeoPackage": result.gpkg_path,
+        "ranking CSV": result.csv_path,
+        "summary": result.summary_path,
+        "map": result.map_path,
+    }
+    for label, path in paths.items():
         if path is not None:
             console.print(f"{label}: {path}")
 
 
-def _plain_line(s: Mapping[str, Any]) -> str:
+def _print_figures(console: Any, r: RunReport) -> None:
+    """The run's figures (budget, solver, cells, locks, species, bootstrap)."""
+    from reserve.report import confidence_lines
+
+    console.print(_plain_line(r), soft_wrap=True)
+    console.print(_method_line(r), soft_wrap=True)
+    console.print(
+        f"cells: {r.n_train} training ({r.n_train_positive} detected), "
+        f"{r.n_candidates} candidates, {r.n_cells} in all"
+        + (f"; learned also from {r.n_learned} surveyed candidates" if r.n_learned else "")
+    )
+    for line in confidence_lines(r):
+        console.print(line, soft_wrap=True)
+    if r.n_patches >= 0:
+        penalty = r.boundary_penalty
+        console.print(
+            f"patches: {r.n_patches} (largest {r.largest_patch_cells} cells), boundary "
+            f"{r.boundary_length / 1000:.4g} km"
+            + (f" at boundary penalty {penalty:.4g}" if penalty else "")
+        )
+    if r.n_locked_in or r.n_locked_out:
+        console.print(_locked_line(r))
+    _print_novelty(console, r)
+    if r.expected_presences is not None:
+        per = ", ".join(
+            f"{name} {p:.2f}" for name, p in zip(r.species, r.expected_precision, strict=True)
+        )
+        console.print(
+            f"species: expected precision (Platt-calibrated on the training cells) {per}; "
+            f"expected presences {r.expected_presences:.1f} in {r.n_selected} cells"
+        )
+    if r.bootstrap:
+        console.print(
+            f"bootstrap: {r.bootstrap} refits on resampled training cells; freq = share "
+            "of refits selecting the cell (ranking layer: every candidate)"
+        )
+
+
+def _locked_line(r: RunReport) -> str:
+    """The locks and what the solver chose beside them."""
+    chose = (
+        f"{r.effective_budget} of the {r.budget} cells"
+        if not r.money
+        else f"within {r.effective_budget:.6g} of the budget {r.budget:g}"
+    )
+    return (
+        f"locked: {r.n_locked_in} in (selected, counted in the budget), "
+        f"{r.n_locked_out} out (never selected); the solver chose {chose}"
+    )
+
+
+def _plain_line(r: RunReport) -> str:
     """The footer's first line: how many cells were chosen, of how many, in how long.
 
     Examples
     --------
-    >>> _plain_line({"n_selected": 30, "n_candidates": 16141, "budget": 30,
-    ...              "runtime_seconds": 4.96, "seed": 0})
+    >>> from reserve.report import RunReport
+    >>> _plain_line(RunReport(n_selected=30, n_candidates=16141, budget=30,
+    ...                       runtime_seconds=4.96, seed=0))
     '30 cells chosen of 16,141 private candidates (budget 30) in 5.0 s; seed 0'
     """
-    unit = str(s.get("budget_unit", "cells"))
-    if unit == "cells":
-        budget = f"budget {s['budget']}"
+    if not r.money:
+        budget = f"budget {r.budget}"
     else:  # "cost (price)": a budget in the --cost-column's money
-        column = unit.removeprefix("cost (").removesuffix(")")
-        budget = f"budget {_amount(s['budget'])} of {column}; spent {_amount(s['total_cost'])}"
+        column = r.budget_unit.removeprefix("cost (").removesuffix(")")
+        budget = f"budget {_amount(r.budget)} of {column}; spent {_amount(r.total_cost)}"
     return (
-        f"{s['n_selected']:,} cells chosen of {s['n_candidates']:,} private candidates "
-        f"({budget}) in {s['runtime_seconds']:.1f} s; seed {s['seed']}"
+        f"{r.n_selected:,} cells chosen of {r.n_candidates:,} private candidates "
+        f"({budget}) in {r.runtime_seconds:.1f} s; seed {r.seed}"
     )
 
 
@@ -678,7 +679,7 @@ def _amount(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.6g}"
 
 
-def _method_line(s: Mapping[str, Any]) -> str:
+def _method_line(r: RunReport) -> str:
     """The method, its model and C; what an exact solver proved, when it proved something.
 
     A heuristic's status ("local"), objective and iterations stay in ``run_summary``: on
@@ -686,43 +687,38 @@ def _method_line(s: Mapping[str, Any]) -> str:
 
     Examples
     --------
-    >>> _method_line({"method": "ttk", "model_fitted": "linear", "c": 1.0, "c_source": "cv"})
+    >>> from reserve.report import RunReport
+    >>> _method_line(RunReport(method="ttk", model_fitted="linear", c=1.0, c_source="cv"))
     'method ttk, model linear, C 1 (cv)'
-    >>> _method_line({"method": "ttk-mip", "model_fitted": "linear", "c": 1.0,
-    ...               "c_source": "cv", "solver_status": "time_limit",
-    ...               "objective": 12.5, "bound": 12.0, "gap": 0.04})
+    >>> _method_line(RunReport(method="ttk-mip", model_fitted="linear", c=1.0, c_source="cv",
+    ...                        solver_status="time_limit", objective=12.5, bound=12.0, gap=0.04))
     'method ttk-mip, model linear, C 1 (cv); solver time_limit: objective 12.5, bound 12, gap 4.0%'
     """
-    line = f"method {s['method']}, model {s['model_fitted']}, C {s['c']:g} ({s['c_source']})"
-
-    def finite(key: str) -> float | None:
-        v = s.get(key)
-        return None if v is None or v != v else float(v)
-
-    bound, gap = finite("bound"), finite("gap")
-    if bound is None and gap is None:
+    line = f"method {r.method}, model {r.model_fitted}, C {r.c:g} ({r.c_source})"
+    figures = {"objective": (r.objective, ".6g"), "bound": (r.bound, ".6g"), "gap": (r.gap, ".1%")}
+    proved = [f"{name} {v:{spec}}" for name, (v, spec) in figures.items() if v == v]
+    if r.bound != r.bound and r.gap != r.gap:
         return line
-    proved = [f"objective {finite('objective'):.6g}"] if finite("objective") is not None else []
-    proved += [f"bound {bound:.6g}"] if bound is not None else []
-    proved += [f"gap {gap:.1%}"] if gap is not None else []
-    return f"{line}; solver {s.get('solver_status', '?')}: {', '.join(proved)}"
+    return f"{line}; solver {r.solver_status}: {', '.join(proved)}"
 
 
-def _print_novelty(console: Any, s: dict[str, Any]) -> None:
+def _print_novelty(console: Any, r: RunReport) -> None:
     """Chosen cells outside the surveyed habitat (negative MESS), or those kept out."""
-    n_sel, n_out = int(s.get("n_selected_novel") or 0), int(s.get("n_novel_excluded") or 0)
-    if n_sel:
-        fix = ("they are locked in, which --exclude-novel leaves in" if s.get("exclude_novel")
-               else "--exclude-novel keeps them out")  # fmt: skip
-        console.print(
-            f"novel habitat: {n_sel} of the {s['n_selected']} chosen cells lie outside the "
-            "surveyed habitat (negative mess: their score is an extrapolation; column novel); "
-            + fix
+    if r.n_selected_novel:
+        fix = (
+            "they are locked in, which --exclude-novel leaves in"
+            if r.exclude_novel
+            else "--exclude-novel keeps them out"
         )
-    if n_out:
         console.print(
-            f"novel habitat: {n_out} candidate cells outside the surveyed habitat kept out "
-            "(--exclude-novel)"
+            f"novel habitat: {r.n_selected_novel} of the {r.n_selected} chosen cells lie "
+            "outside the surveyed habitat (negative mess: their score is an extrapolation; "
+            "column novel); " + fix
+        )
+    if r.n_novel_excluded:
+        console.print(
+            f"novel habitat: {r.n_novel_excluded} candidate cells outside the surveyed "
+            "habitat kept out (--exclude-novel)"
         )
 
 
