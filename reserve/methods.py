@@ -54,6 +54,9 @@ class Capabilities:
         Learns through a feature map (``--model`` other than ``linear``) on one species.
     time_limit : bool
         Honours ``--time-limit`` (seconds per exact fit).
+    polish : bool
+        A local search polishes the heuristic's solution (``polish=False`` gives the cheaper
+        estimator that cross-validation may fit).
     species_score : {"max", "sum"}
         How several species' scores make one cell's score for the ranking: the best species'
         (TTK's positives: a cell counts for the species it is best for) or their sum
@@ -66,6 +69,7 @@ class Capabilities:
     exact: bool = False
     feature_maps: bool = False
     time_limit: bool = False
+    polish: bool = False
     species_score: Literal["max", "sum"] = "max"
 
     def combine_species(self, per_species: Any) -> Any:
@@ -88,7 +92,7 @@ _EXACT = {**_TTK, "exact": True, "time_limit": True}
 #: Every method of ``reserve select --method``, in the order the command line lists them,
 #: with what it supports.
 CAPABILITIES: dict[str, Capabilities] = {
-    "ttk": Capabilities(**_TTK, several_species=True, feature_maps=True),
+    "ttk": Capabilities(**_TTK, several_species=True, feature_maps=True, polish=True),
     "ttk-mip": Capabilities(**_EXACT, several_species=True),
     "ttk-bnb": Capabilities(**_EXACT),
     "svm": Capabilities(several_species=True, species_score="sum"),
