@@ -279,7 +279,7 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
     "--progress/--no-progress", default=True, show_default=True, help="Show progress bars."
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing output.")
-def ingest_command(**kw: object) -> None:
+def ingest_command(**kw: Any) -> None:
     """Grid eBird checklists into labelled planning units.
 
     One species (or several, with repeated --species): the checklists are filtered with
@@ -291,18 +291,18 @@ def ingest_command(**kw: object) -> None:
     from reserve.ingest import ingest
     from reserve.io import ChecklistFilter
 
-    kw["categorical"] = _named_paths(kw["categorical"], "--categorical")  # type: ignore[arg-type]
-    kw["continuous"] = _named_paths(kw["continuous"], "--continuous")  # type: ignore[arg-type]
-    kw["legend"] = _named_paths(kw["legend"], "--legend")  # type: ignore[arg-type]
-    kw["public"] = list(kw["public"]) or None  # type: ignore[call-overload]
-    kw["locked_out"] = list(kw["locked_out"]) or None  # type: ignore[call-overload]
-    kw["months"] = _int_list(kw["months"], "--months")  # type: ignore[arg-type]
-    kw["years"] = _int_list(kw["years"], "--years")  # type: ignore[arg-type]
+    kw["categorical"] = _named_paths(kw["categorical"], "--categorical")
+    kw["continuous"] = _named_paths(kw["continuous"], "--continuous")
+    kw["legend"] = _named_paths(kw["legend"], "--legend")
+    kw["public"] = list(kw["public"]) or None
+    kw["locked_out"] = list(kw["locked_out"]) or None
+    kw["months"] = _int_list(kw["months"], "--months")
+    kw["years"] = _int_list(kw["years"], "--years")
     protocols = str(kw["protocols"])
     kw["protocols"] = None if protocols.lower() == "all" else protocols.split(",")
     filter_names = [f.name for f in fields(ChecklistFilter) if f.name in kw]
     kw["filters"] = ChecklistFilter(**{name: kw.pop(name) for name in filter_names})
-    names = tuple(kw.pop("species"))  # type: ignore[call-overload]
+    names = tuple(kw.pop("species"))
     species = names[0] if len(names) == 1 else names  # one --species: the one-species columns
     result = ingest(kw.pop("ebd"), kw.pop("sed"), species, kw.pop("output"), **kw)
     counts = result.counts()
@@ -856,7 +856,7 @@ def benchmark_group() -> None:
 @click.option(
     "--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."
 )
-def benchmark_paper_command(**kw: object) -> None:
+def benchmark_paper_command(**kw: Any) -> None:
     """Table 3 (precision@5% with C by CV) and Table 2 (losses at C=1), beside the paper."""
     from reserve.paper.benchmark import reproduce_paper
 
@@ -865,16 +865,16 @@ def benchmark_paper_command(**kw: object) -> None:
             kw[key] = [v.strip() for v in str(kw[key]).split(",") if v.strip()]
     show = kw.pop("progress")
     if not show:
-        click.echo("\n".join(reproduce_paper(**kw).values()))  # type: ignore[arg-type]
+        click.echo("\n".join(reproduce_paper(**kw).values()))
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     # The bar starts with the first finished run, i.e. after every input check has passed,
     # so bad input still gives exactly one line on stderr.
-    state: dict[str, object] = {}
+    state: dict[str, Any] = {}
 
-    def tick(rec: object, total: int) -> None:
+    def tick(rec: Any, total: int) -> None:
         if "bar" not in state:
             bar = Progress(
                 "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
@@ -882,17 +882,17 @@ def benchmark_paper_command(**kw: object) -> None:
             )  # fmt: skip
             bar.start()
             state["bar"], state["task"] = bar, bar.add_task("runs", total=total)
-        state["bar"].update(  # type: ignore[attr-defined]
+        state["bar"].update(
             state["task"],
             advance=1,
-            description=f"{rec.dataset} {rec.method}",  # type: ignore[attr-defined]
+            description=f"{rec.dataset} {rec.method}",
         )
 
     try:
-        tables = reproduce_paper(progress=tick, **kw)  # type: ignore[arg-type]
+        tables = reproduce_paper(progress=tick, **kw)
     finally:
         if "bar" in state:
-            state["bar"].stop()  # type: ignore[attr-defined]
+            state["bar"].stop()
     for name, md in tables.items():
         click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 

@@ -263,3 +263,17 @@ def test_the_docs_option_tables_agree_with_the_command(command, page, section, d
             assert _said(_spellings(value), said), f"{where}: the default is {value!r}"
         elif command == "select":  # nothing to compare: a phrase, never left empty
             assert said and said != "-", f"{where}: no default given"
+
+
+def test_select_options_are_the_declared_ones():
+    """``reserve select``'s options, a --config file's keys and the options object share one
+    declaration (reserve.options.SELECT_OPTIONS): names, flags, help and order."""
+    from reserve.options import CONFIG_KEYS, SELECT_OPTIONS
+
+    params = [p for p in main.commands["select"].params if isinstance(p, click.Option)]
+    declared = [p for p in params if p.name != "config"]
+    assert [p.name for p in declared] == list(SELECT_OPTIONS) == list(CONFIG_KEYS)
+    for p in declared:
+        spec = SELECT_OPTIONS[p.name]
+        assert p.opts[0] == spec.flag and p.help == spec.help, p.name
+        assert p.multiple == spec.multiple and (p.is_flag == (spec.kind in ("switch", "flag")))
