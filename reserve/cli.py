@@ -21,8 +21,6 @@ from reserve.options import SELECT_OPTIONS, OptionSpec
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
     from reserve.fork import Standby
-    from reserve.report import RunReport
-    from reserve.result import SelectionResult
 
 __all__ = ["main", "run"]
 
@@ -492,7 +490,9 @@ def select_command(config: str | None, **kw: object) -> None:
             drawer.cancel()
     if result.summary.get("signal", "ok") != "ok":
         click.echo(f"reserve: warning: {result.summary['signal_note']}", err=True)
-    _print_selection(result)
+    from reserve.report import print_selection
+
+    print_selection(result)
 
 
 #: What drawing the map imports (folium compiles its page templates on import: about 1 s).
@@ -511,215 +511,6 @@ def _start_map_drawer(options: SelectOptions) -> Standby | None:
     from reserve.fork import fork_standby
 
     return fork_standby(MAP_MODULES)
-
-
-def _selection_table(result: SelectionResult) -> tuple[Any, list[str]]:
-    """The selected cells as a compact table (a rich ``Table``) and its columns.
-
-    The habitat columns are the first three of
-    :meth:`reserve.select.SelectionResult.main_features` (the features that lift the
-    selected cells' scores most) that take more than one value among the selected cells.
-    Two closing rows give the mean of the selected cells and of all candidate cells, so the
-    contrast reads at a glance.
-    """
-    import numpy as np
-    from rich.table import Table
-
-    from reserve.report import RunReport
-
-    r = RunReport.from_summary(result.summary)
-    sel = result.selected
-    # the three features that explain the choice most, among those that vary between the
-    # selected cells (a column with one value for every row explains nothing on screen)
-    ranked = result.main_features(len(result.feature_names))
-    feats = [f for f in ranked if sel[f].nunique(dropna=True) > 1][:3]
-    # optional columns, only when the run used them: locks and bootstrap frequencies
-    flags = [c for c in ("locked_in", "selection_frequency") if c in sel.columns]
-    if "known_detection" in sel.columns and (
-        sel["known_detection"].any() or sel["surveyed_no_detection"].any()
-    ):  # the chosen cells' own surveys, when any says something
-        said = np.where(sel["surveyed_no_detection"], "never detected", "")
-        sel = sel.assign(surveyed=np.where(sel["known_detection"], "detected", said))
-        flags.append("surveyed")
-    cost_col = r.cost_column
-    if cost_col:
-        flags.insert(0, cost_col)
-    patched = "patch_id" in sel.columns and bool((sel["patch_id"] > 0).any())
-    cols = ["rank", "cell_id", *(["patch_id"] if patched else []), *flags, "score", *feats]
-    heads = {"locked_in": "locked", "selection_frequency": "freq", "patch_id": "patch"}
-    table = Table(title=f"{r.n_selected} selected cells ({r.method})", box=None)
-    for col in cols:
-        table.add_column(heads.get(col, col), justify="right", no_wrap=True)
-
-    def cell(col: str, v: Any) -> str:
-        if col in ("patch_id", "surveyed"):
-            return str(v)
-        if col == "locked_in":
-            return "in" if v else ""
-        if col == cost_col:
-            return f"{v:.6g}"
-        return f"{v:.3f}" if col != "selection_frequency" else f"{v:.2f}"
-
-    # grouped by patch (1 = the largest), best rank first within each
-    rows = sel.sort_values(["patch_id", "rank"], kind="stable") if patched else sel
-    last = None
-    for row in rows[cols].itertuples(index=False):
-        if patched and last is not None and row[2] != last:
-            table.add_section()
-        last = row[2] if patched else None
-        values = zip(cols[2:], row[2:], strict=True)
-        table.add_row(str(row[0]), str(row[1]), *(cell(c, v) for c, v in values))
-    units = result.planning_units
-    cand = units[units["rank"] > 0]  # every candidate cell that was ranked
-    table.add_section()
-    for name, frame in (("selected", sel), ("candidates", cand)):
-        means = frame[["score", *feats]].mean(axis=0).to_numpy()
-        pad = [""] * (len(flags) + patched)
-        table.add_row("mean", name, *pad, *(f"{v:.3f}" for v in means))
-    return table, cols
-
-
-def _print_selection(result: SelectionResult) -> None:
-    """The selected cells as a compact table, then the run's figures, on stdout."""
-    from rich.console import Console
-
-    from reserve.report import RunReport
-
-    table, cols = _selection_table(result)
-    # wide enough for the full column names (a table is read, not wrapped)
-    width = max(100, sum(max(len(c), 9) + 2 for c in cols))
-    console = Console(file=sys.stdout, width=width, highlight=False)
-    console.print(table)
-    _print_figures(console, RunReport.from_summary(result.summary))
-    paths = {
-        "GeoPackage": result.gpkg_path,
-        "ranking CSV": result.csv_path,
-        "summary": result.summary_path,
-        "map": result.map_path,
-    }
-    for label, path in paths.items():
-        if path is not None:
-            console.print(f"{label}: {path}")
-
-
-def _print_figures(console: Any, r: RunReport) -> None:
-    """The run's figures (budget, solver, cells, locks, species, bootstrap)."""
-    from reserve.report import confidence_lines
-
-    console.print(_plain_line(r), soft_wrap=True)
-    console.print(_method_line(r), soft_wrap=True)
-    console.print(
-        f"cells: {r.n_train} training ({r.n_train_positive} detected), "
-        f"{r.n_candidates} candidates, {r.n_cells} in all"
-        + (f"; learned also from {r.n_learned} surveyed candidates" if r.n_learned else "")
-    )
-    for line in confidence_lines(r):
-        console.print(line, soft_wrap=True)
-    if r.n_patches >= 0:
-        penalty = r.boundary_penalty
-        console.print(
-            f"patches: {r.n_patches} (largest {r.largest_patch_cells} cells), boundary "
-            f"{r.boundary_length / 1000:.4g} km"
-            + (f" at boundary penalty {penalty:.4g}" if penalty else "")
-        )
-    if r.n_locked_in or r.n_locked_out:
-        console.print(_locked_line(r))
-    _print_novelty(console, r)
-    if r.expected_presences is not None:
-        per = ", ".join(
-            f"{name} {p:.2f}" for name, p in zip(r.species, r.expected_precision, strict=True)
-        )
-        console.print(
-            f"species: expected precision (Platt-calibrated on the training cells) {per}; "
-            f"expected presences {r.expected_presences:.1f} in {r.n_selected} cells"
-        )
-    if r.bootstrap:
-        console.print(
-            f"bootstrap: {r.bootstrap} refits on resampled training cells; freq = share "
-            "of refits selecting the cell (ranking layer: every candidate)"
-        )
-
-
-def _locked_line(r: RunReport) -> str:
-    """The locks and what the solver chose beside them."""
-    chose = (
-        f"{r.effective_budget} of the {r.budget} cells"
-        if not r.money
-        else f"within {r.effective_budget:.6g} of the budget {r.budget:g}"
-    )
-    return (
-        f"locked: {r.n_locked_in} in (selected, counted in the budget), "
-        f"{r.n_locked_out} out (never selected); the solver chose {chose}"
-    )
-
-
-def _plain_line(r: RunReport) -> str:
-    """The footer's first line: how many cells were chosen, of how many, in how long.
-
-    Examples
-    --------
-    >>> from reserve.report import RunReport
-    >>> _plain_line(RunReport(n_selected=30, n_candidates=16141, budget=30,
-    ...                       runtime_seconds=4.96, seed=0))
-    '30 cells chosen of 16,141 private candidates (budget 30) in 5.0 s; seed 0'
-    """
-    if not r.money:
-        budget = f"budget {r.budget}"
-    else:  # "cost (price)": a budget in the --cost-column's money
-        column = r.budget_unit.removeprefix("cost (").removesuffix(")")
-        budget = f"budget {_amount(r.budget)} of {column}; spent {_amount(r.total_cost)}"
-    return (
-        f"{r.n_selected:,} cells chosen of {r.n_candidates:,} private candidates "
-        f"({budget}) in {r.runtime_seconds:.1f} s; seed {r.seed}"
-    )
-
-
-def _amount(v: float) -> str:
-    """A sum of money: in full with thousands separators when large (1,500,000), else 6.5."""
-    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.6g}"
-
-
-def _method_line(r: RunReport) -> str:
-    """The method, its model and C; what an exact solver proved, when it proved something.
-
-    A heuristic's status ("local"), objective and iterations stay in ``run_summary``: on
-    screen they would only be figures without a reference.
-
-    Examples
-    --------
-    >>> from reserve.report import RunReport
-    >>> _method_line(RunReport(method="ttk", model_fitted="linear", c=1.0, c_source="cv"))
-    'method ttk, model linear, C 1 (cv)'
-    >>> _method_line(RunReport(method="ttk-mip", model_fitted="linear", c=1.0, c_source="cv",
-    ...                        solver_status="time_limit", objective=12.5, bound=12.0, gap=0.04))
-    'method ttk-mip, model linear, C 1 (cv); solver time_limit: objective 12.5, bound 12, gap 4.0%'
-    """
-    line = f"method {r.method}, model {r.model_fitted}, C {r.c:g} ({r.c_source})"
-    figures = {"objective": (r.objective, ".6g"), "bound": (r.bound, ".6g"), "gap": (r.gap, ".1%")}
-    proved = [f"{name} {v:{spec}}" for name, (v, spec) in figures.items() if v == v]
-    if r.bound != r.bound and r.gap != r.gap:
-        return line
-    return f"{line}; solver {r.solver_status}: {', '.join(proved)}"
-
-
-def _print_novelty(console: Any, r: RunReport) -> None:
-    """Chosen cells outside the surveyed habitat (negative MESS), or those kept out."""
-    if r.n_selected_novel:
-        fix = (
-            "they are locked in, which --exclude-novel leaves in"
-            if r.exclude_novel
-            else "--exclude-novel keeps them out"
-        )
-        console.print(
-            f"novel habitat: {r.n_selected_novel} of the {r.n_selected} chosen cells lie "
-            "outside the surveyed habitat (negative mess: their score is an extrapolation; "
-            "column novel); " + fix
-        )
-    if r.n_novel_excluded:
-        console.print(
-            f"novel habitat: {r.n_novel_excluded} candidate cells outside the surveyed "
-            "habitat kept out (--exclude-novel)"
-        )
 
 
 @main.command("evaluate", short_help="Score a selection against a simulated true occupancy.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +127,8 @@ class SelectOptions:
     species : tuple of str or None
         Species of a multi-species ingest.
     model : str
-        One of :data:`SELECT_MODELS`; ``auto`` means ``linear`` for the baselines, the exact
-        methods and several species (see :attr:`effective_model`).
+        One of :data:`SELECT_MODELS`; ``auto`` means ``linear`` for the methods without
+        feature maps and for several species (see :attr:`effective_model`).
     effort : bool
         Survey effort as covariates, candidates scored at the standard effort.
     boundary_penalty : float or "auto"
@@ -175,7 +175,7 @@ class SelectOptions:
     def __post_init__(self) -> None:
         for spec in SELECT_OPTIONS.values():  # each value on its own, by its option's check
             value = getattr(self, spec.name)
-            if spec.name != "budget" and (value is not None or spec.name in _NEVER_NONE):
+            if spec.name != "budget" and (value is not None or spec.name not in _MAY_BE_NONE):
                 object.__setattr__(self, spec.name, spec.check(value, spec.name))
         if self.budget is None:
             raise InvalidInputError("budget is required; pass --budget K (e.g. --budget 30)")
@@ -298,9 +298,9 @@ class SelectOptions:
         budget = merged.get("budget")
         if budget is not None and merged.get("cost_column") is None:
             merged["budget"] = parse_budget(budget, money=False, text=True)  # "30" from a flag
-        for key in PATH_KEYS:
+        for key in PATH_KEYS:  # paths as text; map may be true or false (no map)
             value = merged.get(key)
-            if value is not None:
+            if value is not None and not isinstance(value, bool):
                 merged[key] = str(SELECT_OPTIONS[key].check(value, key))
         return cls(**{"budget": None, **merged})
 
@@ -340,22 +340,8 @@ class SelectOptions:
         return out
 
 
-#: Options whose value must not be None (every other one may be absent).
-_NEVER_NONE = frozenset(
-    {
-        "method",
-        "model",
-        "seed",
-        "time_limit",
-        "bootstrap",
-        "n_jobs",
-        "overwrite",
-        "exclude_novel",
-        "effort",
-        "learn_from",
-        "boundary_penalty",
-    }
-)
+#: Options that may be absent (None): those whose default is None.
+_MAY_BE_NONE = frozenset(f.name for f in fields(SelectOptions) if f.default is None)
 
 #: The options in the order of :class:`SelectOptions`' attributes (the recorded config's).
 _FIELD_ORDER = tuple(name for name in SelectOptions.__dataclass_fields__ if name in CONFIG_KEYS)

@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reserve.cli import _selection_table, main
+from reserve.cli import main
 from reserve.config import (
     INGEST_DEFAULTS,
     MAX_DEFAULT_JOBS,
@@ -24,6 +24,7 @@ from reserve.config import (
     SELECT_METHODS,
     SELECT_MODELS,
 )
+from reserve.report import selection_table
 from reserve.select import select_reserve
 from tests.test_select import write_units
 
@@ -96,10 +97,10 @@ def test_command_summaries_are_whole_sentences():
 def test_explaining_columns_skip_features_constant_among_the_selected(tmp_path):
     res = select_reserve(6, write_units(tmp_path / "c.gpkg"), model="linear")
     top = res.main_features(len(res.feature_names))[0]
-    _, cols = _selection_table(res)
+    _, cols = selection_table(res)
     assert top in cols  # it varies among the selected cells: shown
     res.selected[top] = 0.0  # now one value for every selected cell, as landcover_savannas was
-    _, cols = _selection_table(res)
+    _, cols = selection_table(res)
     assert top not in cols and "score" in cols
 
 

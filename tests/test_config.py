@@ -117,3 +117,14 @@ def test_a_config_file_value_is_checked_by_its_option(tmp_path, key, value, mess
         check_config_values({"budget": 3, key: value}, tmp_path / "c.toml")
     with pytest.raises(InvalidInputError, match=message):  # the same check as the Python API
         SelectOptions(budget=3, **{key: value})
+
+
+def test_a_config_file_may_turn_the_map_off(tmp_path):
+    from pathlib import Path
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("budget = 4\nmap = false\n")
+    assert SelectOptions.from_sources({}, cfg).map_path(Path("c.gpkg")) is None
+    cfg.write_text("budget = 4\nmap = 3\n")
+    with pytest.raises(InvalidInputError, match=r"key 'map' is invalid.*map must be a path"):
+        SelectOptions.from_sources({}, cfg)

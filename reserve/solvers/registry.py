@@ -144,9 +144,8 @@ def make_estimator(
     >>> make_estimator("TTK-FD", k=5, C=2.0, random_state=0)
     TTK(C=2.0, k=5, random_state=0)
     """
-    method = canonical_method(name)
-    caps = capabilities(method)
-    _check_asked(method, caps, budget=budget, n_species=n_species, model=check_model(model))
+    method, model = canonical_method(name), check_model(model)
+    _check_asked(method, capabilities(method), budget=budget, n_species=n_species, model=model)
     if model != "linear":
         return _auto(
             model,
