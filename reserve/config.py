@@ -157,7 +157,7 @@ class SelectOptions:
     seed: int = SELECT_DEFAULTS.seed
     out: str | os.PathLike[str] | None = None
     map: str | os.PathLike[str] | bool | None = None
-    overwrite: bool = False
+    overwrite: bool = SELECT_DEFAULTS.overwrite
     time_limit: float = SELECT_DEFAULTS.time_limit
     locked_in: str | os.PathLike[str] | None = None
     locked_out: str | os.PathLike[str] | None = None
@@ -168,7 +168,7 @@ class SelectOptions:
     species: tuple[str, ...] | None = None
     model: str = SELECT_DEFAULTS.model
     effort: bool = SELECT_DEFAULTS.effort
-    boundary_penalty: float | str = 0.0
+    boundary_penalty: float | str = SELECT_DEFAULTS.boundary_penalty
     learn_from: str = SELECT_DEFAULTS.learn_from
     map_dir: str | None = None
 

@@ -255,6 +255,13 @@ class SelectDefaults:
         (the training cells' median), so the ranking is of habitat, not of birder density
         (eBird's analytical guidelines). See ``docs/benchmarks.md`` for the measurement
         behind the default.
+    learn_from : str
+        Whose labels train the habitat model: ``public`` (the surveyed public cells) or
+        ``surveyed`` (the surveyed private cells too).
+    boundary_penalty : float
+        Weight of the selection's boundary length in TTK's objective (0: none).
+    overwrite : bool
+        Replace existing outputs (off: an existing output is refused).
     """
 
     method: str = "ttk"
@@ -274,6 +281,8 @@ class SelectDefaults:
     model: str = "auto"
     effort: bool = False
     learn_from: str = "public"
+    boundary_penalty: float = 0.0
+    overwrite: bool = False
 
 
 SELECT_DEFAULTS = SelectDefaults()

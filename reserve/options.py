@@ -407,8 +407,8 @@ SELECT_OPTIONS: dict[str, OptionSpec] = {
             "boundary_penalty",
             "Trade objective for compact patches: LAMBDA times the "
             "selection's boundary length (metres, as Marxan's BLM) joins TTK's objective; "
-            "'auto' calibrates it (Cohon's method) and writes the trade-off (default 0: no "
-            "penalty).",
+            "'auto' calibrates it (Cohon's method) and writes the trade-off (default "
+            f"{_D.boundary_penalty:g}: no penalty).",
             "float|auto",
             _penalty,
             metavar="LAMBDA|auto",
