@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reserve import __version__, interrupt
-from reserve.defaults import INGEST_DEFAULTS
 from reserve.errors import InvalidInputError, ReserveError
-from reserve.options import SELECT_OPTIONS, OptionSpec
+from reserve.options import INGEST_OPTIONS, SELECT_OPTIONS, OptionSpec
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
@@ -133,150 +132,57 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
         ) from None
 
 
+#: The click type of each kind of option (:data:`reserve.options.Kind`); ``text``: a string.
+#: A lenient type passes a bad value on for the options' check; a strict one refuses it.
+_KIND_TYPES: dict[str, Any] = {
+    "number": _NUMBER,
+    "integer": _INT,
+    "float": _FLOAT,
+    "float|cv": _C_VALUE,
+    "float|auto": _PENALTY,
+    "path": click.Path(),
+}
+_STRICT_TYPES: dict[str, Any] = {**_KIND_TYPES, "integer": click.INT, "float": click.FLOAT}
+
+
+def _click_option(spec: OptionSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one declared option (:mod:`reserve.options`)."""
+    kw: dict[str, Any] = {
+        "help": spec.help,
+        "metavar": spec.metavar,
+        "multiple": spec.multiple,
+        "required": spec.required,
+    }
+    if spec.kind == "switch":  # without a default: None unless given
+        kw["default"] = spec.default
+    if spec.default is not None:
+        kw.update(default=spec.default, show_default=True)
+    decls = [spec.flag, spec.name]
+    types = _STRICT_TYPES if spec.strict else _KIND_TYPES
+    if spec.kind == "switch":  # --effort/--no-effort
+        decls[0] = f"{spec.flag}/--no-{spec.flag[2:]}"
+    elif spec.kind == "flag":
+        kw["is_flag"] = True
+    elif spec.kind == "choice":
+        kw["type"] = click.Choice(spec.choices, case_sensitive=spec.strict)
+    elif spec.kind in types:
+        kw["type"] = types[spec.kind]
+    return click.option(*decls, **kw)
+
+
+def _declared(options: Mapping[str, OptionSpec]) -> Callable[[Callable[..., Any]], Any]:
+    """A decorator adding every declared option to a command, in the declared order."""
+
+    def add(command: Callable[..., Any]) -> Any:
+        for spec in reversed(list(options.values())):
+            command = _click_option(spec)(command)
+        return command
+
+    return add
+
+
 @main.command("ingest", short_help="Grid eBird checklists into labelled planning units.")
-@click.option(
-    "--ebd", required=True, type=click.Path(), help="eBird Basic Dataset (.txt/.gz/.zip)."
-)
-@click.option(
-    "--sed", required=True, type=click.Path(), help="Sampling Event Data (.txt/.gz/.zip)."
-)
-@click.option(
-    "--species",
-    required=True,
-    multiple=True,
-    help="Common or scientific name, e.g. 'Wood Thrush'; repeat for several species "
-    "(label = the first; label__<slug> for each).",
-)
-@click.option("--output", required=True, type=click.Path(), help="GeoPackage to write (.gpkg).")
-@click.option(
-    "--region",
-    metavar="BBOX|PATH",
-    help="The region: a bbox min_lon,min_lat,max_lon,max_lat or a polygon file.",
-)
-@click.option("--region-layer", metavar="LAYER", help="Layer of a multi-layer region file.")
-@click.option(
-    "--cell-size",
-    type=float,
-    default=INGEST_DEFAULTS.cell_size,
-    show_default=True,
-    help="Cell side in metres.",
-)
-@click.option(
-    "--crs", metavar="CRS", help="Equal-area grid CRS (default: LAEA centred on the region)."
-)
-@click.option(
-    "--categorical",
-    multiple=True,
-    metavar="NAME=PATH",
-    help="Categorical raster (class fractions); repeatable.",
-)
-@click.option(
-    "--continuous",
-    multiple=True,
-    metavar="NAME=PATH",
-    help="Continuous raster (mean, sd); repeatable.",
-)
-@click.option(
-    "--legend",
-    multiple=True,
-    metavar="NAME=CSV",
-    help="Class legend (class,name CSV) of a categorical raster; repeatable.",
-)
-@click.option(
-    "--public", multiple=True, type=click.Path(), help="Public-land polygons; repeatable."
-)
-@click.option(
-    "--locked-out",
-    multiple=True,
-    type=click.Path(),
-    help="Polygons never to select (urban, protected); repeatable.",
-)
-@click.option(
-    "--public-threshold",
-    type=float,
-    default=INGEST_DEFAULTS.public_threshold,
-    show_default=True,
-    help="A surveyed cell is a training cell if more than this share of it is public.",
-)
-@click.option(
-    "--locked-threshold",
-    type=float,
-    default=INGEST_DEFAULTS.locked_threshold,
-    show_default=True,
-    help="A cell is locked out if more than this share of it is in --locked-out polygons.",
-)
-@click.option(
-    "--region-threshold",
-    type=float,
-    default=INGEST_DEFAULTS.region_threshold,
-    show_default=True,
-    help="A private cell is a candidate only if more than this share of it is in the region.",
-)
-@click.option(
-    "--protocols",
-    default=",".join(INGEST_DEFAULTS.protocols),
-    show_default=True,
-    help="Protocols kept, comma-separated ('all' keeps every protocol).",
-)
-@click.option(
-    "--max-hours",
-    type=float,
-    default=INGEST_DEFAULTS.max_hours,
-    show_default=True,
-    help="Longest checklist kept, in hours.",
-)
-@click.option(
-    "--max-km",
-    type=float,
-    default=INGEST_DEFAULTS.max_km,
-    show_default=True,
-    help="Longest distance travelled, in km.",
-)
-@click.option(
-    "--max-observers",
-    type=int,
-    default=INGEST_DEFAULTS.max_observers,
-    show_default=True,
-    help="Most observers on a checklist.",
-)
-@click.option(
-    "--max-speed-kmh",
-    type=float,
-    default=INGEST_DEFAULTS.max_speed_kmh,
-    show_default=True,
-    help="Fastest travelling speed kept, in km/h.",
-)
-@click.option("--start-date", metavar="YYYY-MM-DD", help="First date kept.")
-@click.option("--end-date", metavar="YYYY-MM-DD", help="Last date kept.")
-@click.option("--months", metavar="M,M", help="Months kept, e.g. 5,6.")
-@click.option("--years", metavar="Y,Y", help="Years kept, e.g. 2017,2018.")
-@click.option(
-    "--deduplicate/--no-deduplicate",
-    default=True,
-    show_default=True,
-    help="One checklist per shared-checklist group.",
-)
-@click.option(
-    "--chunksize",
-    type=int,
-    default=INGEST_DEFAULTS.chunksize,
-    show_default=True,
-    help="Rows read at a time (memory versus speed).",
-)
-@click.option(
-    "--engine",
-    type=click.Choice(["local", "dask"]),
-    default=INGEST_DEFAULTS.engine,
-    show_default=True,
-    help="Read the files here (local) or on a Dask cluster (dask).",
-)
-@click.option(
-    "--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a local cluster)."
-)
-@click.option(
-    "--progress/--no-progress", default=True, show_default=True, help="Show progress bars."
-)
-@click.option("--overwrite", is_flag=True, help="Replace an existing output.")
+@_declared(INGEST_OPTIONS)
 def ingest_command(**kw: Any) -> None:
     """Grid eBird checklists into labelled planning units.
 
@@ -419,42 +325,8 @@ def _few_training_cells(units: Any) -> str:
     )
 
 
-#: The click type of each kind of option (:data:`reserve.options.Kind`); ``text``: a string.
-_KIND_TYPES: dict[str, Any] = {
-    "number": _NUMBER,
-    "integer": _INT,
-    "float": _FLOAT,
-    "float|cv": _C_VALUE,
-    "float|auto": _PENALTY,
-    "path": click.Path(),
-}
-
-
-def _click_option(spec: OptionSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The click option of one declared option (:data:`reserve.options.SELECT_OPTIONS`)."""
-    kw: dict[str, Any] = {"help": spec.help, "metavar": spec.metavar, "multiple": spec.multiple}
-    decls = [spec.flag, spec.name]
-    if spec.kind == "switch":  # --effort/--no-effort; None when neither is given
-        decls[0] = f"{spec.flag}/--no-{spec.flag[2:]}"
-        kw["default"] = None
-    elif spec.kind == "flag":
-        kw["is_flag"] = True
-    elif spec.kind == "choice":
-        kw["type"] = click.Choice(spec.choices, case_sensitive=False)
-    elif spec.kind in _KIND_TYPES:
-        kw["type"] = _KIND_TYPES[spec.kind]
-    return click.option(*decls, **kw)
-
-
-def _select_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add every option of ``reserve select``, as declared, in the declared order."""
-    for spec in reversed(SELECT_OPTIONS.values()):
-        command = _click_option(spec)(command)
-    return command
-
-
 @main.command("select", short_help="Choose the cells to buy; write a GeoPackage and a map.")
-@_select_options
+@_declared(SELECT_OPTIONS)
 @click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
 def select_command(config: str | None, **kw: object) -> None:
     """Choose the cells to buy; write a GeoPackage and a map.

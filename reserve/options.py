@@ -1,10 +1,11 @@
-"""The options of ``reserve select``, declared once: flag, help, type and the check of a value.
+"""The options of the commands, declared once: flag, help, type and the check of a value.
 
-:data:`SELECT_OPTIONS` is the one table of the command's options. :mod:`reserve.cli` builds
-its click options (and so ``--help``) from it, :func:`load_config` accepts exactly its names
-as the keys of a ``--config`` TOML file, :func:`check_config_values` checks a file's values
-with each option's own check, and :class:`reserve.config.SelectOptions` normalises its
-attributes with the same checks. The defaults are :data:`reserve.defaults.SELECT_DEFAULTS`.
+:data:`SELECT_OPTIONS` is the one table of ``reserve select``'s options. :mod:`reserve.cli`
+builds its click options (and so ``--help``) from it, :func:`load_config` accepts exactly its
+names as the keys of a ``--config`` TOML file, :func:`check_config_values` checks a file's
+values with each option's own check, and :class:`reserve.config.SelectOptions` normalises its
+attributes with the same checks. :data:`INGEST_OPTIONS` declares ``reserve ingest``'s options
+the same way. The defaults are those of :mod:`reserve.defaults`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from reserve.defaults import LEARN_FROM, MAX_DEFAULT_JOBS, MAX_SEED, SELECT_DEFAULTS
+from reserve.defaults import (
+    INGEST_DEFAULTS,
+    LEARN_FROM,
+    MAX_DEFAULT_JOBS,
+    MAX_SEED,
+    SELECT_DEFAULTS,
+)
 from reserve.errors import InvalidInputError
 from reserve.methods import METHODS, MODELS, check_method, check_model
 
 __all__ = [
     "CONFIG_KEYS",
+    "INGEST_OPTIONS",
     "PATH_KEYS",
     "SELECT_OPTIONS",
     "OptionSpec",
@@ -48,7 +56,7 @@ Kind = Literal[
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """One option of ``reserve select``: its name, how it is typed, its help and its check.
+    """One option of a command: its name, how it is typed, its help and its check.
 
     Attributes
     ----------
@@ -60,25 +68,37 @@ class OptionSpec:
     kind : str
         How the command line types the value (:data:`Kind`): ``switch`` is an on/off pair
         (``--effort/--no-effort``), ``flag`` an on-only switch (``--overwrite``).
-    check : callable
+    check : callable or None
         ``check(value, name)``: the value normalised, or a one-line
         :class:`~reserve.errors.InvalidInputError`; run on a TOML file's values and on the
-        options' attributes alike.
+        options' attributes alike (``reserve select``). None: the command's own types and
+        the library check the value (``reserve ingest``).
     metavar : str or None
         The value's placeholder in ``--help``.
     choices : tuple of str
         Allowed values of a ``choice``.
     multiple : bool
         Repeatable (``--species A --species B``).
+    default : object or None
+        The default ``--help`` shows (None: the help text states it). ``reserve select``'s
+        options have none, so that only the values given override a TOML file.
+    required : bool
+        The command refuses to run without it.
+    strict : bool
+        The command line refuses a value of the wrong type itself (``reserve ingest``);
+        otherwise it passes the value on, for the options' check to refuse in one line.
     """
 
     name: str
     help: str
     kind: Kind
-    check: Callable[[Any, str], Any]
+    check: Callable[[Any, str], Any] | None = None
     metavar: str | None = None
     choices: tuple[str, ...] = ()
     multiple: bool = False
+    default: Any = None
+    required: bool = False
+    strict: bool = False
 
     @property
     def flag(self) -> str:
@@ -417,6 +437,107 @@ SELECT_OPTIONS: dict[str, OptionSpec] = {
     )
 }
 
+
+def _ingest(name: str, help: str, kind: Kind = "text", **kw: Any) -> OptionSpec:
+    """An option of ``reserve ingest``: typed strictly, its default shown in ``--help``."""
+    if "default" not in kw and name in INGEST_DEFAULTS.__dataclass_fields__:
+        kw["default"] = getattr(INGEST_DEFAULTS, name)
+    return OptionSpec(name, help, kind, strict=True, **kw)
+
+
+_I = INGEST_DEFAULTS
+
+#: The options of ``reserve ingest``, in ``--help``'s order.
+INGEST_OPTIONS: dict[str, OptionSpec] = {
+    spec.name: spec
+    for spec in (
+        _ingest("ebd", "eBird Basic Dataset (.txt/.gz/.zip).", "path", required=True),
+        _ingest("sed", "Sampling Event Data (.txt/.gz/.zip).", "path", required=True),
+        _ingest(
+            "species",
+            "Common or scientific name, e.g. 'Wood Thrush'; repeat for several species "
+            "(label = the first; label__<slug> for each).",
+            required=True,
+            multiple=True,
+        ),
+        _ingest("output", "GeoPackage to write (.gpkg).", "path", required=True),
+        _ingest(
+            "region",
+            "The region: a bbox min_lon,min_lat,max_lon,max_lat or a polygon file.",
+            metavar="BBOX|PATH",
+        ),
+        _ingest("region_layer", "Layer of a multi-layer region file.", metavar="LAYER"),
+        _ingest("cell_size", "Cell side in metres.", "float"),
+        _ingest("crs", "Equal-area grid CRS (default: LAEA centred on the region).", metavar="CRS"),
+        _ingest(
+            "categorical",
+            "Categorical raster (class fractions); repeatable.",
+            metavar="NAME=PATH",
+            multiple=True,
+        ),
+        _ingest(
+            "continuous",
+            "Continuous raster (mean, sd); repeatable.",
+            metavar="NAME=PATH",
+            multiple=True,
+        ),
+        _ingest(
+            "legend",
+            "Class legend (class,name CSV) of a categorical raster; repeatable.",
+            metavar="NAME=CSV",
+            multiple=True,
+        ),
+        _ingest("public", "Public-land polygons; repeatable.", "path", multiple=True),
+        _ingest(
+            "locked_out",
+            "Polygons never to select (urban, protected); repeatable.",
+            "path",
+            multiple=True,
+        ),
+        _ingest(
+            "public_threshold",
+            "A surveyed cell is a training cell if more than this share of it is public.",
+            "float",
+        ),
+        _ingest(
+            "locked_threshold",
+            "A cell is locked out if more than this share of it is in --locked-out polygons.",
+            "float",
+        ),
+        _ingest(
+            "region_threshold",
+            "A private cell is a candidate only if more than this share of it is in the region.",
+            "float",
+        ),
+        _ingest(
+            "protocols",
+            "Protocols kept, comma-separated ('all' keeps every protocol).",
+            default=",".join(_I.protocols),
+        ),
+        _ingest("max_hours", "Longest checklist kept, in hours.", "float"),
+        _ingest("max_km", "Longest distance travelled, in km.", "float"),
+        _ingest("max_observers", "Most observers on a checklist.", "integer"),
+        _ingest("max_speed_kmh", "Fastest travelling speed kept, in km/h.", "float"),
+        _ingest("start_date", "First date kept.", metavar="YYYY-MM-DD"),
+        _ingest("end_date", "Last date kept.", metavar="YYYY-MM-DD"),
+        _ingest("months", "Months kept, e.g. 5,6.", metavar="M,M"),
+        _ingest("years", "Years kept, e.g. 2017,2018.", metavar="Y,Y"),
+        _ingest("deduplicate", "One checklist per shared-checklist group.", "switch", default=True),
+        _ingest("chunksize", "Rows read at a time (memory versus speed).", "integer"),
+        _ingest(
+            "engine",
+            "Read the files here (local) or on a Dask cluster (dask).",
+            "choice",
+            choices=("local", "dask"),
+        ),
+        _ingest(
+            "scheduler", "Dask scheduler address (default: a local cluster).", metavar="ADDRESS"
+        ),
+        _ingest("progress", "Show progress bars.", "switch", default=True),
+        _ingest("overwrite", "Replace an existing output.", "flag"),
+    )
+}
+
 #: Names a ``--config`` TOML file may use: the options of ``reserve select``.
 CONFIG_KEYS: tuple[str, ...] = tuple(SELECT_OPTIONS)
 
@@ -493,7 +614,7 @@ def check_config_values(
     where = f"config={str(path)!r}" if path is not None else "config"
     for key, value in values.items():
         spec = SELECT_OPTIONS.get(key)
-        if spec is None:
+        if spec is None or spec.check is None:
             continue
         try:
             spec.check(value, key)

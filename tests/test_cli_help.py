@@ -268,8 +268,9 @@ def test_the_docs_option_tables_agree_with_the_command(command, page, section, d
 
 def test_select_options_are_the_declared_ones():
     """``reserve select``'s options, a --config file's keys and the options object share one
-    declaration (reserve.options.SELECT_OPTIONS): names, flags, help and order."""
-    from reserve.options import CONFIG_KEYS, SELECT_OPTIONS
+    declaration (reserve.options.SELECT_OPTIONS): names, flags, help and order; ``reserve
+    ingest``'s come from INGEST_OPTIONS, with the ingest's defaults shown."""
+    from reserve.options import CONFIG_KEYS, INGEST_OPTIONS, SELECT_OPTIONS
 
     params = [p for p in main.commands["select"].params if isinstance(p, click.Option)]
     declared = [p for p in params if p.name != "config"]
@@ -278,3 +279,10 @@ def test_select_options_are_the_declared_ones():
         spec = SELECT_OPTIONS[p.name]
         assert p.opts[0] == spec.flag and p.help == spec.help, p.name
         assert p.multiple == spec.multiple and (p.is_flag == (spec.kind in ("switch", "flag")))
+    ingest = [p for p in main.commands["ingest"].params if isinstance(p, click.Option)]
+    assert [p.name for p in ingest] == list(INGEST_OPTIONS)
+    for p in ingest:  # the ingest types its values itself: a bad one is click's usage error
+        spec = INGEST_OPTIONS[p.name]
+        assert (p.help, p.required) == (spec.help, spec.required), p.name
+        if spec.default is not None:  # shown in --help, as the ingest's defaults say
+            assert p.default == spec.default and p.show_default, p.name
