@@ -55,7 +55,7 @@ import difflib
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,7 @@ from reserve.config import (
 )
 from reserve.errors import DataFileError, InvalidInputError
 from reserve.novelty import mess
-from reserve.solvers import Boundary
+from reserve.solvers import Boundary, Budget, SelectionProblem, cells_for_budget
 
 __all__ = [
     "MAX_FEATURE_MAGNITUDE",
@@ -177,6 +177,12 @@ class Problem:
     boundary : reserve.solvers.Boundary or None
         With a boundary penalty: the boundary length of sets of ``rows`` (candidates' entries
         are read), locked-in cells counted as selected; None otherwise.
+    selection : reserve.solvers.SelectionProblem or None
+        What every selector fits, built once here (:meth:`selection_problem`): the raw
+        features ``X_fit`` of the ``rows``, their labels, the budget over the candidate rows
+        (what the locked-in cells leave: ``k_free`` cells, or ``free_budget`` of money; with
+        nothing left, ``k_fit = 1`` cell, fitted only to score and rank the candidates), the
+        boundary term (locked-in cells counted as selected) and the effort columns.
     """
 
     units: gpd.GeoDataFrame
@@ -204,6 +210,28 @@ class Problem:
     boundary: Boundary | None = None
     X_fit: np.ndarray | None = None
     learned: np.ndarray | None = None
+    selection: SelectionProblem | None = None
+
+    def selection_problem(self, boundary_penalty: float = 0.0) -> SelectionProblem:
+        """The :class:`~reserve.solvers.SelectionProblem` of the fitted rows (checked).
+
+        A money budget when some candidate still fits what the locked-in cells leave, else
+        the cell budget ``k_fit``.
+        """
+        money = self.cost is not None and self.k_free > 0
+        cost = self.cost[self.rows] if money else None
+        budget = self.free_budget if money else None
+        effort = tuple(i for i, f in enumerate(self.features) if f in self.effort)
+        return SelectionProblem.from_arrays(
+            self.X_fit,
+            self.y,
+            self.k_fit,
+            cost=cost,
+            budget=budget,
+            boundary=self.boundary,
+            boundary_penalty=boundary_penalty,
+            effort_columns=effort,
+        )
 
     @property
     def multi(self) -> bool:
@@ -850,7 +878,7 @@ def _allocate(
     # k_free: 1 when some candidate still fits (the knapsack decides how many), else 0
     k_free = int(free_budget >= float(cand_cost.min()))
     # baselines and the CV fit a number of cells: what the budget buys at the median cost
-    k_fit = int(np.clip(free_budget // float(np.median(cand_cost)), 1, n_cand - 1))
+    k_fit = cells_for_budget(Budget(cand_cost, free_budget))
     return k_free, k_fit
 
 
@@ -1114,7 +1142,7 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     n_in = int(lock_in.sum())
     k_free, k_fit = _allocate(opts, n_in, None if cost is None else cost[cand],
                               int(cand.sum()), free_budget)  # fmt: skip
-    return Problem(
+    problem = Problem(
         mess=mess_value, mess_variable=mess_variable, novel_out=novel_out,
         units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
         train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
@@ -1122,3 +1150,5 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort, boundary=boundary,
         X_fit=X_fit, learned=learned,
     )  # fmt: skip
+    penalty = opts.boundary_penalty if opts.boundary_penalty != "auto" else 0.0
+    return replace(problem, selection=problem.selection_problem(float(penalty)))

@@ -378,6 +378,8 @@ class TTK(TopKClassifierMixin):
         t0 = time.perf_counter()
         C = self._check_params()
         problem = self._problem(X, y, cost=cost, sample_weight=sample_weight, boundary=boundary)
+        lam = check_positive_real(self.boundary_penalty, "boundary_penalty", allow_zero=True)
+        problem = problem.with_penalty(lam)  # the estimator's penalty is the solvers' one
         data, bud, money = problem.transductive(), problem.budget, problem.money
         lab_y, n = data.y[data.labelled], data.X.shape[0]
         c = check_hinge_weights(self.class_weight, problem.sample_weight, lab_y, data.labelled, n)
