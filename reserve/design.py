@@ -31,10 +31,11 @@ them is selected); a polygon file without a CRS or that locks no cell of the reg
 Money budgets
 -------------
 With ``cost_column=`` the budget is a total cost, not a number of cells: the named column
-holds each cell's price (any currency; it is never a feature). TTK then solves its knapsack
-form (``TTK(budget=...)``) and the baselines are fitted with the number of cells the budget
-buys at the median candidate cost, their candidates walked by decreasing score within the
-budget (:func:`reserve.solvers.budget_select`). Locked-in cells use up their cost of the
+holds each cell's price (any currency; it is never a feature). The problem object
+(``Problem.selection``) then carries the money budget: TTK solves its knapsack form, and the
+baselines, fitted for the number of cells the budget buys at the median candidate cost
+(:func:`reserve.solvers.cells_for_budget`), select by decreasing score within the budget
+themselves (:meth:`reserve.solvers.Budget.select`). Locked-in cells use up their cost of the
 budget first. Every candidate's cost must be a positive finite number; a budget that buys
 every candidate, or no candidate at all (without locked-in cells), is refused.
 
@@ -62,8 +63,6 @@ from typing import Any
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import validate_data
 
 from reserve.adjacency import EDGE_FACTOR, grid_adjacency
 from reserve.config import (
@@ -84,7 +83,6 @@ __all__ = [
     "MAX_FEATURE_MAGNITUDE",
     "NON_FEATURES",
     "REQUIRED_COLUMNS",
-    "MomentScaler",
     "Problem",
     "boolean_values",
     "boundary_term",
@@ -268,32 +266,6 @@ class Problem:
                     rng.choice(neg, neg.size, replace=True)]  # fmt: skip
             samples.append(np.concatenate([*draw, cand]))
         return samples
-
-
-class MomentScaler(StandardScaler):
-    """:class:`~sklearn.preprocessing.StandardScaler` fitted with NumPy's mean and std.
-
-    sklearn's scaler computes the variance with a correction term and treats nearly constant
-    columns as constant; NumPy's two-pass ``mean`` / ``std`` (an exactly constant column is
-    left unscaled) keep the scores, and so the selections, bit for bit those of earlier
-    releases. ``transform`` is sklearn's own (it passes NaN through: a cell with a missing
-    feature gets no score); ``fit`` takes finite values only and no sample weights.
-    """
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False  # fit refuses NaN (the problem's rows are finite)
-        return tags
-
-    def fit(self, X: Any, y: Any = None) -> MomentScaler:
-        """Learn ``mean_``, ``var_`` and ``scale_`` of ``X`` (finite values)."""
-        X = validate_data(self, X, dtype=np.float64, reset=True)
-        self.n_samples_seen_ = np.int64(X.shape[0])  # StandardScaler's type (partial_fit)
-        self.mean_ = X.mean(axis=0)
-        self.var_ = X.var(axis=0)
-        sd = X.std(axis=0)
-        self.scale_ = np.where(sd > 0, sd, 1.0)  # constant column: centred to 0, cannot matter
-        return self
 
 
 def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import has_fit_parameter
 
 from reserve.bootstrap import selection_frequency
@@ -42,7 +43,6 @@ from reserve.config import (
 )
 from reserve.design import (
     REQUIRED_COLUMNS,
-    MomentScaler,
     Problem,
     build_problem,
     file_sha256,
@@ -92,13 +92,13 @@ def _estimator(opts: SelectOptions, problem: Problem, C: float) -> Any:
                           Cs=Cs, n_jobs=opts.n_jobs, effort_columns=effort)  # fmt: skip
 
 
-def standardised(selection: SelectionProblem) -> tuple[MomentScaler, SelectionProblem]:
+def standardised(selection: SelectionProblem) -> tuple[StandardScaler, SelectionProblem]:
     """The scaler fitted on the problem's rows, and the problem over the standardised rows.
 
     The estimator fits the standardised problem; the scaler then standardises every cell
-    the fit scores.
+    the fit scores (a cell with a missing feature gets NaN, so no score).
     """
-    scaler = MomentScaler().fit(selection.X)
+    scaler = StandardScaler().fit(selection.X)
     return scaler, selection.with_X(scaler.transform(selection.X))
 
 
