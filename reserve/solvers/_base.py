@@ -286,9 +286,12 @@ def feasible_intercepts(
 
 
 class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
-    """Shared fitted API: linear scores, exactly-k selection, 0/1 predictions.
+    """Shared fitted API: linear scores, the budget's selection, 0/1 predictions.
 
-    Subclasses set ``coef_``, ``intercept_``, ``candidates_`` and call ``_select`` in ``fit``.
+    A subclass's ``fit`` reads its data with ``_problem`` (a
+    :class:`~reserve.solvers.problem.SelectionProblem`, given or built from the arrays), sets
+    ``coef_`` and ``intercept_``, and calls ``_select``, the one place scores become the
+    budget's selection (cells or money, ties at the cut to the lower row).
     """
 
     def __sklearn_tags__(self):  # sklearn protocol: declare binary-only

@@ -56,7 +56,9 @@ class SelectionProblem:
     """Rows to fit, labels, the budget and boundary over the candidates, effort, weights.
 
     Build it with :meth:`from_arrays` (checked) or :func:`reserve.design.build_problem`;
-    the constructor itself checks nothing.
+    the constructor itself checks nothing. Frozen: no field can be reassigned, and every
+    change (:meth:`take`, :meth:`with_X`, :meth:`with_penalty`) returns a new object; the
+    arrays are not copied from the caller's, so leave them unchanged while it is in use.
 
     Parameters
     ----------
@@ -89,7 +91,7 @@ class SelectionProblem:
     >>> money = SelectionProblem.from_arrays(X, [0, 0, 1, 1, -1, -1, -1],
     ...                                      cost=[0, 0, 0, 0, 1.0, 2.0, 1.0], budget=2.0)
     >>> money.money, money.k
-    (True, 1)
+    (True, 2)
     """
 
     X: np.ndarray
