@@ -19,10 +19,8 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from reserve.adjacency import grid_adjacency, patch_labels
-from reserve.bootstrap import fit_params
-from reserve.config import SelectOptions
 from reserve.design import Problem
-from reserve.solvers import MapMean, at_standard_effort, calibrate_penalty
+from reserve.solvers import MapMean, SelectionProblem, at_standard_effort, calibrate_penalty
 
 __all__ = ["calibrate_boundary", "presence_probability"]
 
@@ -71,23 +69,18 @@ def presence_probability(est: Any, Z_rows: np.ndarray, y: np.ndarray) -> np.ndar
 
 
 def calibrate_boundary(
-    opts: SelectOptions, problem: Problem, est: Any, Z_rows: np.ndarray,
-    cost: np.ndarray | None, say: Callable[[str], None],
-) -> tuple[Any, float, pd.DataFrame]:  # fmt: skip
+    problem: Problem, est: Any, fitted: SelectionProblem, say: Callable[[str], None]
+) -> tuple[Any, float, pd.DataFrame]:
     """Refit ``est`` along Cohon's calibration; the fit at the knee, its penalty, the table.
 
     Parameters
     ----------
-    opts : SelectOptions
-        The run's options (method, for the fit's keyword arguments).
     problem : Problem
-        The problem, with its ``boundary`` term.
+        The planning units' problem (its grid, locks and rows).
     est : estimator
-        Fitted without a penalty (``boundary_penalty=0``) on ``Z_rows``.
-    Z_rows : numpy.ndarray
-        The standardised fitted rows.
-    cost : numpy.ndarray or None
-        Row costs of a money budget.
+        Fitted without a penalty (``boundary_penalty=0``) on ``fitted``.
+    fitted : SelectionProblem
+        The problem ``est`` was fitted on (standardised rows, with its boundary term).
     say : callable
         Progress messages.
 
@@ -101,14 +94,14 @@ def calibrate_boundary(
     """
     adj = grid_adjacency(problem.units.geometry.to_numpy())
     base = _fixed_model(est)
-    presence = presence_probability(est, Z_rows, problem.y)
+    presence = presence_probability(est, fitted.X, fitted.y)
     fits: dict[float, Any] = {0.0: est}
 
     def fit(lam: float) -> dict[str, Any]:
         if lam not in fits:
             say(f"boundary calibration: refitting at penalty {lam:.4g}")
             e = clone(base).set_params(boundary_penalty=lam)
-            e.fit(Z_rows, problem.y, boundary=problem.boundary, **fit_params(opts.method, cost))
+            e.fit(fitted)
             fits[lam] = e
         e = fits[lam]
         mask = np.zeros(adj.n, dtype=bool)

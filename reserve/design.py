@@ -31,10 +31,11 @@ them is selected); a polygon file without a CRS or that locks no cell of the reg
 Money budgets
 -------------
 With ``cost_column=`` the budget is a total cost, not a number of cells: the named column
-holds each cell's price (any currency; it is never a feature). TTK then solves its knapsack
-form (``TTK(budget=...)``) and the baselines are fitted with the number of cells the budget
-buys at the median candidate cost, their candidates walked by decreasing score within the
-budget (:func:`reserve.solvers.budget_select`). Locked-in cells use up their cost of the
+holds each cell's price (any currency; it is never a feature). The problem object
+(``Problem.selection``) then carries the money budget: TTK solves its knapsack form, and the
+baselines, fitted for the number of cells the budget buys at the median candidate cost
+(:func:`reserve.solvers.cells_for_budget`), select by decreasing score within the budget
+themselves (:meth:`reserve.solvers.Budget.select`). Locked-in cells use up their cost of the
 budget first. Every candidate's cost must be a positive finite number; a budget that buys
 every candidate, or no candidate at all (without locked-in cells), is refused.
 
@@ -55,15 +56,13 @@ import difflib
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import validate_data
 
 from reserve.adjacency import EDGE_FACTOR, grid_adjacency
 from reserve.config import (
@@ -78,13 +77,12 @@ from reserve.config import (
 )
 from reserve.errors import DataFileError, InvalidInputError
 from reserve.novelty import mess
-from reserve.solvers import Boundary
+from reserve.solvers import Boundary, Budget, SelectionProblem, cells_for_budget
 
 __all__ = [
     "MAX_FEATURE_MAGNITUDE",
     "NON_FEATURES",
     "REQUIRED_COLUMNS",
-    "MomentScaler",
     "Problem",
     "boolean_values",
     "boundary_term",
@@ -177,6 +175,12 @@ class Problem:
     boundary : reserve.solvers.Boundary or None
         With a boundary penalty: the boundary length of sets of ``rows`` (candidates' entries
         are read), locked-in cells counted as selected; None otherwise.
+    selection : reserve.solvers.SelectionProblem or None
+        What every selector fits, built once here (:meth:`selection_problem`): the raw
+        features ``X_fit`` of the ``rows``, their labels, the budget over the candidate rows
+        (what the locked-in cells leave: ``k_free`` cells, or ``free_budget`` of money; with
+        nothing left, ``k_fit = 1`` cell, fitted only to score and rank the candidates), the
+        boundary term (locked-in cells counted as selected) and the effort columns.
     """
 
     units: gpd.GeoDataFrame
@@ -204,6 +208,28 @@ class Problem:
     boundary: Boundary | None = None
     X_fit: np.ndarray | None = None
     learned: np.ndarray | None = None
+    selection: SelectionProblem | None = None
+
+    def selection_problem(self, boundary_penalty: float = 0.0) -> SelectionProblem:
+        """The :class:`~reserve.solvers.SelectionProblem` of the fitted rows (checked).
+
+        A money budget when some candidate still fits what the locked-in cells leave, else
+        the cell budget ``k_fit``.
+        """
+        money = self.cost is not None and self.k_free > 0
+        cost = self.cost[self.rows] if money else None
+        budget = self.free_budget if money else None
+        effort = tuple(i for i, f in enumerate(self.features) if f in self.effort)
+        return SelectionProblem.from_arrays(
+            self.X_fit,
+            self.y,
+            self.k_fit,
+            cost=cost,
+            budget=budget,
+            boundary=self.boundary,
+            boundary_penalty=boundary_penalty,
+            effort_columns=effort,
+        )
 
     @property
     def multi(self) -> bool:
@@ -240,32 +266,6 @@ class Problem:
                     rng.choice(neg, neg.size, replace=True)]  # fmt: skip
             samples.append(np.concatenate([*draw, cand]))
         return samples
-
-
-class MomentScaler(StandardScaler):
-    """:class:`~sklearn.preprocessing.StandardScaler` fitted with NumPy's mean and std.
-
-    sklearn's scaler computes the variance with a correction term and treats nearly constant
-    columns as constant; NumPy's two-pass ``mean`` / ``std`` (an exactly constant column is
-    left unscaled) keep the scores, and so the selections, bit for bit those of earlier
-    releases. ``transform`` is sklearn's own (it passes NaN through: a cell with a missing
-    feature gets no score); ``fit`` takes finite values only and no sample weights.
-    """
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False  # fit refuses NaN (the problem's rows are finite)
-        return tags
-
-    def fit(self, X: Any, y: Any = None) -> MomentScaler:
-        """Learn ``mean_``, ``var_`` and ``scale_`` of ``X`` (finite values)."""
-        X = validate_data(self, X, dtype=np.float64, reset=True)
-        self.n_samples_seen_ = np.int64(X.shape[0])  # StandardScaler's type (partial_fit)
-        self.mean_ = X.mean(axis=0)
-        self.var_ = X.var(axis=0)
-        sd = X.std(axis=0)
-        self.scale_ = np.where(sd > 0, sd, 1.0)  # constant column: centred to 0, cannot matter
-        return self
 
 
 def read_planning_units(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
@@ -850,7 +850,7 @@ def _allocate(
     # k_free: 1 when some candidate still fits (the knapsack decides how many), else 0
     k_free = int(free_budget >= float(cand_cost.min()))
     # baselines and the CV fit a number of cells: what the budget buys at the median cost
-    k_fit = int(np.clip(free_budget // float(np.median(cand_cost)), 1, n_cand - 1))
+    k_fit = cells_for_budget(Budget(cand_cost, free_budget))
     return k_free, k_fit
 
 
@@ -1114,7 +1114,7 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     n_in = int(lock_in.sum())
     k_free, k_fit = _allocate(opts, n_in, None if cost is None else cost[cand],
                               int(cand.sum()), free_budget)  # fmt: skip
-    return Problem(
+    problem = Problem(
         mess=mess_value, mess_variable=mess_variable, novel_out=novel_out,
         units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
         train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
@@ -1122,3 +1122,5 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort, boundary=boundary,
         X_fit=X_fit, learned=learned,
     )  # fmt: skip
+    penalty = opts.boundary_penalty if opts.boundary_penalty != "auto" else 0.0
+    return replace(problem, selection=problem.selection_problem(float(penalty)))

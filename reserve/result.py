@@ -123,11 +123,12 @@ class FitOutcome:
     Attributes
     ----------
     estimator : estimator
-        The fitted estimator (the pipeline's last step).
+        The fitted estimator (fitted on the standardised ``Problem.selection``).
     Z : numpy.ndarray of shape (n_cells, n_features)
         Standardised features of every cell (NaN where a raw value is not finite).
     picked : numpy.ndarray of int
-        Selected positions among the fitted rows, best first.
+        Selected positions among the fitted rows, best first: the estimator's
+        ``selected_``, within the budget (cells or money) whatever the method.
     C : float
         The C used; ``C_source`` says whether it was ``"given"`` or chosen by ``"cv"``.
     cv : reserve.model_selection.CSelection or None

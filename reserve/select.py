@@ -6,8 +6,10 @@
 2. check the output paths (nothing is created yet), then read the planning units into one
    :class:`reserve.design.Problem` (every refusal of the input there);
 3. choose ``C`` (given, or by the paper's cross-validation on the training cells);
-4. fit a :class:`sklearn.pipeline.Pipeline`: the features standardised on the fitted
-   (``train`` and ``candidate``) cells, then :func:`reserve.solvers.make_estimator`'s;
+4. standardise the problem's features on the fitted (``train`` and ``candidate``) cells
+   (:func:`standardised`) and fit :func:`reserve.solvers.make_estimator`'s estimator on the
+   problem object, ``est.fit(problem.selection)``; its budget (cells or money) decides the
+   selection whatever the method;
 5. with ``bootstrap=N``, refit N :func:`sklearn.base.clone` s of the estimator on resampled
    training cells (the standardisation stays the whole problem's);
 6. build the tables (:mod:`reserve.result`); write them and the map to temporary files
@@ -26,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import has_fit_parameter
 
-from reserve.bootstrap import fit_params, picked_rows, selection_frequency
+from reserve.bootstrap import selection_frequency
 from reserve.calibrate import calibrate_boundary
 from reserve.config import (
     CONFIG_KEYS,
@@ -41,7 +43,6 @@ from reserve.config import (
 )
 from reserve.design import (
     REQUIRED_COLUMNS,
-    MomentScaler,
     Problem,
     build_problem,
     file_sha256,
@@ -51,6 +52,7 @@ from reserve.design import (
 from reserve.errors import InvalidInputError
 from reserve.export import CSV_NAME, SUMMARY_NAME, identified_crs
 from reserve.fork import Standby
+from reserve.methods import capabilities
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.run_files import (
     check_decoration,
@@ -61,7 +63,7 @@ from reserve.run_files import (
     one_species_options,
     write_outputs,
 )
-from reserve.solvers import TTK_METHODS, describe_members, make_estimator
+from reserve.solvers import SelectionProblem, describe_members, make_estimator
 from reserve.solvers.registry import chosen_C
 
 __all__ = [
@@ -80,20 +82,31 @@ __all__ = [
 METHODS = SELECT_METHODS  #: Methods accepted by ``method=`` / ``--method``.
 
 
-def _estimator(opts: SelectOptions, problem: Problem, C: float, *, money: bool) -> Any:
-    """A fresh estimator of ``opts.method``; a money budget only for TTK fits that use it."""
-    budget = problem.free_budget if money and opts.method in TTK_METHODS else None
-    n_species = problem.y.shape[1] if problem.y.ndim == 2 else 1
+def _estimator(opts: SelectOptions, problem: Problem, C: float) -> Any:
+    """A fresh estimator of ``opts.method`` for ``problem`` (its budget: cells or money)."""
+    n_species = problem.selection.n_species
     model = opts.effective_model
     Cs = None if model == "linear" or opts.C in (None, "cv") else (float(opts.C),)
-    effort = tuple(i for i, f in enumerate(problem.features) if f in problem.effort) or None
+    knapsack = problem.selection.money and capabilities(opts.method).money_budget
+    budget = problem.selection.budget.budget if knapsack else None
+    effort = problem.selection.effort_columns or None
     return make_estimator(opts.method, k=problem.k_fit, C=C, budget=budget, n_species=n_species,
                           random_state=opts.seed, time_limit=opts.time_limit, model=model,
                           Cs=Cs, n_jobs=opts.n_jobs, effort_columns=effort)  # fmt: skip
 
 
+def standardised(selection: SelectionProblem) -> tuple[StandardScaler, SelectionProblem]:
+    """The scaler fitted on the problem's rows, and the problem over the standardised rows.
+
+    The estimator fits the standardised problem; the scaler then standardises every cell
+    the fit scores (a cell with a missing feature gets NaN, so no score).
+    """
+    scaler = StandardScaler().fit(selection.X)
+    return scaler, selection.with_X(scaler.transform(selection.X))
+
+
 def _choose_C(
-    opts: SelectOptions, problem: Problem, Z_rows: np.ndarray, say: Callable[[str], None]
+    opts: SelectOptions, problem: Problem, fitted: SelectionProblem, say: Callable[[str], None]
 ) -> tuple[float | None, str, Any]:
     """``(C, source, cv)``: the given C, or the cross-validated one.
 
@@ -110,35 +123,27 @@ def _choose_C(
     say(f"choosing C by cross-validation over {list(SELECT_DEFAULTS.Cs)}")
     est0 = make_estimator(opts.method, k=problem.k_fit, C=1.0, random_state=opts.seed,
                           time_limit=opts.time_limit)  # fmt: skip
-    effort = tuple(i for i, f in enumerate(problem.features) if f in problem.effort)
-    cv = select_C(est0, Z_rows, problem.y, Cs=SELECT_DEFAULTS.Cs,
+    cv = select_C(est0, fitted.X, fitted.y, Cs=SELECT_DEFAULTS.Cs,
                   n_repeats=SELECT_DEFAULTS.cv_repeats, n_folds=SELECT_DEFAULTS.cv_folds,
                   k_fraction=SELECT_DEFAULTS.cv_k_fraction, random_state=opts.seed,
-                  effort_columns=effort)  # fmt: skip
+                  effort_columns=fitted.effort_columns)  # fmt: skip
     return float(cv.best_C), "cv", cv
 
 
 def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> FitOutcome:
-    """Choose C, fit the pipeline, bootstrap; everything the result tables need."""
-    X_rows = problem.X_fit
-    Z_rows = MomentScaler().fit_transform(X_rows)  # what the pipeline's estimator sees
-    C, C_source, cv = _choose_C(opts, problem, Z_rows, say)
+    """Choose C, fit the estimator, bootstrap; everything the result tables need."""
+    scaler, fitted = standardised(problem.selection)
+    C, C_source, cv = _choose_C(opts, problem, fitted, say)
     what = f"C={C:g}" if C is not None else f"model {opts.model}"
     say(f"fitting {opts.method} (k={problem.k_fit}, {what}) on {int(problem.train.sum())} "
         f"training and {int(problem.candidate.sum())} candidate cells")  # fmt: skip
     t_fit = time.perf_counter()
-    cost = None if problem.cost is None or not problem.k_free else problem.cost[problem.rows]
-    est = _estimator(opts, problem, SELECT_DEFAULTS.C if C is None else C, money=cost is not None)
+    est = _estimator(opts, problem, SELECT_DEFAULTS.C if C is None else C)
     penalty = opts.boundary_penalty
     if problem.boundary is not None and penalty != "auto":
         est.set_params(boundary_penalty=float(penalty))
-    pipe = Pipeline([("scale", MomentScaler()), ("select", est)])
-    params = fit_params(opts.method, cost)
-    if problem.boundary is not None:
-        params["boundary"] = problem.boundary
-    if has_fit_parameter(est, "progress"):  # a model choice: its folds' progress
-        params["progress"] = say
-    pipe.fit(X_rows, problem.y, **{f"select__{key}": v for key, v in params.items()})
+    progress = {"progress": say} if has_fit_parameter(est, "progress") else {}  # a model choice
+    est.fit(fitted, **progress)
     searched = C is None  # the estimator chose C with its feature map
     C, C_source = chosen_C(est, C_source)
     if searched:
@@ -146,16 +151,15 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     tradeoff, chooser = None, None
     if penalty == "auto":  # the calibration refits the chosen model: its CV stays the record
         chooser = est
-        est, penalty, tradeoff = calibrate_boundary(opts, problem, est, Z_rows, cost, say)
-        pipe.steps[-1] = ("select", est)
+        est, penalty, tradeoff = calibrate_boundary(problem, est, fitted, say)
         say(f"boundary penalty {penalty:.4g} chosen at the knee of the trade-off")
-    picked = picked_rows(est, opts.method, cost, problem.free_budget)
+    picked = np.asarray(est.selected_, dtype=np.int64)
     fit_seconds = time.perf_counter() - t_fit
-    frequency = selection_frequency(opts, problem, est, Z_rows, cost, say)
+    frequency = selection_frequency(opts, problem, est, fitted, say)
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
-    Z = pipe.named_steps["scale"].transform(X_all)
-    held_out = cross_fitted_scores(opts, problem, pipe, X_all, cost, say)
+    Z = scaler.transform(X_all)
+    held_out = cross_fitted_scores(opts, problem, est, X_all, say)
     return FitOutcome(estimator=est, Z=Z, picked=picked, C=C, C_source=C_source, cv=cv,
                       fit_seconds=fit_seconds, frequency=frequency, tradeoff=tradeoff,
                       boundary_penalty=float(penalty), model_choice=chooser,
@@ -167,16 +171,17 @@ CROSS_FIT_FOLDS = 2
 
 
 def cross_fitted_scores(
-    opts: SelectOptions, problem: Problem, pipe: Pipeline, X_all: np.ndarray,
-    cost: np.ndarray | None, say: Callable[[str], None],
-) -> np.ndarray | None:  # fmt: skip
+    opts: SelectOptions, problem: Problem, est: Any, X_all: np.ndarray, say: Callable[[str], None]
+) -> np.ndarray | None:
     """Every learned cell's score from a refit that did not see its label (else NaN), or None.
 
     With ``learn_from="surveyed"`` the surveyed private cells are training rows, so the
     private-land check cannot use the final fit's scores of them. They are split into
-    :data:`CROSS_FIT_FOLDS` folds (stratified by label, seeded); for each fold the pipeline is
-    refitted without that fold's labelled rows (their candidate rows stay) and scores them.
-    The refits keep the chosen feature maps and C (``refit_params``: no search each).
+    :data:`CROSS_FIT_FOLDS` folds (stratified by label, seeded); for each fold the estimator
+    is refitted, with the features standardised anew, on the problem without that fold's
+    labelled rows (:meth:`~reserve.solvers.SelectionProblem.take`: their candidate rows
+    stay) and scores them. The refits keep the chosen feature maps and C (``refit_params``:
+    no search each).
     """
     if problem.learned is None or not problem.learned.any():
         return None
@@ -185,21 +190,17 @@ def cross_fitted_scores(
 
     learned = np.flatnonzero(problem.learned)
     labelled_copy = np.arange(len(problem.rows) - learned.size, len(problem.rows))
-    est = pipe.named_steps["select"]
     chosen = getattr(est, "refit_params", None)
+    base = clone(est) if chosen is None else clone(est).set_params(**chosen())
     held_out = np.full(len(problem.X), np.nan)
     folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=opts.seed)
     say(f"cross-fitting {learned.size} surveyed private cells ({CROSS_FIT_FOLDS} refits)")
     for _, fold in folds.split(learned, problem.label[learned]):
         keep = np.setdiff1d(np.arange(len(problem.rows)), labelled_copy[fold])
-        refit = clone(pipe)
-        if chosen is not None:
-            refit.set_params(select=clone(est).set_params(**chosen()))
-        params = fit_params(opts.method, None if cost is None else cost[keep])
-        refit.fit(problem.X_fit[keep], problem.y[keep],
-                  **{f"select__{key}": v for key, v in params.items()})  # fmt: skip
+        scaler, fitted = standardised(problem.selection.take(keep))
+        refit = clone(base).fit(fitted)
         cells = learned[fold]
-        held_out[cells] = refit.decision_function(X_all[cells])
+        held_out[cells] = refit.decision_function(scaler.transform(X_all[cells]))
     return held_out
 
 

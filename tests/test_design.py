@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.preprocessing import StandardScaler
 
 from reserve.config import SelectOptions
-from reserve.design import MomentScaler, build_problem, feature_columns
+from reserve.design import build_problem, feature_columns
 from reserve.errors import DataFileError, InvalidInputError
+from reserve.select import standardised
 from tests.test_select import FEATURES, make_units
 
 
@@ -63,15 +63,16 @@ def test_budget_must_leave_a_candidate_unselected():
         build_problem(units, SelectOptions(budget=n), "mem")
 
 
-def test_moment_scaler_is_numpys_mean_and_std():
-    rng = np.random.default_rng(1)
-    X = np.column_stack([rng.normal(5, 2, 200), np.full(200, 0.1), np.zeros(200)])
-    s = MomentScaler().fit(X)
-    sd = X.std(axis=0)
-    np.testing.assert_array_equal(s.mean_, X.mean(axis=0))
-    np.testing.assert_array_equal(s.scale_, np.where(sd > 0, sd, 1.0))
-    np.testing.assert_array_equal(s.transform(X), (X - X.mean(axis=0)) / s.scale_)
-    # on ordinary columns it is sklearn's StandardScaler (to rounding)
-    ref = StandardScaler().fit(X[:, :1])
-    np.testing.assert_allclose(s.scale_[:1], ref.scale_, rtol=1e-12)
-    assert s.get_params() == StandardScaler().get_params()
+def test_the_problem_is_standardised_on_its_fitted_rows():
+    problem = build_problem(make_units(), SelectOptions(budget=5), "mem")
+    scaler, fitted = standardised(problem.selection)
+    X = problem.selection.X
+    # numpy's mean and (population) std of the train and candidate rows, not of other cells
+    np.testing.assert_allclose(scaler.mean_, X.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(scaler.scale_, X.std(axis=0), rtol=1e-12)
+    np.testing.assert_array_equal(fitted.X, scaler.transform(X))
+    assert fitted.budget is problem.selection.budget and fitted.Y is problem.selection.Y
+    # a cell with a missing feature gets no standardised value (so no score)
+    row = problem.X[:1].copy()
+    row[0, 0] = np.nan
+    assert np.isnan(scaler.transform(row)[0, 0])

@@ -195,10 +195,12 @@ def test_select_passes_the_effort_columns_to_the_default_model():
 
     units = effort_units()
     on = build_problem(units, SelectOptions(budget=5, effort=True), "mem")
-    est = _estimator(SelectOptions(budget=5, effort=True), on, 1.0, money=False)
+    est = _estimator(SelectOptions(budget=5, effort=True), on, 1.0)
     assert [on.features[i] for i in est.effort_columns] == NAMES
+    assert est.effort_columns == on.selection.effort_columns  # the problem carries them
     off = build_problem(units, SelectOptions(budget=5, effort=False), "mem")
-    assert _estimator(SelectOptions(budget=5), off, 1.0, money=False).effort_columns is None
+    assert _estimator(SelectOptions(budget=5), off, 1.0).effort_columns is None
+    assert off.selection.effort_columns == ()
 
 
 def test_select_C_scores_held_out_rows_at_the_standard_effort():

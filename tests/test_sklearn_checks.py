@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
-from reserve.design import MomentScaler
 from reserve.solvers import (
     AATP,
     SVM,
@@ -167,20 +166,11 @@ EXPECTED_FAILED = {
     # No n_iter_: it passes that check. Its class_weight parameter brings sklearn's check.
     AutoTTK: _COMMON | {"check_class_weight_classifiers": _CANDIDATES},
     ForestScore: {},  # a plain transformer: every check passes
-    # The pipeline's scaler (reserve.design): every check but one passes.
-    MomentScaler: {
-        "check_estimators_nan_inf": (
-            "transform passes NaN through on purpose: a cell with a missing feature gets a NaN "
-            "score (no rank) instead of refusing the whole run; fit does refuse NaN and inf"
-        ),
-    },
 }
 
 
 def _instance(cls):
     """A small instance of ``cls`` (the selectors select ``k = 1``)."""
-    if cls is MomentScaler:
-        return cls()
     return cls(n_estimators=10) if cls is ForestScore else cls(k=1)
 
 

@@ -12,9 +12,11 @@ from reserve.solvers.aatp import AATP
 from reserve.solvers.auto import AutoTTK, at_standard_effort, fold_k
 from reserve.solvers.boundary import Boundary, calibrate_penalty
 from reserve.solvers.budget import Budget
+from reserve.solvers.constraints import Constraints
 from reserve.solvers.ensemble import MapMean, describe_members
 from reserve.solvers.features import FEATURE_MAPS, ForestScore
 from reserve.solvers.multi import MultiSVM, MultiTTK
+from reserve.solvers.problem import SelectionProblem, cells_for_budget
 from reserve.solvers.registry import METHODS, TTK_METHODS, canonical_method, make_estimator
 from reserve.solvers.svm import SVM
 from reserve.solvers.svmperf import SVMPerf
@@ -33,16 +35,19 @@ __all__ = [
     "AutoTTK",
     "Boundary",
     "Budget",
+    "Constraints",
     "ForestScore",
     "MapMean",
     "MultiSVM",
     "MultiTTK",
     "SVMPerf",
+    "SelectionProblem",
     "TopPush",
     "at_standard_effort",
     "budget_select",
     "calibrate_penalty",
     "canonical_method",
+    "cells_for_budget",
     "check_transductive",
     "describe_members",
     "fold_k",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
@@ -284,9 +286,12 @@ def feasible_intercepts(
 
 
 class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
-    """Shared fitted API: linear scores, exactly-k selection, 0/1 predictions.
+    """Shared fitted API: linear scores, the budget's selection, 0/1 predictions.
 
-    Subclasses set ``coef_``, ``intercept_``, ``candidates_`` and call ``_select`` in ``fit``.
+    A subclass's ``fit`` reads its data with ``_problem`` (a
+    :class:`~reserve.solvers.problem.SelectionProblem`, given or built from the arrays), sets
+    ``coef_`` and ``intercept_``, and calls ``_select``, the one place scores become the
+    budget's selection (cells or money, ties at the cut to the lower row).
     """
 
     def __sklearn_tags__(self):  # sklearn protocol: declare binary-only
@@ -323,26 +328,32 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
         """
         return (self.decision_function(X) > 0).astype(np.int64)
 
-    def _select(
-        self,
-        X: np.ndarray,
-        candidates: np.ndarray,
-        k: int,
-        cost: np.ndarray | None = None,
-        budget: float | None = None,
-    ) -> None:
+    def _problem(self, X: object, y: object, **arrays: object) -> Any:
+        """The :class:`~reserve.solvers.problem.SelectionProblem` a ``fit`` receives.
+
+        ``X`` is the problem itself (``y`` then None), or the arrays of scikit-learn's
+        ``fit(X, y, **arrays)``, checked and built into one by
+        :meth:`~reserve.solvers.problem.SelectionProblem.from_arrays` with this estimator's
+        ``k`` (and ``budget``, for estimators that have one).
+        """
+        # Imported here: the problem module imports the budget, which imports this module.
+        from reserve.solvers.problem import as_problem
+
+        return as_problem(X, y, self.k, budget=getattr(self, "budget", None), **arrays)
+
+    def _select(self, problem: Any) -> None:
         """Set ``candidate_scores_``, ``selected_`` (row indices, best first) and ``classes_``.
 
-        With ``cost`` (aligned with ``candidates``) and ``budget`` the selection is
-        :func:`budget_select`'s, else the top ``k``.
+        The selection is the problem's budget's (:meth:`reserve.solvers.Budget.select`):
+        best score first, each candidate taken while it still fits, ties to the lower row
+        (a cell budget: exactly the top ``k``). Every selector turns its scores into a
+        selection here, so a money budget needs nothing from the caller.
         """
+        X, candidates = problem.X, problem.candidates
         # (X @ w)[rows], not X[rows] @ w: the latter copies the candidate block first.
         scores = (X @ self.coef_)[candidates] + self.intercept_
         self.candidates_ = candidates
         self.candidate_scores_ = scores
-        if cost is None:
-            self.selected_ = candidates[top_k(scores, k)]
-        else:
-            self.selected_ = candidates[budget_select(scores, cost, budget)]
+        self.selected_ = candidates[problem.budget.select(scores)]
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = X.shape[1]

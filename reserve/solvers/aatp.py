@@ -29,7 +29,7 @@ from reserve.errors import InvalidInputError, SolverError
 from reserve.solvers._base import TopKClassifierMixin
 from reserve.solvers._conic import solve_qp
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
-from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers._validation import check_positive_real
 from reserve.solvers.svm import shifted_intercept
 
 __all__ = ["AATP", "pivot_objective", "solve_pivot"]
@@ -131,9 +131,23 @@ class AATP(TopKClassifierMixin):
         self.C = C
         self.n_pivots = n_pivots
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> AATP:
-        """Fit on labelled rows, select ``k`` candidates (``y == -1``); return ``self``."""
-        data = check_transductive(X, y, self.k)
+    def fit(self, X: object, y: object = None) -> AATP:
+        """Fit on labelled rows, select candidates within the budget; return ``self``.
+
+        Parameters
+        ----------
+        X : SelectionProblem or array-like of shape (n_samples, n_features)
+            The problem (``y`` None; its budget, cells or money, replaces ``k``), or
+            labelled and candidate rows.
+        y : array-like of shape (n_samples,) or None
+            1 / 0 for labelled rows, -1 for candidates (with array ``X``).
+
+        Returns
+        -------
+        self
+        """
+        problem = self._problem(X, y)
+        data = problem.transductive()
         C = check_positive_real(self.C, "C")
         npv = self.n_pivots
         if isinstance(npv, bool) or not isinstance(npv, int | np.integer) or npv < 1:
@@ -168,5 +182,5 @@ class AATP(TopKClassifierMixin):
         self.raw_intercept_ = -float(Xl[best] @ w)
         self.intercept_ = shifted_intercept(self.raw_intercept_, data.X_cand @ w, data.k)
         self.objective_ = hinge_objective(w, self.intercept_, Xl, y_pm, C)
-        self._select(data.X, data.candidates, data.k)
+        self._select(problem)
         return self

@@ -48,6 +48,7 @@ from reserve.solvers.features import (
     ForestScore,
     fit_feature_map,
 )
+from reserve.solvers.problem import SelectionProblem
 from reserve.solvers.ttk import LADDERS, TTK
 
 __all__ = [
@@ -600,7 +601,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         leads = [i for i in order if grid[i][0] not in JOINING_MAPS and valid[i]]
         return int(leads[0] if leads else order[0])
 
-    def fit(self, X: object, y: object, cost: object = None, groups: object = None,
+    def fit(self, X: object, y: object = None, cost: object = None, groups: object = None,
             boundary: object = None,
             progress: Callable[[str], None] | None = None) -> AutoTTK:  # fmt: skip
         """Choose the feature map and ``C`` by CV on the labelled rows, then fit on all rows.
@@ -629,6 +630,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self
         """
         t0 = time.perf_counter()
+        if isinstance(X, SelectionProblem):  # the one problem object: read as its arrays
+            X, y, cost, boundary = X.X, X.y, X.row_cost(), X.row_boundary()
         if progress is not None and not callable(progress):
             raise InvalidInputError(
                 f"progress must be a function of one message, or None; received {progress!r}"

@@ -49,6 +49,7 @@ from reserve.solvers._validation import (
     check_solver_params,
 )
 from reserve.solvers.constraints import Constraints
+from reserve.solvers.problem import as_problem
 from reserve.solvers.ttk import TRIVIAL_SPREAD
 
 __all__ = [
@@ -254,16 +255,15 @@ class MultiTTK(_MultiTopKMixin):
     def _check_params(self) -> float:
         return check_solver_params(self, {"max_iter": 500, "threads": 1})
 
-    def fit(
-        self, X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None
-    ) -> MultiTTK:
+    def fit(self, X: object, Y: object = None, sample_weight: np.ndarray | None = None) -> MultiTTK:
         """Fit one scorer per species and select exactly ``k`` shared cells.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Labelled and candidate rows (standardised features).
-        Y : array-like of shape (n_samples, n_species)
+        X : SelectionProblem or array-like of shape (n_samples, n_features)
+            The problem (a cell budget; ``Y`` and ``sample_weight`` then None), or labelled
+            and candidate rows (standardised features).
+        Y : array-like of shape (n_samples, n_species) or None
             1 / 0 in every column of a labelled row, -1 in every column of a candidate row.
         sample_weight : array-like of shape (n_samples,) or None
             Hinge weight of each labelled row for every species (see :class:`TTK`).
@@ -274,7 +274,13 @@ class MultiTTK(_MultiTopKMixin):
         """
         t0 = time.perf_counter()
         C = self._check_params()
-        data = check_multi_transductive(X, Y, self.k)
+        problem = as_problem(X, Y, self.k, species_table=True, sample_weight=sample_weight)
+        if problem.money:
+            raise InvalidInputError(
+                "MultiTTK selects a number of cells; received a money budget. Pass a cell "
+                "budget (k), or fit one species with TTK."
+            )
+        data, sample_weight = problem.multi(), problem.sample_weight
         k = data.k
         # Solve in a canonical row order: the answer does not depend on the input order.
         lab_pos = canonical_order(data.X[data.labelled])
@@ -373,13 +379,21 @@ class MultiSVM(_MultiTopKMixin):
         self.k = k
         self.C = C
 
-    def fit(self, X: np.ndarray, Y: np.ndarray) -> MultiSVM:
-        """Fit one SVM per species on the labelled rows, select ``k`` cells; return ``self``."""
+    def fit(self, X: object, Y: object = None) -> MultiSVM:
+        """Fit one SVM per species on the labelled rows, select cells; return ``self``.
+
+        ``X`` is a :class:`~reserve.solvers.problem.SelectionProblem` (``Y`` None; a money
+        budget selects, by the sum of the scores, what fits it) or the rows, with ``Y``.
+        """
         t0 = time.perf_counter()
         C = check_positive_real(self.C, "C")
-        data = check_multi_transductive(X, Y, self.k)
+        problem = as_problem(X, Y, self.k, species_table=True)
+        data = problem.multi()
         W, b, _ = _svm_per_species(data.X[data.labelled], data.Y_pm, C)
         self.raw_intercept_ = b
         self._finish(data, W, b, C, "sum")
+        if problem.money:  # the intercepts shifted at k cells; the budget walks the sums
+            order = problem.budget.select(self.candidate_scores_.sum(axis=1))
+            self.selected_ = data.candidates[order]
         self.runtime_ = time.perf_counter() - t0
         return self

@@ -12,7 +12,7 @@ import numpy as np
 
 from reserve.solvers._base import TopKClassifierMixin, budget_cut
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
-from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers._validation import check_positive_real
 
 __all__ = ["SVM", "kth_largest", "shifted_intercept", "shifted_intercept_budget"]
 
@@ -89,7 +89,10 @@ class SVM(TopKClassifierMixin):
 
     Minimises ``0.5 ||w||^2 + C sum_i [1 - y_i (w . x_i + b)]_+`` over the labelled rows, ranks
     the candidates by ``w . z``, selects the top ``k`` and shifts the intercept so that at most
-    ``k`` candidates score positive.
+    ``k`` candidates score positive. Fitted on a
+    :class:`~reserve.solvers.problem.SelectionProblem` with a money budget it selects what
+    fits the budget (best first, each candidate taken while it fits); the intercept is then
+    shifted at the problem's ``k``, the cells the budget buys at the median cost.
 
     Parameters
     ----------
@@ -107,8 +110,8 @@ class SVM(TopKClassifierMixin):
         The SVM's own intercept before the shift.
     objective_ : float
         ``0.5 ||w||^2 + C * hinge`` on the labelled rows with the shifted intercept.
-    selected_ : ndarray of int64, shape (k,)
-        Row indices of the selected candidates, best first.
+    selected_ : ndarray of int64, shape (k,) or (n_selected,)
+        Row indices of the selected candidates, best first (a money budget: what fits).
     candidates_, candidate_scores_, classes_, n_features_in_
         As for every top-k estimator.
 
@@ -125,14 +128,28 @@ class SVM(TopKClassifierMixin):
         self.k = k
         self.C = C
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> SVM:
-        """Fit on labelled rows, select ``k`` candidates (``y == -1``); return ``self``."""
-        data = check_transductive(X, y, self.k)
+    def fit(self, X: object, y: object = None) -> SVM:
+        """Fit on labelled rows, select within the budget among candidates; return ``self``.
+
+        Parameters
+        ----------
+        X : SelectionProblem or array-like of shape (n_samples, n_features)
+            The problem (``y`` None; its budget, cells or money, replaces ``k``), or
+            labelled and candidate rows.
+        y : array-like of shape (n_samples,) or None
+            1 / 0 for labelled rows, -1 for candidates (with array ``X``).
+
+        Returns
+        -------
+        self
+        """
+        problem = self._problem(X, y)
+        data = problem.transductive()
         C = check_positive_real(self.C, "C")
         res = solve_fixed_set(data.X_lab, data.y_pm, C)
         self.coef_ = res.w
         self.raw_intercept_ = res.b
         self.intercept_ = shifted_intercept(res.b, data.X_cand @ res.w, data.k)
         self.objective_ = hinge_objective(res.w, self.intercept_, data.X_lab, data.y_pm, C)
-        self._select(data.X, data.candidates, data.k)
+        self._select(problem)
         return self

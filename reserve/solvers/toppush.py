@@ -23,7 +23,7 @@ import numpy as np
 
 from reserve.errors import InvalidInputError
 from reserve.solvers._base import TopKClassifierMixin
-from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers._validation import check_positive_real
 from reserve.solvers.svm import midpoint_intercept
 
 __all__ = ["TopPush", "project_balanced", "toppush_objective"]
@@ -135,9 +135,23 @@ class TopPush(TopKClassifierMixin):
         self.max_iter = max_iter
         self.tol = tol
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> TopPush:
-        """Fit on labelled rows, select ``k`` candidates (``y == -1``); return ``self``."""
-        data = check_transductive(X, y, self.k)
+    def fit(self, X: object, y: object = None) -> TopPush:
+        """Fit on labelled rows, select candidates within the budget; return ``self``.
+
+        Parameters
+        ----------
+        X : SelectionProblem or array-like of shape (n_samples, n_features)
+            The problem (``y`` None; its budget, cells or money, replaces ``k``), or
+            labelled and candidate rows.
+        y : array-like of shape (n_samples,) or None
+            1 / 0 for labelled rows, -1 for candidates (with array ``X``).
+
+        Returns
+        -------
+        self
+        """
+        problem = self._problem(X, y)
+        data = problem.transductive()
         C = check_positive_real(self.C, "C")
         tol = check_positive_real(self.tol, "tol")
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int | np.integer):
@@ -157,7 +171,7 @@ class TopPush(TopKClassifierMixin):
         self.duality_gap_ = gap
         self.n_iter_ = n_iter
         self.intercept_ = midpoint_intercept(data.X_cand @ w, data.k)
-        self._select(data.X, data.candidates, data.k)
+        self._select(problem)
         return self
 
 

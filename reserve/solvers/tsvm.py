@@ -25,7 +25,7 @@ from reserve.errors import InvalidInputError
 from reserve.solvers._base import TopKClassifierMixin
 from reserve.solvers._conic import solve_qp
 from reserve.solvers._qp import solve_fixed_set
-from reserve.solvers._validation import check_positive_real, check_transductive
+from reserve.solvers._validation import check_positive_real
 from reserve.solvers.svm import shifted_intercept
 
 __all__ = ["TSVM", "tsvm_objective"]
@@ -124,9 +124,23 @@ class TSVM(TopKClassifierMixin):
         self.tol = tol
         self.max_time = max_time
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> TSVM:
-        """Fit on labelled rows and candidates (``y == -1``), select ``k``; return ``self``."""
-        data = check_transductive(X, y, self.k)
+    def fit(self, X: object, y: object = None) -> TSVM:
+        """Fit on labelled rows and candidates (``y == -1``), select within the budget.
+
+        Parameters
+        ----------
+        X : SelectionProblem or array-like of shape (n_samples, n_features)
+            The problem (``y`` None; its budget, cells or money, replaces ``k``), or
+            labelled and candidate rows.
+        y : array-like of shape (n_samples,) or None
+            1 / 0 for labelled rows, -1 for candidates (with array ``X``).
+
+        Returns
+        -------
+        self
+        """
+        problem = self._problem(X, y)
+        data = problem.transductive()
         C = check_positive_real(self.C, "C")
         Cu = (
             C
@@ -183,7 +197,7 @@ class TSVM(TopKClassifierMixin):
         self.objective_path_ = path
         self.n_iter_ = it
         self.intercept_ = shifted_intercept(float(b), Z @ w, data.k)
-        self._select(data.X, data.candidates, data.k)
+        self._select(problem)
         return self
 
 

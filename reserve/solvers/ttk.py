@@ -17,11 +17,9 @@ from reserve.solvers._polish import polish
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
 from reserve.solvers._validation import (
     check_choice,
-    check_cost_budget,
     check_hinge_weights,
     check_positive_real,
     check_solver_params,
-    check_transductive,
 )
 from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
@@ -341,8 +339,8 @@ class TTK(TopKClassifierMixin):
 
     def fit(
         self,
-        X: np.ndarray,
-        y: np.ndarray,
+        X: object,
+        y: object = None,
         cost: np.ndarray | None = None,
         sample_weight: np.ndarray | None = None,
         boundary: Boundary | None = None,
@@ -351,11 +349,13 @@ class TTK(TopKClassifierMixin):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Labelled and candidate rows (standardise features first: ``C`` and the
-            regulariser assume comparable scales).
-        y : array-like of shape (n_samples,)
-            1 / 0 for labelled rows, -1 for candidates.
+        X : SelectionProblem or array-like of shape (n_samples, n_features)
+            The problem (:class:`reserve.solvers.problem.SelectionProblem`: its budget,
+            cells or money, replaces ``k`` and ``budget``; ``y`` and the other arguments
+            then None), or labelled and candidate rows (standardise features first: ``C``
+            and the regulariser assume comparable scales).
+        y : array-like of shape (n_samples,) or None
+            1 / 0 for labelled rows, -1 for candidates (with array ``X``).
         cost : array-like of shape (n_samples,) or None
             Cost of each row for a money budget (``budget`` must be set; ``k`` is then not
             used). Only the candidate rows' entries are read: finite and ``> 0``; labelled
@@ -374,10 +374,12 @@ class TTK(TopKClassifierMixin):
         """
         t0 = time.perf_counter()
         C = self._check_params()
-        data, bud = self._check_data(X, y, cost)
-        c = check_hinge_weights(
-            self.class_weight, sample_weight, data.y[data.labelled], data.labelled, data.X.shape[0]
-        )
+        problem = self._problem(X, y, cost=cost, sample_weight=sample_weight, boundary=boundary)
+        lam = check_positive_real(self.boundary_penalty, "boundary_penalty", allow_zero=True)
+        problem = problem.with_penalty(lam)  # the estimator's penalty is the solvers' one
+        data, bud, money = problem.transductive(), problem.budget, problem.money
+        lab_y, n = data.y[data.labelled], data.X.shape[0]
+        c = check_hinge_weights(self.class_weight, problem.sample_weight, lab_y, data.labelled, n)
         # Solve in a canonical row order so that the answer does not depend on the input order.
         lab = canonical_order(data.X, data.labelled)
         if c is not None:
@@ -387,7 +389,7 @@ class TTK(TopKClassifierMixin):
         cand_rows = canonical_order(data.X, data.candidates)
         X_lab, X_cand = data.X[lab], data.X[cand_rows]
         b_solve = bud.take(np.searchsorted(data.candidates, cand_rows))
-        self._term = self._check_boundary(boundary, data.X.shape[0], cand_rows)
+        self._term = self._check_boundary(problem.boundary, data.candidates, cand_rows)
         y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
 
         w, b, b_svm = shifted_svm_start(X_lab, y_pm, X_cand, b_solve, C)
@@ -398,7 +400,7 @@ class TTK(TopKClassifierMixin):
         k = cons.n_cells
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
         laddered = self.ladder == "mean" and self.solver == "fd"
-        if laddered and cost is None and not self.boundary_penalty:
+        if laddered and not money and not self.boundary_penalty:
             w, b, history = self._ladder_mean((X_lab, y_pm, X_cand, cons, C), (w, b, b_svm))
         else:
             w, b, history = self._fit_local(X_lab, y_pm, X_cand, cons, C, w, b)
@@ -413,7 +415,7 @@ class TTK(TopKClassifierMixin):
         spread = X_cand @ self.coef_
         self.score_spread_ = float(spread.max() - spread.min())
         self.trivial_ = bool(self.score_spread_ < TRIVIAL_SPREAD)
-        self._select(data.X, data.candidates, k, bud.cost, bud.budget)
+        self._select(problem)
         self._select_set(data, cand_rows)
         sel_pos = np.searchsorted(data.candidates, self.selected_)
         self.selected_cost_ = float(bud.cost[sel_pos].sum())
@@ -421,27 +423,10 @@ class TTK(TopKClassifierMixin):
         self.runtime_ = time.perf_counter() - t0
         return self
 
-    def _check_data(self, X, y, cost):
-        """The validated data and the budget: ``k`` cells, or ``cost`` and ``budget``."""
-        if cost is None:
-            if self.budget is not None:
-                raise InvalidInputError(
-                    f"budget={self.budget!r} needs cost= in fit: a money budget is spent on "
-                    "per-row costs. Pass fit(X, y, cost=...), or leave budget=None and use k."
-                )
-            data = check_transductive(X, y, self.k)
-            return data, Budget.cells(data.k, data.candidates.size)
-        if self.budget is None:
-            raise InvalidInputError(
-                "cost= in fit needs a money budget; received budget=None. Pass "
-                "TTK(budget=...) (the most the selected candidates may cost in total)."
-            )
-        data = check_transductive(X, y, None)
-        n = data.X.shape[0]
-        return data, Budget(*check_cost_budget(cost, self.budget, data.candidates, n))
-
-    def _check_boundary(self, boundary: object, n: int, cand_rows: np.ndarray) -> Boundary | None:
-        """The boundary term over the candidates (``cand_rows`` order), or None."""
+    def _check_boundary(
+        self, boundary: Boundary | None, candidates: np.ndarray, cand_rows: np.ndarray
+    ) -> Boundary | None:
+        """The boundary term (given over ``candidates``) in the ``cand_rows`` order, or None."""
         lam = check_positive_real(self.boundary_penalty, "boundary_penalty", allow_zero=True)
         if boundary is None:
             if lam > 0:
@@ -451,11 +436,6 @@ class TTK(TopKClassifierMixin):
                     "penalty at 0"
                 )
             return None
-        if not isinstance(boundary, Boundary) or boundary.m != n:
-            raise InvalidInputError(
-                f"boundary must be a reserve.solvers.Boundary over the {n} rows of X; received "
-                f"{type(boundary).__name__} over {getattr(boundary, 'm', '?')} rows"
-            )
         if lam > 0 and self.solver == "mip" and self.mip_solver not in ("auto", "scip", "bnb"):
             raise InvalidInputError(
                 f"boundary_penalty > 0 is solved exactly by SCIP or the branch and bound only "
@@ -467,7 +447,7 @@ class TTK(TopKClassifierMixin):
                 "boundary_penalty > 0 needs polish=True: the feasible-direction method alone "
                 "does not see the boundary (nor the exact solvers' start); pass polish=True"
             )
-        return boundary.take(cand_rows)
+        return boundary.take(np.searchsorted(candidates, cand_rows))
 
     def _select_set(self, data: object, cand_rows: np.ndarray) -> None:
         """With a boundary penalty, select the set the search chose; record its boundary."""
