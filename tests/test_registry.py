@@ -185,11 +185,6 @@ _NAME_TEST = re.compile(
 #: Where a method's name may be tested: the declarations and the registry.
 _REGISTRY = {"reserve/methods.py", "reserve/solvers/registry.py"}
 
-#: Modules whose fit code still asks the method set whether to pass a money budget (their
-#: move to ``capabilities(method).money_budget`` belongs to the fit's owner).
-_PENDING = {"reserve/bootstrap.py", "reserve/select.py"}
-
-
 def test_no_code_outside_the_registry_tests_a_method_name():
     offending = {}
     for path in sorted((ROOT / "reserve").rglob("*.py")):
@@ -199,7 +194,7 @@ def test_no_code_outside_the_registry_tests_a_method_name():
         hits = [line.strip() for line in path.read_text().splitlines() if _NAME_TEST.search(line)]
         if hits:
             offending[name] = hits
-    assert set(offending) <= _PENDING, offending
+    assert not offending, offending
     # the pattern finds what it must find
     assert _NAME_TEST.search('score = a if method == "svm" else b')
     assert _NAME_TEST.search("if opts.method not in ('ttk', 'ttk-mip'):")
