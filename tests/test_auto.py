@@ -11,7 +11,7 @@ import pytest
 from reserve import fork as _fork
 from reserve.errors import InvalidInputError
 from reserve.solvers import search, ties
-from reserve.solvers.auto import TIE_BREAKS, AutoTTK, leading_point, nearly_balanced
+from reserve.solvers.auto import TIE_BREAKS, AutoTTK, auto_grid, leading_point, nearly_balanced
 from reserve.solvers.ensemble import map_winners
 from reserve.solvers.features import (
     ForestScore,
@@ -317,7 +317,7 @@ def test_the_forest_map_selects_its_forests_top_k():
 def test_the_forest_map_has_one_grid_point_and_never_leads():
     est = AutoTTK(models=("forest", "linear"), Cs=(0.1, 1.0, 10.0), class_weight="cv")
     X, y, _ = quadratic_problem(0, n=60, m=40)
-    grid = est.set_params(k=3)._grid()
+    grid = auto_grid(est.set_params(k=3))
     assert [p for p in grid if p[0] == "forest"] == [("forest", 0.1, "auto")]
     assert len(grid) == 7
     scores = np.array([[1.0, 1.0], *[[0.5, 0.25]] * 6])  # the forest scores best

@@ -28,11 +28,9 @@ from dataclasses import replace
 import numpy as np
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
-from reserve.solvers._base import budget_select
 from reserve.solvers._validation import (
     TransductiveData,
     check_choice,
@@ -41,9 +39,9 @@ from reserve.solvers._validation import (
 )
 from reserve.solvers.ensemble import (
     ENSEMBLES,
-    MapMean,
     MappedTTK,
     check_members,
+    combine_members,
     fit_members,
     map_members,
     map_winners,
@@ -59,10 +57,9 @@ from reserve.solvers.search import (
 from reserve.solvers.ties import (
     TIE_BREAKS,
     CutoffTies,
-    break_cutoff_ties,
     forest_step,
-    rank_with_ties,
     secondary_scores,
+    select_with_ties,
     start_tie_forest,
 )
 from reserve.solvers.ttk import LADDERS
@@ -135,6 +132,76 @@ def leading_point(cv_results: dict) -> int:
 
 def _as_points(grid: list[tuple]) -> list[dict]:
     return [{"model": m, "C": c, "class_weight": cw} for m, c, cw in grid]
+
+
+def _check_choices(est: AutoTTK) -> None:
+    """Refuse a bad ``cv``, ``n_repeats``, ``class_weight``, ``tie_break``, ``ladder`` or
+    ``ensemble``."""
+    for name, low in (("cv", 2), ("n_repeats", 1)):
+        v = getattr(est, name)
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
+            raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
+    if est.class_weight not in CLASS_WEIGHTS:
+        raise InvalidInputError(
+            f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
+            f"{est.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
+        )
+    check_choice(est.tie_break, TIE_BREAKS, "tie_break")
+    check_choice(est.ladder, LADDERS, "ladder")
+    check_choice(est.ensemble, ENSEMBLES, "ensemble")
+
+
+def auto_grid(est: AutoTTK) -> list[tuple[str, float, str | None]]:
+    """Check ``est``'s parameters; its grid points ``(model, C, class_weight)`` (its
+    ``members`` when given), the models slowest, then ``C``, then the class weights."""
+    models = tuple(est.models) if not isinstance(est.models, str) else (est.models,)
+    if not models or any(m not in FEATURE_MAPS for m in models):
+        raise InvalidInputError(
+            f"models must name feature maps from {', '.join(FEATURE_MAPS)}; received {est.models!r}"
+        )
+    Cs = [check_positive_real(c, "Cs") for c in np.atleast_1d(est.Cs)]
+    if not Cs:
+        raise InvalidInputError("Cs must hold at least one value; received an empty grid")
+    _check_choices(est)
+    if est.members is not None:
+        return check_members(est.members)
+    cws = ("auto", "balanced") if est.class_weight == "cv" else (est.class_weight,)
+    grid: list[tuple[str, float, str | None]] = []
+    for point in ((m, float(c), cw) for m in models for c in Cs for cw in cws):
+        # a joining map ranks as its one column does whatever C and weights: one point
+        if point[0] not in JOINING_MAPS or all(p[0] != point[0] for p in grid):
+            grid.append(point)
+    return grid
+
+
+def _fold_progress(grid: list[tuple], progress: Callable[[str], None] | None) -> Callable | None:
+    """The search's ``on_fold``: its progress lines (None without ``progress``)."""
+    if progress is None:
+        return None
+    n_maps = len({model for model, _, _ in grid})
+
+    def on_fold(done: int, n_folds: int, n_rows: int) -> None:
+        progress(
+            f"cross-validating the habitat models: {len(grid)} settings ({n_maps} feature "
+            f"maps) on {n_folds} folds of {n_rows} cells"
+            if done == 0
+            else f"cross-validating the habitat models: {done} of {n_folds} folds"
+        )
+
+    return on_fold
+
+
+def _effort_columns(columns: object, n_features: int) -> np.ndarray:
+    """``effort_columns`` checked, as sorted unique column indices."""
+    cols = np.atleast_1d(np.asarray(() if columns is None else columns))
+    if cols.size and (
+        cols.dtype.kind not in "iu" or cols.ndim != 1 or cols.min() < 0 or cols.max() >= n_features
+    ):
+        raise InvalidInputError(
+            f"effort_columns must be column indices of X (0 to {n_features - 1}); "
+            f"received {columns!r}"
+        )
+    return np.unique(cols).astype(np.int64)
 
 
 class AutoTTK(ClassifierMixin, BaseEstimator):
@@ -309,40 +376,6 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
-    def _grid(self) -> list[tuple[str, float, str | None]]:
-        """Check the parameters; the grid points ``(model, C, class_weight)``."""
-        models = tuple(self.models) if not isinstance(self.models, str) else (self.models,)
-        bad = [m for m in models if m not in FEATURE_MAPS]
-        if bad or not models:
-            raise InvalidInputError(
-                f"models must name feature maps from {', '.join(FEATURE_MAPS)}; "
-                f"received {self.models!r}"
-            )
-        Cs = [check_positive_real(c, "Cs") for c in np.atleast_1d(self.Cs)]
-        if not Cs:
-            raise InvalidInputError("Cs must hold at least one value; received an empty grid")
-        for name, low in (("cv", 2), ("n_repeats", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
-                raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
-        if self.class_weight not in CLASS_WEIGHTS:
-            raise InvalidInputError(
-                f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
-                f"{self.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
-            )
-        check_choice(self.tie_break, TIE_BREAKS, "tie_break")
-        check_choice(self.ladder, LADDERS, "ladder")
-        check_choice(self.ensemble, ENSEMBLES, "ensemble")
-        if self.members is not None:
-            return check_members(self.members)
-        cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
-        grid: list[tuple[str, float, str | None]] = []
-        for point in ((m, float(c), cw) for m in models for c in Cs for cw in cws):
-            # a joining map ranks as its one column does whatever C and weights: one point
-            if point[0] not in JOINING_MAPS or all(p[0] != point[0] for p in grid):
-                grid.append(point)
-        return grid
-
     def fit(
         self,
         X: object,
@@ -381,7 +414,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             raise InvalidInputError(
                 f"progress must be a function of one message, or None; received {progress!r}"
             )
-        grid = self._grid()
+        grid = auto_grid(self)
         data = check_transductive(X, y, None if self.budget is not None else self.k)
         g = None if groups is None else np.asarray(groups).reshape(-1)
         if g is not None and g.shape[0] != data.X.shape[0]:
@@ -426,7 +459,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             best = 0
         else:
             search = self._search(grid, cols).fit(
-                data.X, data.y, groups, self._on_fold(grid, progress), shared={}
+                data.X, data.y, groups, _fold_progress(grid, progress), shared={}
             )
             self.cv_results_, best = search.cv_results_, search.best_index_
             notes.insert(0, search.note_)
@@ -459,23 +492,6 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
         )
 
-    @staticmethod
-    def _on_fold(grid: list[tuple], progress: Callable[[str], None] | None) -> Callable | None:
-        """The search's progress lines (None without ``progress``)."""
-        if progress is None:
-            return None
-        n_maps = len({model for model, _, _ in grid})
-
-        def on_fold(done: int, n_folds: int, n_rows: int) -> None:
-            progress(
-                f"cross-validating the habitat models: {len(grid)} settings ({n_maps} feature "
-                f"maps) on {n_folds} folds of {n_rows} cells"
-                if done == 0
-                else f"cross-validating the habitat models: {done} of {n_folds} folds"
-            )
-
-        return on_fold
-
     def refit_params(self) -> dict[str, object]:
         """Parameters with which an unfitted clone refits this fit's model without CV.
 
@@ -486,21 +502,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         return {"members": tuple(self.members_)}
 
     def _standard_effort(self, data: TransductiveData) -> tuple[TransductiveData, np.ndarray]:
-        """Check ``effort_columns``; the candidates at the labelled rows' median effort, and
-        the columns."""
-        n_features = data.X.shape[1]
-        cols = np.atleast_1d(np.asarray(() if self.effort_columns is None else self.effort_columns))
-        if cols.size and (
-            cols.dtype.kind not in "iu"
-            or cols.ndim != 1
-            or cols.min() < 0
-            or cols.max() >= n_features
-        ):
-            raise InvalidInputError(
-                f"effort_columns must be column indices of X (0 to {n_features - 1}); "
-                f"received {self.effort_columns!r}"
-            )
-        cols = np.unique(cols).astype(np.int64)
+        """The candidates at the labelled rows' median effort, and the effort columns."""
+        cols = _effort_columns(self.effort_columns, data.X.shape[1])
         if not cols.size:
             self.standard_effort_ = np.empty(0)
             return data, cols
@@ -516,22 +519,16 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         boundary: object = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        """Fit every grid point of ``points`` on all rows; select by their (mean) score."""
+        """Fit the members on all rows; select by their (mean) score, ties broken."""
         mapped = map_members(points, data.X, data.y, self.random_state, self.n_jobs)
         tie_steps = next((st for st, _ in mapped if forest_step(st) is not None), mapped[0][0])
+        jobs = effective_n_jobs(self.n_jobs)
         forest = start_tie_forest(
-            self.tie_break,
-            tie_steps,
-            data.X,
-            data.y,
-            self.random_state,
-            effective_n_jobs(self.n_jobs),
+            self.tie_break, tie_steps, data.X, data.y, self.random_state, jobs
         )
         params = {"k": int(self.k), "random_state": self.random_state, "ladder": self.ladder}
-        if self.budget is not None:
-            params["budget"] = self.budget
-        if self.boundary_penalty:
-            params["boundary_penalty"] = self.boundary_penalty
+        params |= {} if self.budget is None else {"budget": self.budget}
+        params |= {"boundary_penalty": self.boundary_penalty} if self.boundary_penalty else {}
         try:
             fits = fit_members(
                 points, mapped, data.y, cost, boundary, params, self.n_jobs, progress
@@ -541,15 +538,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 forest.cancel()
             raise
         ttk = fits[0][0]
-        pipes = [Pipeline([*st, ("ttk", t)]) for (st, _), (t, _) in zip(mapped, fits, strict=True)]
+        self.best_estimator_, self.candidate_scores_ = combine_members(mapped, fits)
         self.objective_, self.status_ = ttk.objective_, ttk.status_
         self.candidates_ = data.candidates
-        if len(fits) == 1:
-            self.best_estimator_ = pipes[0]
-            self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
-        else:
-            self.best_estimator_ = MapMean(pipes, [t.candidate_scores_ for t, _ in fits])
-            self.candidate_scores_ = self.best_estimator_.fit_scores_
         self.secondary_scores_ = secondary_scores(
             self.tie_break,
             self.candidate_scores_,
@@ -561,46 +552,30 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             forest=forest,
         )
-        self._select(ttk, cost)
+        budget = None if cost is None else float(ttk.budget_)
+        pick, order, self.cutoff_ties_ = select_with_ties(
+            self.candidate_scores_,
+            self.secondary_scores_,
+            int(self.k),
+            self.random_state,
+            cost=None if cost is None else np.asarray(cost, dtype=np.float64)[data.candidates],
+            budget=budget,
+        )
+        self.selected_ = data.candidates[pick]
+        self.candidate_rank_ = np.empty(order.size, dtype=np.int64)
+        self.candidate_rank_[order] = np.arange(order.size)
         self.boundary_length_ = ttk.boundary_length_
         if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
             self.selected_ = np.asarray(ttk.selected_)
             self.cutoff_ties_ = CutoffTies()  # not a cut of the ranking: no tie decides it
         elif len(fits) > 1:
-            self._ensemble_tail(boundary, cost)
+            chosen = np.isin(data.candidates, self.selected_)
+            if cost is None:
+                self.best_estimator_.cut(chosen)
+            if boundary is not None:
+                self.boundary_length_ = float(boundary.take(data.candidates).length(chosen))
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = data.X.shape[1]
-
-    def _ensemble_tail(self, boundary: object, cost: object) -> None:
-        """The ensemble's threshold (a cut between selected and not) and boundary length."""
-        s = self.candidate_scores_
-        chosen = np.zeros(s.size, dtype=bool)
-        chosen[np.searchsorted(self.candidates_, self.selected_)] = True
-        if cost is None and chosen.any() and not chosen.all():
-            self.best_estimator_.threshold_ = 0.5 * (s[chosen].min() + s[~chosen].max())
-        if boundary is not None:
-            self.boundary_length_ = float(boundary.take(self.candidates_).length(chosen))
-
-    def _select(self, ttk: object, cost: object) -> None:
-        """Selection and ranking: TTK's score, ties by the secondary score, then the cut's tie
-        by :func:`reserve.solvers.ties.break_cutoff_ties` (the one rule)."""
-        s, secondary = self.candidate_scores_, self.secondary_scores_
-        order = rank_with_ties(s, secondary)
-        self.cutoff_ties_ = CutoffTies()
-        if cost is None:
-            pick, runners, self.cutoff_ties_ = break_cutoff_ties(
-                s, np.arange(s.size), order[: int(self.k)], secondary, self.random_state
-            )
-            first = np.concatenate([pick, runners])
-            order = np.concatenate([first, order[~np.isin(order, first)]])
-        else:
-            rank_score = np.empty(s.size)
-            rank_score[order] = -np.arange(s.size, dtype=np.float64)
-            c = np.asarray(cost, dtype=np.float64)[self.candidates_]
-            pick = budget_select(rank_score, c, float(ttk.budget_))
-        self.selected_ = self.candidates_[pick]
-        self.candidate_rank_ = np.empty(s.size, dtype=np.int64)
-        self.candidate_rank_[order] = np.arange(s.size)
 
     def decision_function(self, X: object) -> np.ndarray:
         """TTK's score of each row, through the chosen feature map."""

@@ -34,6 +34,7 @@ __all__ = [
     "MapMean",
     "MappedTTK",
     "check_members",
+    "combine_members",
     "describe_members",
     "fit_guarded",
     "fit_members",
@@ -172,6 +173,14 @@ class MapMean:
         self.scales_ = np.where(sd > 0, sd, np.inf)
         self.threshold_ = 0.0
         self.fit_scores_ = self._mean(S)
+
+    def cut(self, chosen: np.ndarray) -> None:
+        """Set ``threshold_`` midway between the last chosen candidate (``chosen``: a mask of
+        the fit's candidates) and the best one left out, so that exactly the chosen score
+        above 0 (unless they tie); left at 0 when all or none are chosen."""
+        s = self.fit_scores_
+        if chosen.any() and not chosen.all():
+            self.threshold_ = 0.5 * (s[chosen].min() + s[~chosen].max())
 
     def _mean(self, S: np.ndarray) -> np.ndarray:
         Z = (S - self.offsets_[:, None]) / self.scales_[:, None]
@@ -353,3 +362,13 @@ def fit_members(
             progress(f"fitting the chosen habitat models: {n} of {len(points)}")
 
     return fork_map(_fit_member, tasks, effective_n_jobs(n_jobs), on_done)
+
+
+def combine_members(mapped: list[tuple], fits: list[tuple]) -> tuple[object, np.ndarray]:
+    """The final scorer of fitted members and its candidates' scores: the one member's
+    pipeline (map and TTK), or the :class:`MapMean` of several."""
+    pipes = [Pipeline([*st, ("ttk", t)]) for (st, _), (t, _) in zip(mapped, fits, strict=True)]
+    if len(pipes) == 1:
+        return pipes[0], np.asarray(fits[0][0].candidate_scores_)
+    mean = MapMean(pipes, [t.candidate_scores_ for t, _ in fits])
+    return mean, mean.fit_scores_

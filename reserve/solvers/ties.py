@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from reserve.fork import Forked, fork_call
+from reserve.solvers._base import budget_select
 from reserve.solvers.features import ForestScore
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "break_cutoff_ties",
     "near_another",
     "secondary_scores",
+    "select_with_ties",
     "start_tie_forest",
     "tie_levels",
     "tie_width",
@@ -270,3 +272,45 @@ def rank_with_ties(s: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     """
     level = tie_levels(s)
     return np.lexsort((np.arange(s.size), -secondary, -level))
+
+
+def select_with_ties(
+    s: np.ndarray,
+    secondary: np.ndarray,
+    k: int,
+    seed: int | None,
+    cost: np.ndarray | None = None,
+    budget: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, CutoffTies]:
+    """The selection and ranking of candidates scored ``s``, ties broken by the one rule.
+
+    The ranking is by score level, then ``secondary``, then position
+    (:func:`rank_with_ties`). With a cell budget the top ``k`` are chosen and a tie across the
+    cut is broken by :func:`break_cutoff_ties` (the secondary score's levels, then a
+    permutation seeded with ``seed``); the ranking then lists the chosen, the tie's runners-up
+    and the rest. With ``cost`` the ranking is walked within ``budget``
+    (:func:`reserve.solvers.budget_select`) and no tie is reported.
+
+    Returns
+    -------
+    pick : ndarray of int
+        Positions of the chosen candidates, best first.
+    order : ndarray of int
+        Positions of every candidate, best first.
+    ties : CutoffTies
+
+    Examples
+    --------
+    >>> s = np.array([3.0, 1.0, 1.0, 0.0])
+    >>> pick, order, ties = select_with_ties(s, np.array([np.nan, 0.2, 0.7, np.nan]), 2, 0)
+    >>> pick.tolist(), order.tolist(), ties.n_tied, ties.n_drawn
+    ([0, 2], [0, 2, 1, 3], 2, 0)
+    """
+    order = rank_with_ties(s, secondary)
+    if cost is not None:
+        rank_score = np.empty(s.size)
+        rank_score[order] = -np.arange(s.size, dtype=np.float64)
+        return budget_select(rank_score, cost, float(budget)), order, CutoffTies()
+    pick, runners, ties = break_cutoff_ties(s, np.arange(s.size), order[:k], secondary, seed)
+    first = np.concatenate([pick, runners])
+    return pick, np.concatenate([first, order[~np.isin(order, first)]]), ties
