@@ -552,30 +552,35 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             forest=forest,
         )
-        budget = None if cost is None else float(ttk.budget_)
+        self._select(ttk, cost, boundary, len(fits) > 1)
+        self.classes_ = np.array([0, 1])
+        self.n_features_in_ = data.X.shape[1]
+
+    def _select(self, ttk: object, cost: object, boundary: object, ensemble: bool) -> None:
+        """Selection, ranking and the tie at the cut (:func:`select_with_ties`); with a
+        boundary penalty, the set TTK chose; the ensemble's threshold and boundary length."""
+        cand = self.candidates_
         pick, order, self.cutoff_ties_ = select_with_ties(
             self.candidate_scores_,
             self.secondary_scores_,
             int(self.k),
             self.random_state,
-            cost=None if cost is None else np.asarray(cost, dtype=np.float64)[data.candidates],
-            budget=budget,
+            cost=None if cost is None else np.asarray(cost, dtype=np.float64)[cand],
+            budget=None if cost is None else float(ttk.budget_),
         )
-        self.selected_ = data.candidates[pick]
+        self.selected_ = cand[pick]
         self.candidate_rank_ = np.empty(order.size, dtype=np.int64)
         self.candidate_rank_[order] = np.arange(order.size)
         self.boundary_length_ = ttk.boundary_length_
         if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
             self.selected_ = np.asarray(ttk.selected_)
             self.cutoff_ties_ = CutoffTies()  # not a cut of the ranking: no tie decides it
-        elif len(fits) > 1:
-            chosen = np.isin(data.candidates, self.selected_)
+        elif ensemble:
+            chosen = np.isin(cand, self.selected_)
             if cost is None:
                 self.best_estimator_.cut(chosen)
             if boundary is not None:
-                self.boundary_length_ = float(boundary.take(data.candidates).length(chosen))
-        self.classes_ = np.array([0, 1])
-        self.n_features_in_ = data.X.shape[1]
+                self.boundary_length_ = float(boundary.take(cand).length(chosen))
 
     def decision_function(self, X: object) -> np.ndarray:
         """TTK's score of each row, through the chosen feature map."""
