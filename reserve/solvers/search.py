@@ -38,6 +38,7 @@ __all__ = [
     "TransductiveSearchCV",
     "TransductiveSplit",
     "at_standard_effort",
+    "best_mean",
     "fold_k",
     "fold_scores",
     "held_out_precision",
