@@ -7,7 +7,7 @@ Usage::
 
 On the paper's UCI sets (:func:`benchmarks.bench_peers.uci_problems`: random 50/50 splits,
 ``k`` = 5 % of the test half) a random forest can select better than every linear scorer
-(german_numer: 0.80 against 0.68 in ``benchmarks/results/peers_session15.md``), while
+(german_numer: 0.80 against 0.68 in ``benchmarks/results/peers.md``), while
 AutoTTK's cross-validation prefers the linear maps. This benchmark asks whether any
 cross-validation design would pick the forest there. For every split it compares two
 models on the labelled half, as AutoTTK's CV compares maps:
@@ -26,7 +26,8 @@ Each is scored on the held-out folds under every CV design (folds x repeats, so 
 
 The CV picks the model with the higher mean fold score; the line printed per design is how
 often it picked the forest and the mean test precision at ``k`` of what it picked, beside
-each model's own. Figures only: nothing is chosen or asserted.
+each model's own. Figures only: nothing is chosen or asserted. The printed report of a run,
+with its command, is kept in ``benchmarks/results/cv_forest.md``.
 """
 
 from __future__ import annotations

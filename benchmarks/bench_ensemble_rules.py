@@ -12,8 +12,7 @@ with each member alone and with several ways of combining them, and prints the p
 ``k`` of each (ties go to the lower row; AutoTTK's own tie-break is not applied, so
 ``zclip3`` may differ from ``auto`` where scores tie):
 
-* ``zmean``: the mean of the members' scores standardised over the candidates (the
-  default until the run of 2026-11-27);
+* ``zmean``: the mean of the members' scores standardised over the candidates;
 * ``zclip3``: the same with each standardised score clipped to [-3, 3], by ``MapMean``
   itself (what the default selects by);
 * ``zmedian``: their median;
@@ -21,7 +20,8 @@ with each member alone and with several ways of combining them, and prints the p
 * ``normscore``: the mean of the ranks' normal scores.
 
 Figures only: nothing is chosen or asserted. A rule is only worth adopting if it wins on
-every suite; the per-suite means are printed at the end.
+every suite; the per-suite means are printed at the end. The printed report of a run, with
+its command, is kept in ``benchmarks/results/ensemble_rules.md``.
 """
 
 from __future__ import annotations

@@ -14,19 +14,22 @@ Every option is :mod:`benchmarks.bench_peers`'s; this script adds two methods:
   the forest weighs as much as all of them together in :class:`reserve.solvers.MapMean`.
 
 Both refit the chosen members with ``AutoTTK(members=...)`` (no second cross-validation),
-so their selections differ from ``auto``'s only by the forest's weight. The run of
-2026-11-27 measured them on german_numer, where the random forest leads (docs/algorithm.md,
-"Why the UCI target stays out of reach"); neither is the default.
+so their selections differ from ``auto``'s only by the forest's weight. Neither is the
+default: on german_numer, where the random forest leads, they gain there and lose elsewhere
+(``benchmarks/results/forest_weight.md``, the file this script writes).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import bench_peers
+
+OUT = Path(__file__).resolve().parent / "results" / "forest_weight.md"
 
 
 def forest_members(members: tuple[tuple, ...], forest: tuple, weight: str) -> list[tuple]:
@@ -66,10 +69,14 @@ def weighted(weight: str) -> bench_peers.FitAndRank:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point: :func:`benchmarks.bench_peers.main` with the two methods."""
+    """Command-line entry point: :func:`benchmarks.bench_peers.main` with the two methods,
+    writing ``OUT`` unless ``--out`` is given (never the peers benchmark's own file)."""
     methods = dict(bench_peers.METHODS)
     methods["forest_always"] = weighted("always")
     methods["forest_half"] = weighted("half")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--out" not in argv:
+        argv += ["--out", str(OUT)]
     return bench_peers.main(argv, methods=methods)
 
 

@@ -16,6 +16,9 @@ nothing about timings.
 (Wood Thrush, May-June 2018) back into an EBD + SED pair in a temporary folder (eBird data is
 never written inside the project), then ingests them with the BCR 27 polygon, MODIS 2018 land
 cover and the national-forest ranger districts as public land, and prints the role counts.
+
+The printed figures of both, with their commands, are kept in
+``benchmarks/results/ingest.md``.
 """
 
 from __future__ import annotations

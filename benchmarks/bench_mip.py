@@ -15,7 +15,8 @@ still leaves figures):
     synthetic standardised Gaussian data with n = m at d = 8, 30, 60, growing n until a run
     is not proved optimal within the limit.
 
-Run: ``python -m benchmarks.bench_mip [--sections table2,formulations,scale]``
+Run: ``python -m benchmarks.bench_mip [--sections table2,formulations,scale]``. The printed
+tables, with their commands, are kept in ``benchmarks/results/mip.md``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 from reserve.paper.benchmark import PAPER_TABLE2
 from reserve.paper.datasets import load_benchmark, transductive_split
 from reserve.solvers._mip import solve_ttk_mip
+from reserve.solvers.constraints import Constraints
 from reserve.solvers.ttk import TTK
 
 #: The paper's Table 2 MIP train objective (mean, sd).
@@ -60,9 +62,9 @@ def _fd(Xa, yf, k):
 
 def _exact(Xl, y_pm, Xc, k, est, limit, **kw):
     """The exact solve at C = 1, warm-started from the fitted TTK ``est``."""
-    return solve_ttk_mip(
-        Xl, y_pm, Xc, k, 1.0, warm_start=(est.coef_, est.intercept_), time_limit=limit, **kw
-    )
+    start = (est.coef_[None, :], np.array([est.intercept_]))
+    cons = Constraints.cells(k, Xc.shape[0])
+    return solve_ttk_mip(Xl, y_pm[:, None], Xc, cons, 1.0, warm_start=start, time_limit=limit, **kw)
 
 
 def table2(splits: int, limits: dict[str, float], solver: str = "auto", first: int = 0) -> None:

@@ -19,7 +19,7 @@ Each selection is scored against both species' simulated truth: precision per sp
 the expected number of (cell, species) presences per chosen cell). C = 1.
 
 Run: ``python -m benchmarks.bench_multi [--seeds 0,1,2] [--budgets 10,30,100]`` (writes
-``benchmarks/results/multi_species.md``; figures, no assertions).
+``benchmarks/results/multi.md``; figures, no assertions).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from reserve.default_region import FILES
 from reserve.evaluate import read_truth
 from reserve.select import select_reserve
 
-OUT = Path(__file__).resolve().parent / "results" / "multi_species.md"
+OUT = Path(__file__).resolve().parent / "results" / "multi.md"
 SPECIES = DEFAULT_REGION.species_all[:2]
 RUNS = {
     "multi_ttk": ("multi-species TTK", "ttk", list(SPECIES)),

@@ -66,12 +66,13 @@ scores each held-out fold at the standard effort, see ``AutoTTK(effort_columns=.
 ``both`` runs each suite twice (``region`` and ``region + effort``) and adds a section pairing
 every method with and without them. UCI rows have no effort.
 
-Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci|ebird] [--quick]``
-(writes ``benchmarks/results/peers.md``; ``--quick``: 2 seeds, 3 folds, 3 splits; ``--seeds``,
-``--folds``, ``--splits`` set them, ``--first-split`` starts the UCI splits later, so that
-two runs can share them; BCR 27 reads ``RESERVE_BCR27_DIR`` when set). ``--csv``
-appends every record as each problem ends; ``--from-csv`` writes the report from such a file
-(a stopped run's too) without fitting anything.
+Run: ``python -m benchmarks.bench_peers [--suites region,bcr27,uci|ebird] [--quick]`` (writes
+``benchmarks/results/peers.md``; the ``ebird`` suite's figures are kept in
+``benchmarks/results/peers_ebird.md``, written with ``--out`` naming it; ``--quick``: 2 seeds,
+3 folds, 3 splits; ``--seeds``, ``--folds``, ``--splits`` set them, ``--first-split`` starts
+the UCI splits later, so that two runs can share them; BCR 27 reads ``RESERVE_BCR27_DIR`` when
+set). ``--csv`` appends every record as each problem ends; ``--from-csv`` writes the report
+from such a file (a stopped run's too) without fitting anything.
 """
 
 from __future__ import annotations

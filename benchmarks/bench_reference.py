@@ -27,8 +27,8 @@ from typing import Any
 import geopandas as gpd
 import numpy as np
 
-from reserve.default_region import default_planning_units
 from reserve.config import SelectOptions
+from reserve.default_region import default_planning_units
 from reserve.select import run_selection
 
 OUT = Path(__file__).resolve().parent / "results" / "reference.json"
@@ -44,8 +44,12 @@ RUNS: dict[str, dict[str, Any]] = {
     "boundary_auto": {"budget": 30, "boundary_penalty": "auto", "n_jobs": 1},
     "ttk_mip": {"budget": 30, "method": "ttk-mip", "time_limit": 20},
     "two_species": {"budget": 30, "species": [THRUSH, QUAIL], "model": "linear"},
-    "two_species_mip": {"budget": 10, "species": [THRUSH, QUAIL], "method": "ttk-mip",
-                        "time_limit": 20},  # fmt: skip
+    "two_species_mip": {
+        "budget": 10,
+        "species": [THRUSH, QUAIL],
+        "method": "ttk-mip",
+        "time_limit": 20,
+    },
     "linear_cv": {"budget": 30, "model": "linear", "C": "cv"},
     "bootstrap": {"budget": 30, "model": "linear", "bootstrap": 5, "n_jobs": 1},
     "surveyed": {"budget": 30, "learn_from": "surveyed"},

@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     from reserve.solvers import TTK
     from reserve.solvers._base import canonical_order
     from reserve.solvers._fd import feasible_direction
+    from reserve.solvers.constraints import Constraints
     from reserve.solvers.ttk import shifted_svm_start
 
     n, m, d, k = args.n, args.m, args.d, args.k
@@ -127,10 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     Xc = X[canonical_order(X, cand)]
     yl = np.where(y[canonical_order(X, lab)] == 1, 1.0, -1.0)
     t0 = time.perf_counter()
-    w0, b0, _ = shifted_svm_start(Xl, yl, Xc, k, 1.0)
+    cons = Constraints.cells(k, Xc.shape[0])
+    w0, b0, _ = shifted_svm_start(Xl, yl, Xc, cons.budget, 1.0)
     t_start = time.perf_counter() - t0
     t0 = time.perf_counter()
-    fd = feasible_direction(Xl, yl, Xc, k, 1.0, w0, b0)
+    fd = feasible_direction(Xl, yl[:, None], Xc, cons, 1.0, w0[None, :], np.array([b0]))
     t_fd = time.perf_counter() - t0
     per_it = t_fd / max(fd.n_iter, 1)
     say(

@@ -11,7 +11,8 @@ C = 0.1, 1, 10 it solves the true-hinge SVM (``solve_fixed_set(Z, y, C, method=.
 Clarabel and by the dense interior point (:mod:`reserve.solvers._dense_qp`) and prints the
 CPU seconds of each (fastest of ``--repeat``), their ratio and the relative difference of the
 objectives. Set ``OPENBLAS_NUM_THREADS=1``: that is how the CV's folds run
-(:func:`reserve.fork.one_blas_thread`). Figures only: nothing is asserted.
+(:func:`reserve.fork.one_blas_thread`). Figures only: nothing is asserted. The printed
+figures of a run, with its command, are kept in ``benchmarks/results/start.md``.
 """
 
 from __future__ import annotations

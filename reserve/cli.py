@@ -8,21 +8,14 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from reserve import __version__, interrupt
-from reserve.config import (
-    INGEST_DEFAULTS,
-    LEARN_FROM,
-    MAX_DEFAULT_JOBS,
-    SELECT_DEFAULTS,
-    SELECT_METHODS,
-    SELECT_MODELS,
-)
 from reserve.errors import InvalidInputError, ReserveError
+from reserve.options import INGEST_OPTIONS, SELECT_OPTIONS, OptionSpec
 
 if TYPE_CHECKING:
     from reserve.config import SelectOptions
@@ -139,151 +132,58 @@ def _int_list(value: str | None, option: str) -> list[int] | None:
         ) from None
 
 
+#: The click type of each kind of option (:data:`reserve.options.Kind`); ``text``: a string.
+#: A lenient type passes a bad value on for the options' check; a strict one refuses it.
+_KIND_TYPES: dict[str, Any] = {
+    "number": _NUMBER,
+    "integer": _INT,
+    "float": _FLOAT,
+    "float|cv": _C_VALUE,
+    "float|auto": _PENALTY,
+    "path": click.Path(),
+}
+_STRICT_TYPES: dict[str, Any] = {**_KIND_TYPES, "integer": click.INT, "float": click.FLOAT}
+
+
+def _click_option(spec: OptionSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one declared option (:mod:`reserve.options`)."""
+    kw: dict[str, Any] = {
+        "help": spec.help,
+        "metavar": spec.metavar,
+        "multiple": spec.multiple,
+        "required": spec.required,
+    }
+    if spec.kind == "switch":  # without a default: None unless given
+        kw["default"] = spec.default
+    if spec.default is not None:
+        kw.update(default=spec.default, show_default=True)
+    decls = [spec.flag, spec.name]
+    types = _STRICT_TYPES if spec.strict else _KIND_TYPES
+    if spec.kind == "switch":  # --effort/--no-effort
+        decls[0] = f"{spec.flag}/--no-{spec.flag[2:]}"
+    elif spec.kind == "flag":
+        kw["is_flag"] = True
+    elif spec.kind == "choice":
+        kw["type"] = click.Choice(spec.choices, case_sensitive=spec.strict)
+    elif spec.kind in types:
+        kw["type"] = types[spec.kind]
+    return click.option(*decls, **kw)
+
+
+def _declared(options: Mapping[str, OptionSpec]) -> Callable[[Callable[..., Any]], Any]:
+    """A decorator adding every declared option to a command, in the declared order."""
+
+    def add(command: Callable[..., Any]) -> Any:
+        for spec in reversed(list(options.values())):
+            command = _click_option(spec)(command)
+        return command
+
+    return add
+
+
 @main.command("ingest", short_help="Grid eBird checklists into labelled planning units.")
-@click.option(
-    "--ebd", required=True, type=click.Path(), help="eBird Basic Dataset (.txt/.gz/.zip)."
-)
-@click.option(
-    "--sed", required=True, type=click.Path(), help="Sampling Event Data (.txt/.gz/.zip)."
-)
-@click.option(
-    "--species",
-    required=True,
-    multiple=True,
-    help="Common or scientific name, e.g. 'Wood Thrush'; repeat for several species "
-    "(label = the first; label__<slug> for each).",
-)
-@click.option("--output", required=True, type=click.Path(), help="GeoPackage to write (.gpkg).")
-@click.option(
-    "--region",
-    metavar="BBOX|PATH",
-    help="The region: a bbox min_lon,min_lat,max_lon,max_lat or a polygon file.",
-)
-@click.option("--region-layer", metavar="LAYER", help="Layer of a multi-layer region file.")
-@click.option(
-    "--cell-size",
-    type=float,
-    default=INGEST_DEFAULTS.cell_size,
-    show_default=True,
-    help="Cell side in metres.",
-)
-@click.option(
-    "--crs", metavar="CRS", help="Equal-area grid CRS (default: LAEA centred on the region)."
-)
-@click.option(
-    "--categorical",
-    multiple=True,
-    metavar="NAME=PATH",
-    help="Categorical raster (class fractions); repeatable.",
-)
-@click.option(
-    "--continuous",
-    multiple=True,
-    metavar="NAME=PATH",
-    help="Continuous raster (mean, sd); repeatable.",
-)
-@click.option(
-    "--legend",
-    multiple=True,
-    metavar="NAME=CSV",
-    help="Class legend (class,name CSV) of a categorical raster; repeatable.",
-)
-@click.option(
-    "--public", multiple=True, type=click.Path(), help="Public-land polygons; repeatable."
-)
-@click.option(
-    "--locked-out",
-    multiple=True,
-    type=click.Path(),
-    help="Polygons never to select (urban, protected); repeatable.",
-)
-@click.option(
-    "--public-threshold",
-    type=float,
-    default=INGEST_DEFAULTS.public_threshold,
-    show_default=True,
-    help="A surveyed cell is a training cell if more than this share of it is public.",
-)
-@click.option(
-    "--locked-threshold",
-    type=float,
-    default=INGEST_DEFAULTS.locked_threshold,
-    show_default=True,
-    help="A cell is locked out if more than this share of it is in --locked-out polygons.",
-)
-@click.option(
-    "--region-threshold",
-    type=float,
-    default=INGEST_DEFAULTS.region_threshold,
-    show_default=True,
-    help="A private cell is a candidate only if more than this share of it is in the region.",
-)
-@click.option(
-    "--protocols",
-    default=",".join(INGEST_DEFAULTS.protocols),
-    show_default=True,
-    help="Protocols kept, comma-separated ('all' keeps every protocol).",
-)
-@click.option(
-    "--max-hours",
-    type=float,
-    default=INGEST_DEFAULTS.max_hours,
-    show_default=True,
-    help="Longest checklist kept, in hours.",
-)
-@click.option(
-    "--max-km",
-    type=float,
-    default=INGEST_DEFAULTS.max_km,
-    show_default=True,
-    help="Longest distance travelled, in km.",
-)
-@click.option(
-    "--max-observers",
-    type=int,
-    default=INGEST_DEFAULTS.max_observers,
-    show_default=True,
-    help="Most observers on a checklist.",
-)
-@click.option(
-    "--max-speed-kmh",
-    type=float,
-    default=INGEST_DEFAULTS.max_speed_kmh,
-    show_default=True,
-    help="Fastest travelling speed kept, in km/h.",
-)
-@click.option("--start-date", metavar="YYYY-MM-DD", help="First date kept.")
-@click.option("--end-date", metavar="YYYY-MM-DD", help="Last date kept.")
-@click.option("--months", metavar="M,M", help="Months kept, e.g. 5,6.")
-@click.option("--years", metavar="Y,Y", help="Years kept, e.g. 2017,2018.")
-@click.option(
-    "--deduplicate/--no-deduplicate",
-    default=True,
-    show_default=True,
-    help="One checklist per shared-checklist group.",
-)
-@click.option(
-    "--chunksize",
-    type=int,
-    default=INGEST_DEFAULTS.chunksize,
-    show_default=True,
-    help="Rows read at a time (memory versus speed).",
-)
-@click.option(
-    "--engine",
-    type=click.Choice(["local", "dask"]),
-    default=INGEST_DEFAULTS.engine,
-    show_default=True,
-    help="Read the files here (local) or on a Dask cluster (dask).",
-)
-@click.option(
-    "--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a local cluster)."
-)
-@click.option(
-    "--progress/--no-progress", default=True, show_default=True, help="Show progress bars."
-)
-@click.option("--overwrite", is_flag=True, help="Replace an existing output.")
-def ingest_command(**kw: object) -> None:
+@_declared(INGEST_OPTIONS)
+def ingest_command(**kw: Any) -> None:
     """Grid eBird checklists into labelled planning units.
 
     One species (or several, with repeated --species): the checklists are filtered with
@@ -295,18 +195,18 @@ def ingest_command(**kw: object) -> None:
     from reserve.ingest import ingest
     from reserve.io import ChecklistFilter
 
-    kw["categorical"] = _named_paths(kw["categorical"], "--categorical")  # type: ignore[arg-type]
-    kw["continuous"] = _named_paths(kw["continuous"], "--continuous")  # type: ignore[arg-type]
-    kw["legend"] = _named_paths(kw["legend"], "--legend")  # type: ignore[arg-type]
-    kw["public"] = list(kw["public"]) or None  # type: ignore[call-overload]
-    kw["locked_out"] = list(kw["locked_out"]) or None  # type: ignore[call-overload]
-    kw["months"] = _int_list(kw["months"], "--months")  # type: ignore[arg-type]
-    kw["years"] = _int_list(kw["years"], "--years")  # type: ignore[arg-type]
+    kw["categorical"] = _named_paths(kw["categorical"], "--categorical")
+    kw["continuous"] = _named_paths(kw["continuous"], "--continuous")
+    kw["legend"] = _named_paths(kw["legend"], "--legend")
+    kw["public"] = list(kw["public"]) or None
+    kw["locked_out"] = list(kw["locked_out"]) or None
+    kw["months"] = _int_list(kw["months"], "--months")
+    kw["years"] = _int_list(kw["years"], "--years")
     protocols = str(kw["protocols"])
     kw["protocols"] = None if protocols.lower() == "all" else protocols.split(",")
     filter_names = [f.name for f in fields(ChecklistFilter) if f.name in kw]
     kw["filters"] = ChecklistFilter(**{name: kw.pop(name) for name in filter_names})
-    names = tuple(kw.pop("species"))  # type: ignore[call-overload]
+    names = tuple(kw.pop("species"))
     species = names[0] if len(names) == 1 else names  # one --species: the one-species columns
     result = ingest(kw.pop("ebd"), kw.pop("sed"), species, kw.pop("output"), **kw)
     counts = result.counts()
@@ -426,118 +326,7 @@ def _few_training_cells(units: Any) -> str:
 
 
 @main.command("select", short_help="Choose the cells to buy; write a GeoPackage and a map.")
-@click.option(
-    "--budget",
-    type=_NUMBER,
-    metavar="K",
-    help="Number of cells to select (required); a total cost with --cost-column.",
-)
-@click.option(
-    "--cost-column",
-    metavar="COL",
-    help="planning_units column with each cell's cost: --budget becomes a total cost.",
-)
-@click.option(
-    "--species",
-    "species",
-    multiple=True,
-    metavar="NAME",
-    help="Species of a multi-species ingest; repeat it to share the cells among several.",
-)
-@click.option(
-    "--cells",
-    type=click.Path(),
-    help="planning_units GeoPackage from 'reserve ingest' (default: the embedded Georgia region).",
-)
-@click.option(
-    "--method",
-    metavar="NAME",
-    help=f"One of {', '.join(SELECT_METHODS)} (default {SELECT_DEFAULTS.method}).",
-)
-@click.option(
-    "--model",
-    metavar="NAME",
-    help=f"What TTK learns from the features: one of {', '.join(SELECT_MODELS)} (default "
-    f"{SELECT_DEFAULTS.model}: the feature map and C chosen by cross-validation; linear is the "
-    "paper's TTK).",
-)
-@click.option(
-    "--C",
-    "C",
-    type=_C_VALUE,
-    help="Hinge-loss weight, or 'cv' (default: chosen with --model auto, else "
-    f"{SELECT_DEFAULTS.C}).",
-)
-@click.option(
-    "--seed",
-    type=_INT,
-    help=f"Seed of the CV folds, the solver and the tie-break (default {SELECT_DEFAULTS.seed}).",
-)
-@click.option(
-    "--out", type=click.Path(), help=f"Folder of reserve.gpkg (default {SELECT_DEFAULTS.out})."
-)
-@click.option(
-    "--map",
-    "map",
-    type=click.Path(),
-    help=f"HTML map (default {SELECT_DEFAULTS.map_dir}/<cells>_<method>_k<budget>.html).",
-)
-@click.option(
-    "--time-limit",
-    type=_FLOAT,
-    help=f"Seconds per exact (ttk-mip, ttk-bnb) fit (default {SELECT_DEFAULTS.time_limit:g}).",
-)
-@click.option(
-    "--locked-in",
-    metavar="COLUMN|PATH",
-    help="Cells always selected, counted in the budget: a boolean column or a polygon file.",
-)
-@click.option(
-    "--locked-out",
-    metavar="COLUMN|PATH",
-    help="Cells never selected (besides the locked_out column): a column or a polygon file.",
-)
-@click.option(
-    "--exclude-novel/--no-exclude-novel",
-    default=None,
-    help="Never select a candidate whose habitat lies outside the surveyed (training) cells' "
-    "range on some feature (negative MESS: its score is an extrapolation) (default "
-    f"{'--exclude-novel' if SELECT_DEFAULTS.exclude_novel else '--no-exclude-novel'}).",
-)
-@click.option(
-    "--bootstrap",
-    type=_INT,
-    metavar="N",
-    help="Refit on N resamples of the training cells; adds selection_frequency (default 0).",
-)
-@click.option(
-    "--n-jobs",
-    type=_INT,
-    help="Worker processes for the bootstrap refits, AutoTTK's folds and final fits, and the "
-    f"map drawn beside the GeoPackage (default: one per processor, at most {MAX_DEFAULT_JOBS}).",
-)
-@click.option(
-    "--effort/--no-effort",
-    default=None,
-    help="Survey effort (checklists, hours, km) as covariates, candidates scored at the "
-    f"training median effort (default {'--effort' if SELECT_DEFAULTS.effort else '--no-effort'}).",
-)
-@click.option(
-    "--learn-from",
-    type=click.Choice(LEARN_FROM, case_sensitive=False),
-    help="Whose labels train the habitat model: 'public' (the surveyed public cells) or "
-    "'surveyed' (the surveyed private cells too; they stay candidates, and the private-land "
-    f"check is then cross-fitted) (default {SELECT_DEFAULTS.learn_from}).",
-)
-@click.option(
-    "--boundary-penalty",
-    type=_PENALTY,
-    metavar="LAMBDA|auto",
-    help="Trade objective for compact patches: LAMBDA times the selection's boundary length "
-    "(metres, as Marxan's BLM) joins TTK's objective; 'auto' calibrates it (Cohon's method) "
-    "and writes the trade-off (default 0: no penalty).",
-)
-@click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
+@_declared(SELECT_OPTIONS)
 @click.option("--config", type=click.Path(), help="TOML file with the same names as the flags.")
 def select_command(config: str | None, **kw: object) -> None:
     """Choose the cells to buy; write a GeoPackage and a map.
@@ -573,7 +362,9 @@ def select_command(config: str | None, **kw: object) -> None:
             drawer.cancel()
     if result.summary.get("signal", "ok") != "ok":
         click.echo(f"reserve: warning: {result.summary['signal_note']}", err=True)
-    _print_selection(result)
+    from reserve.report import print_selection
+
+    print_selection(result)
 
 
 #: What drawing the map imports (folium compiles its page templates on import: about 1 s).
@@ -592,221 +383,6 @@ def _start_map_drawer(options: SelectOptions) -> Standby | None:
     from reserve.fork import fork_standby
 
     return fork_standby(MAP_MODULES)
-
-
-def _selection_table(result: object) -> tuple[Any, list[str]]:
-    """The selected cells as a compact table (a rich ``Table``) and its columns.
-
-    The habitat columns are the first three of
-    :meth:`reserve.select.SelectionResult.main_features` (the features that lift the
-    selected cells' scores most) that take more than one value among the selected cells.
-    Two closing rows give the mean of the selected cells and of all candidate cells, so the
-    contrast reads at a glance.
-    """
-    import numpy as np
-    from rich.table import Table
-
-    r = result
-    s = r.summary  # type: ignore[attr-defined]
-    sel = r.selected  # type: ignore[attr-defined]
-    # the three features that explain the choice most, among those that vary between the
-    # selected cells (a column with one value for every row explains nothing on screen)
-    ranked = r.main_features(len(r.feature_names))  # type: ignore[attr-defined]
-    feats = [f for f in ranked if sel[f].nunique(dropna=True) > 1][:3]
-    # optional columns, only when the run used them: locks and bootstrap frequencies
-    flags = [c for c in ("locked_in", "selection_frequency") if c in sel.columns]
-    if "known_detection" in sel.columns and (
-        sel["known_detection"].any() or sel["surveyed_no_detection"].any()
-    ):  # the chosen cells' own surveys, when any says something
-        said = np.where(sel["surveyed_no_detection"], "never detected", "")
-        sel = sel.assign(surveyed=np.where(sel["known_detection"], "detected", said))
-        flags.append("surveyed")
-    cost_col = s.get("cost_column") or ""
-    if cost_col:
-        flags.insert(0, cost_col)
-    patched = "patch_id" in sel.columns and bool((sel["patch_id"] > 0).any())
-    cols = ["rank", "cell_id", *(["patch_id"] if patched else []), *flags, "score", *feats]
-    heads = {"locked_in": "locked", "selection_frequency": "freq", "patch_id": "patch"}
-    table = Table(title=f"{s['n_selected']} selected cells ({s['method']})", box=None)
-    for col in cols:
-        table.add_column(heads.get(col, col), justify="right", no_wrap=True)
-
-    def cell(col: str, v: object) -> str:
-        if col == "patch_id":
-            return str(v)
-        if col == "locked_in":
-            return "in" if v else ""
-        if col == "surveyed":
-            return str(v)
-        if col == cost_col:
-            return f"{v:.6g}"
-        return f"{v:.3f}" if col != "selection_frequency" else f"{v:.2f}"
-
-    # grouped by patch (1 = the largest), best rank first within each
-    rows = sel.sort_values(["patch_id", "rank"], kind="stable") if patched else sel
-    last = None
-    for row in rows[cols].itertuples(index=False):
-        if patched and last is not None and row[2] != last:
-            table.add_section()
-        last = row[2] if patched else None
-        values = zip(cols[2:], row[2:], strict=True)
-        table.add_row(str(row[0]), str(row[1]), *(cell(c, v) for c, v in values))
-    units = r.planning_units  # type: ignore[attr-defined]
-    cand = units[units["rank"] > 0]  # every candidate cell that was ranked
-    table.add_section()
-    for name, frame in (("selected", sel), ("candidates", cand)):
-        means = frame[["score", *feats]].mean(axis=0).to_numpy()
-        pad = [""] * (len(flags) + patched)
-        table.add_row("mean", name, *pad, *(f"{v:.3f}" for v in means))
-    return table, cols
-
-
-def _print_selection(result: object) -> None:
-    """The selected cells as a compact table, then the run's figures, on stdout."""
-    from rich.console import Console
-
-    table, cols = _selection_table(result)
-    # wide enough for the full column names (a table is read, not wrapped)
-    width = max(100, sum(max(len(c), 9) + 2 for c in cols))
-    console = Console(file=sys.stdout, width=width, highlight=False)
-    console.print(table)
-    _print_figures(console, result)
-
-
-def _print_figures(console: Any, result: object) -> None:
-    """The run's figures (budget, solver, cells, locks, species, bootstrap, files)."""
-    from reserve.config import species_slug
-
-    r = result
-    s = r.summary  # type: ignore[attr-defined]
-
-    console.print(_plain_line(s), soft_wrap=True)
-    console.print(_method_line(s), soft_wrap=True)
-    learned = int(s.get("n_learned") or 0)
-    console.print(
-        f"cells: {s['n_train']} training ({s['n_train_positive']} detected), "
-        f"{s['n_candidates']} candidates, {s['n_cells']} in all"
-        + (f"; learned also from {learned} surveyed candidates" if learned else "")
-    )
-    from reserve.report import confidence_lines
-
-    for line in confidence_lines(s):
-        console.print(line, soft_wrap=True)
-    if s.get("n_patches", -1) >= 0:
-        penalty = s.get("boundary_penalty") or 0.0
-        console.print(
-            f"patches: {s['n_patches']} (largest {s['largest_patch_cells']} cells), boundary "
-            f"{s['boundary_length'] / 1000:.4g} km"
-            + (f" at boundary penalty {penalty:.4g}" if penalty else "")
-        )
-    if s.get("n_locked_in") or s.get("n_locked_out"):
-        console.print(
-            f"locked: {s['n_locked_in']} in (selected, counted in the budget), "
-            f"{s['n_locked_out']} out (never selected); the solver chose "
-            + (
-                f"{s['effective_budget']} of the {s['budget']} cells"
-                if s.get("budget_unit", "cells") == "cells"
-                else f"within {s['effective_budget']:.6g} of the budget {s['budget']:g}"
-            )
-        )
-    _print_novelty(console, s)
-    if s.get("expected_presences") is not None and "," in str(s.get("species", "")):
-        per = ", ".join(
-            f"{name.strip()} {s['expected_precision__' + species_slug(name)]:.2f}"
-            for name in str(s["species"]).split(",")
-        )
-        console.print(
-            f"species: expected precision (Platt-calibrated on the training cells) {per}; "
-            f"expected presences {s['expected_presences']:.1f} in {s['n_selected']} cells"
-        )
-    if s.get("bootstrap"):
-        console.print(
-            f"bootstrap: {s['bootstrap']} refits on resampled training cells; freq = share "
-            "of refits selecting the cell (ranking layer: every candidate)"
-        )
-    paths = (
-        ("GeoPackage", r.gpkg_path),
-        ("ranking CSV", r.csv_path),  # type: ignore[attr-defined]
-        ("summary", r.summary_path),
-        ("map", r.map_path),
-    )  # type: ignore[attr-defined]
-    for label, path in paths:  # type: ignore[attr-defined]
-        if path is not None:
-            console.print(f"{label}: {path}")
-
-
-def _plain_line(s: Mapping[str, Any]) -> str:
-    """The footer's first line: how many cells were chosen, of how many, in how long.
-
-    Examples
-    --------
-    >>> _plain_line({"n_selected": 30, "n_candidates": 16141, "budget": 30,
-    ...              "runtime_seconds": 4.96, "seed": 0})
-    '30 cells chosen of 16,141 private candidates (budget 30) in 5.0 s; seed 0'
-    """
-    unit = str(s.get("budget_unit", "cells"))
-    if unit == "cells":
-        budget = f"budget {s['budget']}"
-    else:  # "cost (price)": a budget in the --cost-column's money
-        column = unit.removeprefix("cost (").removesuffix(")")
-        budget = f"budget {_amount(s['budget'])} of {column}; spent {_amount(s['total_cost'])}"
-    return (
-        f"{s['n_selected']:,} cells chosen of {s['n_candidates']:,} private candidates "
-        f"({budget}) in {s['runtime_seconds']:.1f} s; seed {s['seed']}"
-    )
-
-
-def _amount(v: float) -> str:
-    """A sum of money: in full with thousands separators when large (1,500,000), else 6.5."""
-    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.6g}"
-
-
-def _method_line(s: Mapping[str, Any]) -> str:
-    """The method, its model and C; what an exact solver proved, when it proved something.
-
-    A heuristic's status ("local"), objective and iterations stay in ``run_summary``: on
-    screen they would only be figures without a reference.
-
-    Examples
-    --------
-    >>> _method_line({"method": "ttk", "model_fitted": "linear", "c": 1.0, "c_source": "cv"})
-    'method ttk, model linear, C 1 (cv)'
-    >>> _method_line({"method": "ttk-mip", "model_fitted": "linear", "c": 1.0,
-    ...               "c_source": "cv", "solver_status": "time_limit",
-    ...               "objective": 12.5, "bound": 12.0, "gap": 0.04})
-    'method ttk-mip, model linear, C 1 (cv); solver time_limit: objective 12.5, bound 12, gap 4.0%'
-    """
-    line = f"method {s['method']}, model {s['model_fitted']}, C {s['c']:g} ({s['c_source']})"
-
-    def finite(key: str) -> float | None:
-        v = s.get(key)
-        return None if v is None or v != v else float(v)
-
-    bound, gap = finite("bound"), finite("gap")
-    if bound is None and gap is None:
-        return line
-    proved = [f"objective {finite('objective'):.6g}"] if finite("objective") is not None else []
-    proved += [f"bound {bound:.6g}"] if bound is not None else []
-    proved += [f"gap {gap:.1%}"] if gap is not None else []
-    return f"{line}; solver {s.get('solver_status', '?')}: {', '.join(proved)}"
-
-
-def _print_novelty(console: Any, s: dict[str, Any]) -> None:
-    """Chosen cells outside the surveyed habitat (negative MESS), or those kept out."""
-    n_sel, n_out = int(s.get("n_selected_novel") or 0), int(s.get("n_novel_excluded") or 0)
-    if n_sel:
-        fix = ("they are locked in, which --exclude-novel leaves in" if s.get("exclude_novel")
-               else "--exclude-novel keeps them out")  # fmt: skip
-        console.print(
-            f"novel habitat: {n_sel} of the {s['n_selected']} chosen cells lie outside the "
-            "surveyed habitat (negative mess: their score is an extrapolation; column novel); "
-            + fix
-        )
-    if n_out:
-        console.print(
-            f"novel habitat: {n_out} candidate cells outside the surveyed habitat kept out "
-            "(--exclude-novel)"
-        )
 
 
 @main.command("evaluate", short_help="Score a selection against a simulated true occupancy.")
@@ -943,7 +519,7 @@ def benchmark_group() -> None:
 @click.option(
     "--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."
 )
-def benchmark_paper_command(**kw: object) -> None:
+def benchmark_paper_command(**kw: Any) -> None:
     """Table 3 (precision@5% with C by CV) and Table 2 (losses at C=1), beside the paper."""
     from reserve.paper.benchmark import reproduce_paper
 
@@ -952,16 +528,16 @@ def benchmark_paper_command(**kw: object) -> None:
             kw[key] = [v.strip() for v in str(kw[key]).split(",") if v.strip()]
     show = kw.pop("progress")
     if not show:
-        click.echo("\n".join(reproduce_paper(**kw).values()))  # type: ignore[arg-type]
+        click.echo("\n".join(reproduce_paper(**kw).values()))
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     # The bar starts with the first finished run, i.e. after every input check has passed,
     # so bad input still gives exactly one line on stderr.
-    state: dict[str, object] = {}
+    state: dict[str, Any] = {}
 
-    def tick(rec: object, total: int) -> None:
+    def tick(rec: Any, total: int) -> None:
         if "bar" not in state:
             bar = Progress(
                 "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
@@ -969,17 +545,17 @@ def benchmark_paper_command(**kw: object) -> None:
             )  # fmt: skip
             bar.start()
             state["bar"], state["task"] = bar, bar.add_task("runs", total=total)
-        state["bar"].update(  # type: ignore[attr-defined]
+        state["bar"].update(
             state["task"],
             advance=1,
-            description=f"{rec.dataset} {rec.method}",  # type: ignore[attr-defined]
+            description=f"{rec.dataset} {rec.method}",
         )
 
     try:
-        tables = reproduce_paper(progress=tick, **kw)  # type: ignore[arg-type]
+        tables = reproduce_paper(progress=tick, **kw)
     finally:
         if "bar" in state:
-            state["bar"].stop()  # type: ignore[attr-defined]
+            state["bar"].stop()
     for name, md in tables.items():
         click.echo(f"Table {name} (written to {kw['out_dir']}/paper_table{name}.md)\n\n{md}")
 

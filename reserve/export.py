@@ -92,8 +92,8 @@ FIXED_TIMESTAMP = "2000-01-01T00:00:00.000Z"
 class _IdentifiedCRS(CRS):
     """A CRS whose EPSG code (or its absence) is looked up once.
 
-    pyproj answers ``to_epsg()`` by searching its database on every call, about 0.12 s for
-    a CRS that is not in it (the default region's LAEA grid), and pyogrio asks once per
+    pyproj answers ``to_epsg()`` by searching its database on every call, slowly for a CRS
+    that is not in it (the default region's LAEA grid), and pyogrio asks once per
     layer written; the answer cannot change, so it is kept.
     """
 

@@ -12,8 +12,7 @@ process imports and computes, and import them meanwhile on another processor
 
 Work that runs beside other work uses one BLAS thread (:func:`one_blas_thread`): two
 processes each running a BLAS thread per processor oversubscribe them, and the threads' spin
-waits then cost several times the work (a spline fold fit of the scale benchmark: 9-14 s of
-CPU against 1.4-2.2 s).
+waits then cost several times the work (docs/algorithm.md, "Speed").
 """
 
 from __future__ import annotations

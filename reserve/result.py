@@ -30,6 +30,7 @@ from reserve.config import SELECT_DEFAULTS, SelectOptions
 from reserve.design import Problem
 from reserve.errors import InvalidInputError
 from reserve.grid import cell_locations
+from reserve.methods import capabilities
 from reserve.occupancy import LinkAverage
 from reserve.signal import CutoffTies, Verdict, assess_signal, break_cutoff_ties
 from reserve.solvers.ties import tie_width
@@ -173,12 +174,11 @@ def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray,
     coef = np.atleast_2d(np.asarray(fit.estimator.coef_, dtype=np.float64))  # (S, d)
     per_species = np.full((len(Z), coef.shape[0]), np.nan)
     per_species[finite] = Z[finite] @ coef.T + np.atleast_1d(fit.estimator.intercept_)
-    # one score per cell: the species' own; several species: the max (MultiTTK's positives)
-    # or the sum (MultiSVM's ranking), so that the rank follows what the method selected by
+    # one score per cell: the species' own; several species: combined as the method declares
+    # (the max or the sum), so that the rank follows what the method selected by
     if not problem.multi:
         return per_species, per_species[:, 0]
-    score = per_species.sum(axis=1) if method == "svm" else per_species.max(axis=1)
-    return per_species, score
+    return per_species, capabilities(method).combine_species(per_species)
 
 
 def _order(

@@ -62,6 +62,7 @@ from reserve.run_files import (
     write_outputs,
 )
 from reserve.solvers import TTK_METHODS, describe_members, make_estimator
+from reserve.solvers.registry import chosen_C
 
 __all__ = [
     "CONFIG_KEYS",
@@ -93,14 +94,15 @@ def _estimator(opts: SelectOptions, problem: Problem, C: float, *, money: bool) 
 
 def _choose_C(
     opts: SelectOptions, problem: Problem, Z_rows: np.ndarray, say: Callable[[str], None]
-) -> tuple[float, str, Any]:
+) -> tuple[float | None, str, Any]:
     """``(C, source, cv)``: the given C, or the cross-validated one.
 
     With a feature map (``model`` not linear) C is chosen with the map by the estimator
-    itself: NaN here, read from ``best_params_`` after the fit.
+    itself: ``(None, "given", None)`` here, and the fitted estimator reports its C
+    (:func:`reserve.solvers.registry.chosen_C`).
     """
     if opts.effective_model != "linear":
-        return float("nan"), "model", None
+        return None, "given", None
     if opts.fixed_C != "cv":
         return float(opts.fixed_C), "given", None
     from reserve.model_selection import select_C
@@ -121,12 +123,12 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     X_rows = problem.X_fit
     Z_rows = MomentScaler().fit_transform(X_rows)  # what the pipeline's estimator sees
     C, C_source, cv = _choose_C(opts, problem, Z_rows, say)
-    what = f"C={C:g}" if C_source != "model" else f"model {opts.model}"
+    what = f"C={C:g}" if C is not None else f"model {opts.model}"
     say(f"fitting {opts.method} (k={problem.k_fit}, {what}) on {int(problem.train.sum())} "
         f"training and {int(problem.candidate.sum())} candidate cells")  # fmt: skip
     t_fit = time.perf_counter()
     cost = None if problem.cost is None or not problem.k_free else problem.cost[problem.rows]
-    est = _estimator(opts, problem, C, money=cost is not None)
+    est = _estimator(opts, problem, SELECT_DEFAULTS.C if C is None else C, money=cost is not None)
     penalty = opts.boundary_penalty
     if problem.boundary is not None and penalty != "auto":
         est.set_params(boundary_penalty=float(penalty))
@@ -137,9 +139,9 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     if has_fit_parameter(est, "progress"):  # a model choice: its folds' progress
         params["progress"] = say
     pipe.fit(X_rows, problem.y, **{f"select__{key}": v for key, v in params.items()})
-    if C_source == "model":
-        C = float(est.best_params_["C"])
-        C_source = "cv" if len({p["C"] for p in est.cv_results_["params"]}) > 1 else "given"
+    searched = C is None  # the estimator chose C with its feature map
+    C, C_source = chosen_C(est, C_source)
+    if searched:
         say(f"model {describe_members(est.members_)} ({C_source})")
     tradeoff, chooser = None, None
     if penalty == "auto":  # the calibration refits the chosen model: its CV stays the record

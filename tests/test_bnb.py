@@ -16,7 +16,6 @@ from reserve.errors import InvalidInputError
 from reserve.paper.datasets import load_benchmark, transductive_split
 from reserve.solvers import _bnb
 from reserve.solvers._base import budget_select, top_k
-from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers.ttk import TTK
 from tests._oracle import (
@@ -26,6 +25,7 @@ from tests._oracle import (
     make_cost_instance,
     split_cost_instance,
 )
+from tests._single import cells, mip1, money
 
 PROVED = ("optimal", "gap_limit")
 
@@ -37,10 +37,17 @@ def test_matches_brute_force_oracle(seed, formulation):
     k, C = 2, 1.0
     oracle_obj, *_ = brute_force_ttk(X, y, k, C)
     # "simple" skips the tightening, so the branch and bound does all the proving.
-    r = solve_ttk_mip(
-        X_lab, y_pm, X_cand, k, C, time_limit=30, mip_gap=1e-9, solver="bnb",
+    r = mip1(
+        X_lab,
+        y_pm,
+        X_cand,
+        cells(k, X_cand),
+        C,
+        time_limit=30,
+        mip_gap=1e-9,
+        solver="bnb",
         formulation=formulation,
-    )  # fmt: skip
+    )
     assert r.solver == "bnb"
     assert r.status in PROVED
     assert abs(r.objective - oracle_obj) <= 1e-6 * oracle_obj
@@ -56,7 +63,7 @@ def test_the_oracle_instances_need_branching():
     nodes = []
     for seed in range(6):
         _, _, X_lab, y_pm, X_cand = binding_instance(seed)
-        r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="bnb", formulation="simple")
+        r = mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, solver="bnb", formulation="simple")
         nodes.append(r.n_nodes)
     assert max(nodes) > 1
 
@@ -66,10 +73,17 @@ def test_costs_match_the_brute_force_oracle(seed):
     X, y, cost, budget, C = make_cost_instance(seed)
     X_lab, y_pm, X_cand, c = split_cost_instance(X, y, cost)
     oracle_obj, *_ = brute_force_ttk_cost(X, y, cost, budget, C)
-    r = solve_ttk_mip(
-        X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, time_limit=30, mip_gap=1e-9,
-        solver="bnb", formulation="simple",
-    )  # fmt: skip
+    r = mip1(
+        X_lab,
+        y_pm,
+        X_cand,
+        money(c, budget),
+        C,
+        time_limit=30,
+        mip_gap=1e-9,
+        solver="bnb",
+        formulation="simple",
+    )
     assert r.status in PROVED
     assert abs(r.objective - oracle_obj) <= 1e-6 * oracle_obj
     assert oracle_obj * (1 - 1e-6) <= r.bound <= r.objective
@@ -81,8 +95,8 @@ def test_costs_match_the_brute_force_oracle(seed):
 def test_agrees_with_scip_on_a_larger_instance():
     # 40 labelled rows, 30 candidates, k = 4: far beyond brute force's comfort, proved by both.
     _, _, X_lab, y_pm, X_cand = binding_instance(8, n=40, m=30, d=5)
-    scip = solve_ttk_mip(X_lab, y_pm, X_cand, 4, 1.0, time_limit=60, solver="scip")
-    bnb = solve_ttk_mip(X_lab, y_pm, X_cand, 4, 1.0, time_limit=60, solver="bnb")
+    scip = mip1(X_lab, y_pm, X_cand, cells(4, X_cand), 1.0, time_limit=60, solver="scip")
+    bnb = mip1(X_lab, y_pm, X_cand, cells(4, X_cand), 1.0, time_limit=60, solver="bnb")
     assert scip.status in PROVED and bnb.status in PROVED
     assert bnb.objective == pytest.approx(scip.objective, rel=1e-6)
     assert bnb.bound <= bnb.objective and scip.bound <= scip.objective
@@ -92,7 +106,7 @@ def test_agrees_with_scip_on_a_larger_instance():
 def test_never_worse_than_the_warm_start():
     _, _, X_lab, y_pm, X_cand = binding_instance(3, n=14, m=9, d=3)
     w0, b0 = np.array([0.1, 0.1, 0.1]), 50.0  # every candidate positive: repaired first
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, warm_start=(w0, b0), solver="bnb")
+    r = mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, warm_start=(w0, b0), solver="bnb")
     s = np.sort(X_cand @ w0 + b0)[::-1]
     assert r.objective <= hinge_objective(w0, b0 - s[2], X_lab, y_pm, 1.0)
     assert r.bound <= r.objective
@@ -104,7 +118,7 @@ def test_time_limit_returns_a_feasible_incumbent_and_an_honest_gap():
     lab = y_fit != -1
     y_pm = np.where(y_fit[lab] == 1, 1.0, -1.0)
     X_cand = Xa[~lab]
-    r = solve_ttk_mip(Xa[lab], y_pm, X_cand, k, 1.0, time_limit=2.0, solver="bnb")
+    r = mip1(Xa[lab], y_pm, X_cand, cells(k, X_cand), 1.0, time_limit=2.0, solver="bnb")
     assert r.status == "time_limit"
     assert r.gap > 1e-3 and r.bound < r.objective
     assert r.selected.shape == (k,) and len(set(r.selected.tolist())) == k
@@ -121,7 +135,7 @@ def test_a_failed_relaxation_is_never_counted_as_proof(monkeypatch):
         return -math.inf, None, None
 
     monkeypatch.setattr(_bnb._NodeRelaxation, "solve", fail)
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="bnb", formulation="simple")
+    r = mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, solver="bnb", formulation="simple")
     assert r.status == "not_proved"
     assert r.bound == 0.0 and r.gap == 1.0
     assert np.count_nonzero(X_cand @ r.w + r.b > 0) <= 2
@@ -131,7 +145,7 @@ def test_needs_no_mip_solver(monkeypatch):
     X, y, X_lab, y_pm, X_cand = binding_instance(1)
     monkeypatch.setitem(sys.modules, "pyscipopt", None)
     monkeypatch.setitem(sys.modules, "gurobipy", None)
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="bnb")
+    r = mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, solver="bnb")
     assert r.status in PROVED
     assert r.objective == pytest.approx(brute_force_ttk(X, y, 2, 1.0)[0], rel=1e-6)
 

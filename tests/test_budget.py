@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
+from reserve.errors import InvalidInputError
 from reserve.solvers import Budget, budget_select, top_k
 from reserve.solvers._base import budget_cut
+from reserve.solvers.constraints import Constraints
 
 
 def test_cells_are_unit_costs_and_k():
@@ -19,11 +21,44 @@ def test_cells_are_unit_costs_and_k():
     assert repr(bud) == "Budget.cells(3, 5)"
 
 
-def test_resolve_writes_the_no_cost_rule_once():
-    assert Budget.resolve(4, 6).cost.tolist() == Budget.cells(4, 6).cost.tolist()
-    money = Budget.resolve(None, 3, [1.0, 2.0, 4.0], 3.0)
-    assert money.card is None and money.budget == 3.0
-    assert Budget.resolve(7, 3, None, money) is money
+def test_constraints_say_how_many_cells_a_selection_holds():
+    assert Constraints.cells(4, 6).n_cells == 4
+    assert Constraints(Budget(np.full(6, 2.5), 10.0)).n_cells == 4  # equal costs: the card
+    money = Budget(np.array([4.0, 1.0, 2.0, 1.5]), 4.6)
+    assert Constraints(money).n_cells == 3  # cheapest first: 1 + 1.5 + 2 fit, 4 does not
+    assert Constraints(money, expected_cells=2).n_cells == 2  # what the estimator counted
+
+
+def test_constraints_take_reorders_the_budget_and_the_boundary():
+    from reserve.solvers import Boundary
+
+    money = Budget(np.array([4.0, 1.0, 2.0]), 4.5)
+    term = Boundary(own=np.array([4.0, 3.0, 2.0]), shared=np.zeros((3, 3)))
+    cons = Constraints(money, 1, term, 0.5, expected_cells=2).take(np.array([2, 0, 1]))
+    assert cons.budget.cost.tolist() == [2.0, 4.0, 1.0] and cons.budget.budget == 4.5
+    assert cons.boundary.own.tolist() == [2.0, 4.0, 3.0]
+    assert (cons.boundary_penalty, cons.expected_cells) == (0.5, 2)
+
+
+@pytest.mark.parametrize(
+    ("cons", "shape", "fragment"),
+    [
+        (Constraints.cells(2, 5), (4, 2), "labels of shape (n, 1)"),
+        (Constraints.cells(2, 4), (4, 1), "a budget over the 5 candidates"),
+        (Constraints.cells(0, 5), (4, 1), "must fit some candidate and leave some out"),
+        (Constraints.cells(5, 5), (4, 1), "must fit some candidate and leave some out"),
+        (Constraints(Budget(np.ones(5), 2.0), 2), (4, 2), None),
+        (Constraints(Budget(np.r_[np.ones(4), 2.0], 2.0), 2), (4, 2), "share a cell budget"),
+    ],
+)
+def test_constraints_refuse_what_does_not_fit_them(cons, shape, fragment):
+    X_cand = np.zeros((5, 3))
+    if fragment is None:  # several species on equal costs: accepted
+        cons.check(np.ones(shape), X_cand)
+        return
+    with pytest.raises(InvalidInputError) as info:
+        cons.check(np.ones(shape), X_cand)
+    assert fragment in str(info.value)
 
 
 def test_money_budget_matches_the_free_functions():

@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reserve.cli import _selection_table, main
+from reserve.cli import main
 from reserve.config import (
     INGEST_DEFAULTS,
     MAX_DEFAULT_JOBS,
@@ -24,6 +24,7 @@ from reserve.config import (
     SELECT_METHODS,
     SELECT_MODELS,
 )
+from reserve.report import selection_table
 from reserve.select import select_reserve
 from tests.test_select import write_units
 
@@ -96,10 +97,10 @@ def test_command_summaries_are_whole_sentences():
 def test_explaining_columns_skip_features_constant_among_the_selected(tmp_path):
     res = select_reserve(6, write_units(tmp_path / "c.gpkg"), model="linear")
     top = res.main_features(len(res.feature_names))[0]
-    _, cols = _selection_table(res)
+    _, cols = selection_table(res)
     assert top in cols  # it varies among the selected cells: shown
     res.selected[top] = 0.0  # now one value for every selected cell, as landcover_savannas was
-    _, cols = _selection_table(res)
+    _, cols = selection_table(res)
     assert top not in cols and "score" in cols
 
 
@@ -263,3 +264,25 @@ def test_the_docs_option_tables_agree_with_the_command(command, page, section, d
             assert _said(_spellings(value), said), f"{where}: the default is {value!r}"
         elif command == "select":  # nothing to compare: a phrase, never left empty
             assert said and said != "-", f"{where}: no default given"
+
+
+def test_select_options_are_the_declared_ones():
+    """``reserve select``'s options, a --config file's keys and the options object share one
+    declaration (reserve.options.SELECT_OPTIONS): names, flags, help and order; ``reserve
+    ingest``'s come from INGEST_OPTIONS, with the ingest's defaults shown."""
+    from reserve.options import CONFIG_KEYS, INGEST_OPTIONS, SELECT_OPTIONS
+
+    params = [p for p in main.commands["select"].params if isinstance(p, click.Option)]
+    declared = [p for p in params if p.name != "config"]
+    assert [p.name for p in declared] == list(SELECT_OPTIONS) == list(CONFIG_KEYS)
+    for p in declared:
+        spec = SELECT_OPTIONS[p.name]
+        assert p.opts[0] == spec.flag and p.help == spec.help, p.name
+        assert p.multiple == spec.multiple and (p.is_flag == (spec.kind in ("switch", "flag")))
+    ingest = [p for p in main.commands["ingest"].params if isinstance(p, click.Option)]
+    assert [p.name for p in ingest] == list(INGEST_OPTIONS)
+    for p in ingest:  # the ingest types its values itself: a bad one is click's usage error
+        spec = INGEST_OPTIONS[p.name]
+        assert (p.help, p.required) == (spec.help, spec.required), p.name
+        if spec.default is not None:  # shown in --help, as the ingest's defaults say
+            assert p.default == spec.default and p.show_default, p.name

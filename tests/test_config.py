@@ -16,7 +16,9 @@ def test_defaults_come_from_select_defaults():
         assert getattr(opts, name) == getattr(SELECT_DEFAULTS, name)
     # C is chosen with the default model; a linear fit without a C uses TTK's default
     assert opts.C is None and opts.fixed_C == SELECT_DEFAULTS.C
-    assert CONFIG_KEYS == tuple(f.name for f in dataclasses.fields(SelectOptions))
+    # every option of the command is an attribute; map_dir alone is no option (not in a file)
+    names = {f.name for f in dataclasses.fields(SelectOptions)}
+    assert set(CONFIG_KEYS) == names - {"map_dir"}
 
 
 def test_default_n_jobs_is_one_per_available_processor_capped(monkeypatch):
@@ -86,3 +88,43 @@ def test_model_is_checked_and_resolved_per_method():
     two = SelectOptions(budget=3, species=["Wood Thrush", "Veery"])
     assert two.effective_model == "linear"
     assert SelectOptions(budget=3, model=" Spline ").effective_model == "spline"
+
+
+def test_the_default_map_folder_is_an_attribute_not_a_hidden_one():
+    from pathlib import Path
+
+    cli = SelectOptions.from_sources({"budget": "4"})  # the command line's results/ and maps/
+    assert (cli.out, cli.map_dir) == (SELECT_DEFAULTS.out, SELECT_DEFAULTS.map_dir)
+    assert cli.map_path(Path("c.gpkg")).parent == Path(SELECT_DEFAULTS.map_dir)
+    beside = SelectOptions.from_sources({"budget": "4", "out": "run1"})
+    assert beside.map_dir is None and beside.map_path(Path("c.gpkg")).parent == Path("run1")
+    assert "map_dir" not in cli.to_dict() and "_map_dir" not in vars(cli)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("effort", "yes", "effort must be true or false"),
+        ("learn_from", "private", "learn_from='private' is unknown"),
+        ("method", "ttk2", "method='ttk2' is unknown"),
+        ("seed", 2**33, "seed must be an integer from 0"),
+    ],
+)
+def test_a_config_file_value_is_checked_by_its_option(tmp_path, key, value, message):
+    from reserve.config import check_config_values
+
+    with pytest.raises(InvalidInputError, match=f"key '{key}' is invalid.*{message}"):
+        check_config_values({"budget": 3, key: value}, tmp_path / "c.toml")
+    with pytest.raises(InvalidInputError, match=message):  # the same check as the Python API
+        SelectOptions(budget=3, **{key: value})
+
+
+def test_a_config_file_may_turn_the_map_off(tmp_path):
+    from pathlib import Path
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("budget = 4\nmap = false\n")
+    assert SelectOptions.from_sources({}, cfg).map_path(Path("c.gpkg")) is None
+    cfg.write_text("budget = 4\nmap = 3\n")
+    with pytest.raises(InvalidInputError, match=r"key 'map' is invalid.*map must be a path"):
+        SelectOptions.from_sources({}, cfg)

@@ -148,15 +148,16 @@ def test_polish_with_the_cutting_plane_matches_clarabel(seed, monkeypatch):
     # a small instance must make the same swaps and reach the same set and objective as exact
     # Clarabel solves, from the same start.
     from reserve.solvers import _polish, _qp
-    from reserve.solvers._polish import polish
+    from reserve.solvers.budget import Budget
     from reserve.solvers.ttk import shifted_svm_start
+    from tests._single import cells, polish1
 
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(260, 3))
     labels = X[:160] @ np.array([1.0, -0.5, 0.3]) + 0.3 * rng.normal(size=160) > 0.4
     X_lab, X_cand, y = X[:160], X[160:], np.where(labels, 1.0, -1.0)
-    w, b, _ = shifted_svm_start(X_lab, y, X_cand, 8, 1.0)
-    ref = polish(X_lab, y, X_cand, 8, 1.0, w, b)
+    w, b, _ = shifted_svm_start(X_lab, y, X_cand, Budget.cells(8, X_cand.shape[0]), 1.0)
+    ref = polish1(X_lab, y, X_cand, cells(8, X_cand), 1.0, w, b)
     states = []
     original = _qp.solve_cutting_plane
 
@@ -166,7 +167,7 @@ def test_polish_with_the_cutting_plane_matches_clarabel(seed, monkeypatch):
 
     monkeypatch.setattr(_polish, "_POLISH_CP_MIN_ROWS", 0)
     monkeypatch.setattr(_qp, "solve_cutting_plane", recording)
-    ours = polish(X_lab, y, X_cand, 8, 1.0, w, b)
+    ours = polish1(X_lab, y, X_cand, cells(8, X_cand), 1.0, w, b)
     assert len(states) == ours.n_qp > 1
     # Trials are rejected early by the lower bound (cutoff); the decisions must not change.
     assert sum(st is not None for st in states) == len(states)
@@ -179,14 +180,15 @@ def test_polish_with_the_cutting_plane_matches_clarabel(seed, monkeypatch):
 @pytest.mark.parametrize("n_columns", [10, 70])
 def test_polish_keeps_wide_rows_off_the_cutting_plane(monkeypatch, n_columns):
     from reserve.solvers import _qp
-    from reserve.solvers._polish import polish
+    from reserve.solvers.budget import Budget
     from reserve.solvers.ttk import shifted_svm_start
+    from tests._single import cells, polish1
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(1300, n_columns))
     labels = X[:1000, :3] @ np.array([1.0, -0.5, 0.3]) + 0.5 * rng.normal(size=1000) > 0.4
     X_lab, X_cand, y = X[:1000], X[1000:], np.where(labels, 1.0, -1.0)
-    w, b, _ = shifted_svm_start(X_lab, y, X_cand, 10, 1.0)
+    w, b, _ = shifted_svm_start(X_lab, y, X_cand, Budget.cells(10, X_cand.shape[0]), 1.0)
     calls = []
     original = _qp.solve_cutting_plane
 
@@ -195,7 +197,7 @@ def test_polish_keeps_wide_rows_off_the_cutting_plane(monkeypatch, n_columns):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(_qp, "solve_cutting_plane", recording)
-    res = polish(X_lab, y, X_cand, 10, 1.0, w, b)
+    res = polish1(X_lab, y, X_cand, cells(10, X_cand), 1.0, w, b)
     assert res.n_qp >= 1
     # 1,000 labelled rows: the cutting plane for narrow rows, the dense solver for wide ones
     assert bool(calls) == (n_columns < _qp.DENSE_MIN_COLUMNS)

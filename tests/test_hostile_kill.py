@@ -72,16 +72,16 @@ def _temporaries(folder: Path, target: str) -> list[str]:
     ]
 
 
-def _kill_until_caught(args, cwd, watched, attempts: int = 3):
+def _kill_until_caught(args, cwd, watched, tries: int = 3):
     """Kill a run at its kill point; retry (rarely needed) when the run was too quick.
 
     Returns the working folder's snapshot taken just before the killed run started.
     """
-    for _ in range(attempts):
+    for _ in range(tries):
         before = snapshot(cwd)
         if _run_and_kill(args, cwd, watched):
             return before
-    pytest.fail(f"the run finished {attempts} times before its kill point was seen")
+    pytest.fail(f"the run finished {tries} times before its kill point was seen")
 
 
 @pytest.fixture

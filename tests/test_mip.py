@@ -12,6 +12,7 @@ from reserve.paper.datasets import load_benchmark, transductive_split
 from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._qp import hinge_objective
+from reserve.solvers.constraints import Constraints
 from tests._oracle import (
     binding_instance,
     brute_force_ttk,
@@ -19,6 +20,7 @@ from tests._oracle import (
     make_cost_instance,
     split_cost_instance,
 )
+from tests._single import cells, mip1, money
 
 PROVED = ("optimal", "gap_limit")
 
@@ -32,7 +34,7 @@ def test_matches_brute_force_oracle(seed):
     X, y, X_lab, y_pm, X_cand = binding_instance(seed)
     k, C = 2, 1.0
     oracle_obj, *_ = brute_force_ttk(X, y, k, C)
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, k, C, time_limit=20, mip_gap=1e-9)
+    r = mip1(X_lab, y_pm, X_cand, cells(k, X_cand), C, time_limit=20, mip_gap=1e-9)
     assert r.status in PROVED
     assert abs(r.objective - oracle_obj) <= 1e-6 * oracle_obj
     assert r.bound <= r.objective
@@ -53,9 +55,16 @@ def test_budget_binds_on_the_oracle_instances():
 @pytest.mark.parametrize("formulation", ["tight", "simple", "indicator"])
 def test_formulations_agree(formulation):
     _, _, X_lab, y_pm, X_cand = binding_instance(5, n=12, m=8, d=3)
-    ref = solve_ttk_mip(X_lab, y_pm, X_cand, 3, 2.0, time_limit=20, mip_gap=1e-9)
-    r = solve_ttk_mip(
-        X_lab, y_pm, X_cand, 3, 2.0, time_limit=20, mip_gap=1e-9, formulation=formulation
+    ref = mip1(X_lab, y_pm, X_cand, cells(3, X_cand), 2.0, time_limit=20, mip_gap=1e-9)
+    r = mip1(
+        X_lab,
+        y_pm,
+        X_cand,
+        cells(3, X_cand),
+        2.0,
+        time_limit=20,
+        mip_gap=1e-9,
+        formulation=formulation,
     )
     assert ref.status in PROVED and r.status in PROVED
     assert r.objective == pytest.approx(ref.objective, rel=1e-6)
@@ -64,7 +73,7 @@ def test_formulations_agree(formulation):
 def test_objective_and_selection_are_recomputed_from_w_b():
     _, _, X_lab, y_pm, X_cand = binding_instance(7, n=14, m=9, d=3)
     k = 3
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, k, 1.0, time_limit=20)
+    r = mip1(X_lab, y_pm, X_cand, cells(k, X_cand), 1.0, time_limit=20)
     assert r.objective == hinge_objective(r.w, r.b, X_lab, y_pm, 1.0)
     scores = X_cand @ r.w + r.b
     np.testing.assert_array_equal(r.selected, top_k(scores, k))
@@ -81,7 +90,7 @@ def test_never_worse_than_the_warm_start_even_an_infeasible_one():
     # (lower b) and still return at most its objective once repaired.
     w0 = np.array([0.1, 0.1, 0.1])
     b0 = 50.0
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, k, C, warm_start=(w0, b0), time_limit=20)
+    r = mip1(X_lab, y_pm, X_cand, cells(k, X_cand), C, warm_start=(w0, b0), time_limit=20)
     assert _n_positive(r, X_cand) <= k
     s = np.sort(X_cand @ w0 + b0)[::-1]
     repaired = hinge_objective(w0, b0 - s[k], X_lab, y_pm, C)
@@ -92,7 +101,7 @@ def test_never_worse_than_the_warm_start_even_an_infeasible_one():
 def test_warm_start_from_optimum_is_kept_and_proved():
     X, y, X_lab, y_pm, X_cand = binding_instance(1)
     oracle_obj, w, b, _ = brute_force_ttk(X, y, 2, 1.0)
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, warm_start=(w, b), time_limit=20)
+    r = mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, warm_start=(w, b), time_limit=20)
     assert r.objective <= hinge_objective(w, b, X_lab, y_pm, 1.0) + 1e-9
     assert r.status in PROVED
     assert r.objective == pytest.approx(oracle_obj, rel=1e-6)
@@ -102,8 +111,10 @@ def test_centring_is_exact():
     # Shifting every feature by a constant changes only the intercept of the optimum.
     _, _, X_lab, y_pm, X_cand = binding_instance(2)
     shift = np.array([100.0, -40.0])
-    a = solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, time_limit=20, mip_gap=1e-9)
-    c = solve_ttk_mip(X_lab + shift, y_pm, X_cand + shift, 2, 1.0, time_limit=20, mip_gap=1e-9)
+    a = mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, time_limit=20, mip_gap=1e-9)
+    c = mip1(
+        X_lab + shift, y_pm, X_cand + shift, cells(2, X_cand), 1.0, time_limit=20, mip_gap=1e-9
+    )
     assert c.objective == pytest.approx(a.objective, rel=1e-6)
     np.testing.assert_allclose(c.w, a.w, atol=1e-4)
     assert c.b == pytest.approx(a.b - shift @ a.w, abs=1e-3)
@@ -117,7 +128,7 @@ def test_time_limit_returns_feasible_incumbent_and_says_so():
     lab = y_fit != -1
     y_pm = np.where(y_fit[lab] == 1, 1.0, -1.0)
     X_cand = Xa[~lab]
-    r = solve_ttk_mip(Xa[lab], y_pm, X_cand, k, 1.0, time_limit=1.5)
+    r = mip1(Xa[lab], y_pm, X_cand, cells(k, X_cand), 1.0, time_limit=1.5)
     assert r.status == "time_limit"
     assert r.gap > 1e-3
     assert r.bound < r.objective
@@ -131,14 +142,14 @@ def test_time_limit_returns_feasible_incumbent_and_says_so():
 def test_time_limit_must_be_positive(bad):
     _, _, X_lab, y_pm, X_cand = binding_instance(0)
     with pytest.raises(InvalidInputError, match="time_limit"):
-        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, time_limit=bad)
+        mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, time_limit=bad)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "word"),
     [
-        ({"k": 0}, "k"),
-        ({"k": 7}, "k"),
+        ({"k": 0}, "budget must fit some candidate"),
+        ({"k": 7}, "budget must fit some candidate"),
         ({"C": -1.0}, "C"),
         ({"mip_gap": -0.1}, "mip_gap"),
         ({"threads": 0}, "threads"),
@@ -151,17 +162,20 @@ def test_bad_parameters_are_refused(kwargs, word):
     args = {"k": 2, "C": 1.0} | kwargs
     k, C = args.pop("k"), args.pop("C")
     with pytest.raises(InvalidInputError, match=word):
-        solve_ttk_mip(X_lab, y_pm, X_cand, k, C, **args)
+        mip1(X_lab, y_pm, X_cand, cells(k, X_cand), C, **args)
 
 
 def test_bad_arrays_are_refused():
     _, _, X_lab, y_pm, X_cand = binding_instance(0)
     with pytest.raises(InvalidInputError, match="y_pm"):
-        solve_ttk_mip(X_lab, np.abs(y_pm), X_cand, 2, 1.0)
+        mip1(X_lab, np.abs(y_pm), X_cand, cells(2, X_cand), 1.0)
     with pytest.raises(InvalidInputError, match="columns"):
-        solve_ttk_mip(X_lab, y_pm, X_cand[:, :1], 2, 1.0)
+        mip1(X_lab, y_pm, X_cand[:, :1], cells(2, X_cand), 1.0)
+    with pytest.raises(InvalidInputError, match=r"labels of shape \(n, 2\)"):
+        two = Constraints.cells(2, X_cand.shape[0], n_species=2)
+        solve_ttk_mip(X_lab, y_pm[:, None], X_cand, two, 1.0)
     with pytest.raises(InvalidInputError, match="warm_start"):
-        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, warm_start=(np.zeros(5), 0.0))
+        mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, warm_start=(np.zeros(5), 0.0))
 
 
 def test_missing_scip_gives_the_install_line(monkeypatch):
@@ -169,7 +183,7 @@ def test_missing_scip_gives_the_install_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyscipopt", None)  # makes `import pyscipopt` fail
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     with pytest.raises(MissingDependencyError) as info:
-        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="scip")
+        mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, solver="scip")
     assert "pip install pyscipopt" in str(info.value).splitlines()
 
 
@@ -177,7 +191,7 @@ def test_gurobi_requested_but_missing(monkeypatch):
     _, _, X_lab, y_pm, X_cand = binding_instance(0)
     monkeypatch.setitem(sys.modules, "gurobipy", None)
     with pytest.raises(MissingDependencyError, match="pip install gurobipy"):
-        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, solver="gurobi")
+        mip1(X_lab, y_pm, X_cand, cells(2, X_cand), 1.0, solver="gurobi")
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,9 +262,9 @@ def test_tightening_and_fixing_agree_with_the_plain_big_m(seed):
     Xa, y_fit, _, k = transductive_split(X[idx], y[idx], random_state=seed, k_fraction=0.1)
     lab = y_fit != -1
     y_pm = np.where(y_fit[lab] == 1, 1.0, -1.0)
-    args = (Xa[lab], y_pm, Xa[~lab], k, 1.0)
-    tight = solve_ttk_mip(*args, time_limit=20, mip_gap=1e-9)
-    plain = solve_ttk_mip(*args, time_limit=20, mip_gap=1e-9, formulation="simple")
+    args = (Xa[lab], y_pm, Xa[~lab], cells(k, Xa[~lab]), 1.0)
+    tight = mip1(*args, time_limit=20, mip_gap=1e-9)
+    plain = mip1(*args, time_limit=20, mip_gap=1e-9, formulation="simple")
     assert tight.details["n_fixed_in"] > 0 and tight.details["n_fixed_out"] > 0
     assert plain.details["n_fixed_in"] == 0
     assert tight.status in PROVED and plain.status in PROVED
@@ -269,9 +283,7 @@ def test_costs_match_the_brute_force_oracle_and_beat_fd(seed):
     X, y, cost, budget, C = make_cost_instance(seed)
     X_lab, y_pm, X_cand, c = split_cost_instance(X, y, cost)
     oracle_obj, *_ = brute_force_ttk_cost(X, y, cost, budget, C)
-    r = solve_ttk_mip(
-        X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, time_limit=20, mip_gap=1e-9
-    )
+    r = mip1(X_lab, y_pm, X_cand, money(c, budget), C, time_limit=20, mip_gap=1e-9)
     assert r.status in PROVED
     assert abs(r.objective - oracle_obj) <= 1e-6 * oracle_obj
     assert oracle_obj * (1 - 1e-6) <= r.bound <= r.objective
@@ -302,10 +314,10 @@ def test_costs_bind_on_the_oracle_instances():
 @pytest.mark.parametrize("formulation", ["simple", "indicator"])
 def test_formulations_agree_with_costs(formulation):
     X, y, cost, budget, C = make_cost_instance(0)
-    args = (*split_cost_instance(X, y, cost)[:3], None, C)
-    kw = {"cost": cost[y == -1], "budget": budget, "time_limit": 20, "mip_gap": 1e-9}
-    ref = solve_ttk_mip(*args, **kw)
-    r = solve_ttk_mip(*args, formulation=formulation, **kw)
+    args = (*split_cost_instance(X, y, cost)[:3], money(cost[y == -1], budget), C)
+    kw = {"time_limit": 20, "mip_gap": 1e-9}
+    ref = mip1(*args, **kw)
+    r = mip1(*args, formulation=formulation, **kw)
     assert ref.details["n_fixed_in"] + ref.details["n_fixed_out"] > 0  # fixing ran
     assert ref.status in PROVED and r.status in PROVED
     assert r.objective == pytest.approx(ref.objective, rel=1e-6)
@@ -315,11 +327,9 @@ def test_formulations_agree_with_costs(formulation):
 def test_equal_costs_build_the_cell_budget_model(c):
     _, _, X_lab, y_pm, X_cand = binding_instance(5, n=12, m=8, d=3)
     k = 3
-    a = solve_ttk_mip(X_lab, y_pm, X_cand, k, 2.0, time_limit=20, mip_gap=1e-9)
-    b = solve_ttk_mip(
-        X_lab, y_pm, X_cand, None, 2.0, cost=np.full(8, c), budget=k * c, time_limit=20,
-        mip_gap=1e-9,
-    )  # fmt: skip
+    a = mip1(X_lab, y_pm, X_cand, cells(k, X_cand), 2.0, time_limit=20, mip_gap=1e-9)
+    cons = money(np.full(8, c), k * c)
+    b = mip1(X_lab, y_pm, X_cand, cons, 2.0, time_limit=20, mip_gap=1e-9)
     assert np.array_equal(a.w, b.w) and a.b == b.b and a.n_nodes == b.n_nodes
     assert a.selected.tolist() == b.selected.tolist()
     assert a.details["relaxation_bounds"] == b.details["relaxation_bounds"]
@@ -329,28 +339,25 @@ def test_a_warm_start_over_the_budget_is_repaired():
     X, y, cost, budget, C = make_cost_instance(3)
     X_lab, y_pm, X_cand, c = split_cost_instance(X, y, cost)
     w0, b0 = np.full(X.shape[1], 0.1), 50.0  # every candidate positive
-    r = solve_ttk_mip(
-        X_lab, y_pm, X_cand, None, C, cost=c, budget=budget, warm_start=(w0, b0), time_limit=20
-    )
+    r = mip1(X_lab, y_pm, X_cand, money(c, budget), C, warm_start=(w0, b0), time_limit=20)
     assert c[X_cand @ r.w + r.b > 0].sum() <= budget * (1 + 1e-12)
     assert r.bound <= r.objective
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "fragment"),
+    ("cost", "budget", "fragment"),
     [
-        ({"budget": 3.0}, "budget=3.0 needs cost="),
-        ({"cost": np.ones(7)}, "cost= needs a money budget"),
-        ({"cost": np.ones(6), "budget": 3.0}, "cost must have shape (7,)"),
-        ({"cost": np.r_[np.ones(6), 0.0], "budget": 3.0}, "first at row 6"),
-        ({"cost": np.ones(7), "budget": 7.0}, "covers the total cost of all 7 candidates"),
-        ({"cost": np.ones(7), "budget": 0.5}, "below the cheapest candidate's cost"),
+        (np.ones(6), 3.0, "a budget over the 7 candidates"),
+        (np.r_[np.ones(6), 0.0], 3.0, "costs must be finite and > 0; received [0.0]"),
+        (np.r_[np.ones(6), np.nan], 3.0, "costs must be finite and > 0; received [nan]"),
+        (np.ones(7), 7.0, "must fit some candidate and leave some out"),
+        (np.ones(7), 0.5, "must fit some candidate and leave some out"),
     ],
 )
-def test_bad_costs_are_refused(kwargs, fragment):
+def test_bad_costs_are_refused(cost, budget, fragment):
     _, _, X_lab, y_pm, X_cand = binding_instance(0)
     with pytest.raises(InvalidInputError) as info:
-        solve_ttk_mip(X_lab, y_pm, X_cand, 2, 1.0, **kwargs)
+        mip1(X_lab, y_pm, X_cand, money(cost, budget), 1.0)
     assert fragment in str(info.value)
 
 
@@ -365,10 +372,17 @@ def test_gurobi_matches_the_oracle_when_installed(seed, formulation):
     pytest.importorskip("gurobipy")
     X, y, X_lab, y_pm, X_cand = binding_instance(seed)
     oracle_obj, *_ = brute_force_ttk(X, y, 2, 1.0)
-    r = solve_ttk_mip(
-        X_lab, y_pm, X_cand, 2, 1.0, time_limit=20, mip_gap=1e-9, solver="gurobi",
+    r = mip1(
+        X_lab,
+        y_pm,
+        X_cand,
+        cells(2, X_cand),
+        1.0,
+        time_limit=20,
+        mip_gap=1e-9,
+        solver="gurobi",
         formulation=formulation,
-    )  # fmt: skip
+    )
     assert r.solver == "gurobi" and r.status in PROVED
     assert abs(r.objective - oracle_obj) <= 1e-6 * oracle_obj
     assert r.bound <= r.objective
@@ -380,7 +394,7 @@ def test_auto_runs_scip_when_the_gurobi_licence_is_too_small():
     X_lab = rng.standard_normal((150, 10))
     y_pm = np.where(X_lab[:, 0] > 0, 1.0, -1.0)
     X_cand = rng.standard_normal((150, 10)) + 0.5
-    r = solve_ttk_mip(X_lab, y_pm, X_cand, 5, 1.0, time_limit=20)
+    r = mip1(X_lab, y_pm, X_cand, cells(5, X_cand), 1.0, time_limit=20)
     # the pip wheel's licence stops at 200 variables with a quadratic objective; a full
     # licence would run Gurobi itself
     if r.solver == "scip":
@@ -401,11 +415,14 @@ def test_the_s_scorer_model_with_one_scorer_is_the_single_mip(seed):
     X, y, X_lab, y_pm, X_cand = binding_instance(seed)
     k, C = 2, 1.0
     oracle_obj, *_ = brute_force_ttk(X, y, k, C)
-    single = solve_ttk_mip(X_lab, y_pm, X_cand, k, C, time_limit=20, mip_gap=1e-9)
+    single = mip1(X_lab, y_pm, X_cand, cells(k, X_cand), C, time_limit=20, mip_gap=1e-9)
     svm = solve_fixed_set(X_lab, y_pm, C)
     W0 = svm.w[None, :]
     b0 = feasible_intercepts(X_cand @ W0.T, np.array([svm.b]), k)  # a feasible start
-    stacked = solve_ttk_mip(X_lab, y_pm[:, None], X_cand, k, C, warm_start=(W0, b0), time_limit=20)
+    cons = cells(k, X_cand)
+    stacked = solve_ttk_mip(
+        X_lab, y_pm[:, None], X_cand, cons, C, warm_start=(W0, b0), time_limit=20
+    )
     assert single.status in PROVED and stacked.status in PROVED
     assert stacked.w.shape == (1, X_lab.shape[1]) and stacked.b.shape == (1,)
     assert abs(stacked.objective - oracle_obj) <= 1e-6 * oracle_obj

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from reserve.solvers import _polish
-from reserve.solvers._polish import polish, solve_subset
+from reserve.solvers._polish import solve_subset
+from reserve.solvers.budget import Budget
 from reserve.solvers.ttk import shifted_svm_start
+from tests._single import cells, money, polish1
 
 
 def _problem(seed, n=60, m=300, d=4, k=6):
@@ -20,7 +22,7 @@ def _problem(seed, n=60, m=300, d=4, k=6):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_constraint_generation_equals_all_constraints(seed, monkeypatch):
     Xl, y, Xc, k = _problem(seed)
-    w, b, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
     scores = Xc @ w + b
     in_S = np.zeros(Xc.shape[0], dtype=bool)
     in_S[np.argsort(-scores)[:k]] = True
@@ -36,9 +38,9 @@ def test_constraint_generation_equals_all_constraints(seed, monkeypatch):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_polish_never_worsens_and_keeps_k(seed):
     Xl, y, Xc, k = _problem(seed)
-    w, b, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
     start = 0.5 * w @ w + np.maximum(0, 1 - y * (Xl @ w + b)).sum()
-    res = polish(Xl, y, Xc, k, 1.0, w, b)
+    res = polish1(Xl, y, Xc, cells(k, Xc), 1.0, w, b)
     assert res.objective <= start + 1e-9
     assert res.selected.size == k
     assert np.all(np.diff(res.history) < 0)  # every accepted swap strictly improved
@@ -59,9 +61,9 @@ def test_screened_polish_takes_the_same_path_as_the_full_check(seed, monkeypatch
     Xl, y, Xc, k = _problem(seed, n=150, m=3000, d=5, k=12)
     monkeypatch.setattr(_polish, "_SCREEN_MIN", 150)
     monkeypatch.setattr(_polish, "_SCREEN_PER_K", 1)
-    w, b, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
-    full = polish(Xl, y, Xc, k, 1.0, w, b, screen=False)
-    fast = polish(Xl, y, Xc, k, 1.0, w, b, screen=True)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
+    full = polish1(Xl, y, Xc, cells(k, Xc), 1.0, w, b, screen=False)
+    fast = polish1(Xl, y, Xc, cells(k, Xc), 1.0, w, b, screen=True)
     assert full.n_swaps >= 1  # the instance exercises the swap search
     assert fast.selected.tolist() == full.selected.tolist()
     assert fast.history == pytest.approx(full.history, rel=1e-9)
@@ -100,9 +102,9 @@ def test_polish_with_costs_fits_the_budget_and_never_worsens(seed):
     Xl, y, Xc, _ = _problem(seed)
     cost = np.random.default_rng(seed).uniform(0.3, 3.0, Xc.shape[0])
     B = 9.0
-    w, b, _ = shifted_svm_start(Xl, y, Xc, 0, 1.0, cost, B)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, Budget(cost, B), 1.0)
     start = 0.5 * w @ w + np.maximum(0, 1 - y * (Xl @ w + b)).sum()
-    res = polish(Xl, y, Xc, 6, 1.0, w, b, cost=cost, budget=B)
+    res = polish1(Xl, y, Xc, money(cost, B, 6), 1.0, w, b)
     assert res.objective <= start + 1e-9
     assert cost[res.selected].sum() <= B * (1 + 1e-12)
     assert np.all(np.diff(res.history) < 0)
@@ -112,11 +114,11 @@ def test_polish_with_costs_fits_the_budget_and_never_worsens(seed):
     assert np.all(cost[res.selected].sum() + cost[outside] > B * (1 + 1e-12))
 
 
-def test_polish_with_unit_costs_takes_the_cell_budget_path():
+def test_polish_with_equal_costs_takes_the_cell_budget_path():
     Xl, y, Xc, k = _problem(1)
-    w, b, _ = shifted_svm_start(Xl, y, Xc, k, 1.0)
-    a = polish(Xl, y, Xc, k, 1.0, w, b)
-    c = polish(Xl, y, Xc, k, 1.0, w, b, cost=np.ones(Xc.shape[0]), budget=k)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
+    a = polish1(Xl, y, Xc, cells(k, Xc), 1.0, w, b)
+    c = polish1(Xl, y, Xc, money(np.full(Xc.shape[0], 2.5), 2.5 * k), 1.0, w, b)
     assert a.n_swaps >= 1
     assert a.history == c.history and a.selected.tolist() == c.selected.tolist()
     assert np.array_equal(a.w, c.w) and a.b == c.b and a.n_qp == c.n_qp

@@ -38,7 +38,7 @@ import scipy.sparse as sp
 from reserve.errors import SolverError
 from reserve.solvers._conic import clarabel_settings
 from reserve.solvers._qp import hinge_objective
-from reserve.solvers.budget import Budget
+from reserve.solvers.constraints import Constraints
 
 __all__ = ["solve_bnb", "solve_bnb_boundary"]
 
@@ -160,7 +160,7 @@ def solve_bnb(
     Xl: np.ndarray,
     y_pm: np.ndarray,
     Xc: np.ndarray,
-    bud: Budget,
+    constraints: Constraints,
     C: float,
     M: np.ndarray,
     fixed_out: np.ndarray,
@@ -175,9 +175,10 @@ def solve_bnb(
     ----------
     Xl, y_pm, Xc : ndarray
         Centred labelled rows, their labels in {-1, +1}, centred candidate rows.
-    bud : Budget
-        The cardinality or knapsack budget.
-    C : float
+    constraints : Constraints
+        The budget: the cardinality or the knapsack row (one scorer; no boundary term:
+        :func:`solve_bnb_boundary`).
+    C : float or ndarray of shape (n,)
         Hinge weight.
     M : ndarray of shape (m,)
         Valid upper bounds on every candidate's score among points no worse than ``start``.
@@ -203,6 +204,7 @@ def solve_bnb(
     """
     del formulation
     t_end = time.perf_counter() + max(limits["time"], 0.0)
+    bud = constraints.budget
     search = _Search(Xl, y_pm, Xc, bud, C, np.maximum(M, 0.0), fixed_out, fixed_in, start)
     status, lower, n_open = _run(search, float(limits["gap"]), t_end)
     return {
@@ -405,22 +407,28 @@ class _BoundarySearch(_Search):
         return value, frac[[int(np.argmax(self.Xc[frac] @ w))]]
 
 
-def solve_bnb_boundary(X_lab, y_pm, X_cand, bud: Budget, C, term, penalty: float, M: np.ndarray,
-                       start: tuple, start_set: np.ndarray, limits: dict) -> dict:  # fmt: skip
+def solve_bnb_boundary(
+    X_lab: np.ndarray,
+    y_pm: np.ndarray,
+    X_cand: np.ndarray,
+    constraints: Constraints,
+    C: object,
+    M: np.ndarray,
+    start: tuple,
+    start_set: np.ndarray,
+    limits: dict,
+) -> dict:
     """TTK plus ``penalty * B(S)`` by this branch and bound; the raw outcome.
 
     Parameters
     ----------
     X_lab, y_pm, X_cand : ndarray
-        Labelled rows, labels in {-1, +1}, candidates.
-    bud : Budget
-        Cells (the set has exactly ``k`` cells, as in the MIP) or money.
+        Labelled rows, labels in {-1, +1} of one scorer, candidates.
+    constraints : Constraints
+        The budget (cells: the set has exactly ``k`` cells, as in the MIP; or money), the
+        boundary term ``B`` (``X_cand``'s order) and its penalty ``> 0``.
     C : float or ndarray of shape (n,)
         Hinge weight.
-    term : reserve.solvers.Boundary
-        Boundary length of candidate sets (``X_cand``'s order).
-    penalty : float
-        ``> 0``.
     M : ndarray of shape (m,)
         Valid upper bounds on every candidate's score among points whose objective plus
         penalty is no worse than the start's.
@@ -436,8 +444,9 @@ def solve_bnb_boundary(X_lab, y_pm, X_cand, bud: Budget, C, term, penalty: float
         ``bound``, ``status``, ``n_nodes``, ``n_open``.
     """
     t_end = time.perf_counter() + max(limits["time"], 0.0)
-    search = _BoundarySearch(X_lab, y_pm, X_cand, bud, C, np.maximum(M, 0.0), term, penalty,
-                             start, start_set)  # fmt: skip
+    bud, term, penalty = constraints.budget, constraints.boundary, constraints.boundary_penalty
+    M = np.maximum(M, 0.0)
+    search = _BoundarySearch(X_lab, y_pm, X_cand, bud, C, M, term, penalty, start, start_set)
     status, lower, n_open = _run(search, float(limits["gap"]), t_end)
     return {"w": search.w, "b": search.b, "in_S": search.in_S, "objective": search.ub,
             "bound": float(lower), "status": status, "n_nodes": search.n_nodes,

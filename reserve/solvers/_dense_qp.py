@@ -11,8 +11,8 @@ row variables from the Newton system of Mehrotra's predictor-corrector leaves th
 formed with one matrix product and solved by Cholesky. An iteration costs ``O(rows d^2)``
 arithmetic in BLAS, independent of how the rows' variables are coupled, where a sparse
 factorisation of the whole KKT system (Clarabel) pays for the dense ``rows x d`` block's
-fill-in: on 2,700 rows of 228 spline columns this solves the SVM in 0.2 s against Clarabel's
-5-7 s, to the same tolerances (docs/algorithm.md, "Speed").
+fill-in: on 2,700 rows of 228 spline columns this solves the SVM in about a twentieth of
+Clarabel's CPU, to the same tolerances (benchmarks/results/start.md; docs/algorithm.md, "Speed").
 """
 
 from __future__ import annotations

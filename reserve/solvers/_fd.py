@@ -7,7 +7,7 @@ Problem (the paper's relaxed TTK):
 
 or, with a money budget, ``sum_{j : w . z_j + b > 0} c_j <= B`` (costs ``c_j > 0``). The cell
 budget is the case ``c = 1``, ``B = k``, and runs the same code: every count of positives is a
-sum of unit costs, exact in floating point, so the unit case takes exactly the old path.
+sum of unit costs, exact in floating point, so the unit case needs no code of its own.
 
 Each iteration: the hinge subgradient; Algorithm 1's projection of the negative subgradient
 into the null space of boundary candidates; the maximal feasible step ``alpha`` (the first
@@ -54,8 +54,13 @@ import numpy as np
 
 from reserve.errors import InvalidInputError
 from reserve.solvers._base import feasible_intercepts
-from reserve.solvers._hinge import hinge_weights, species_objectives, weighted_hinge
-from reserve.solvers.budget import Budget
+from reserve.solvers._hinge import (
+    hinge_weights,
+    species_objectives,
+    species_weights,
+    weighted_hinge,
+)
+from reserve.solvers.constraints import Constraints
 
 __all__ = [
     "WIDE_COLUMNS",
@@ -70,19 +75,21 @@ __all__ = [
 
 #: Columns of the augmented boundary rows above which Algorithm 1's projection works on the
 #: basis as one matrix (classical Gram-Schmidt, twice) instead of vector by vector (modified
-#: Gram-Schmidt, twice). Both are orthogonal to working precision; they differ in rounding, so
-#: the narrow designs of the paper's linear TTK (tens of features) keep the loop and their
-#: earlier results bit for bit. A spline map of 38 features (229 columns) at 4,000 rows: 24 s
-#: of the loop per 500 FD iterations against 1.4 s (docs/benchmarks.md).
+#: Gram-Schmidt, twice). Both are orthogonal to working precision and differ in rounding only;
+#: the loop is cheaper on narrow rows, the matrix on wide ones (a spline map of 229 columns at
+#: 4,000 rows: 24 s of the loop per 500 FD iterations against 1.4 s). The rounding matters on
+#: narrow rows: with the matrix form there, FD on the two-species reference run
+#: (``benchmarks/bench_reference.py``, ``two_species_mip``) takes another path to another local
+#: optimum and the time-limited MIP ends 0.15% higher, on other cells.
 WIDE_COLUMNS = 64
 
 
 @dataclass
 class FDResult:
-    """Outcome of the feasible-direction method."""
+    """Outcome of the feasible-direction method: ``w`` of shape (S, d), ``b`` of shape (S,)."""
 
     w: np.ndarray
-    b: float
+    b: np.ndarray
     objective: float
     n_iter: int
     history: list[float] = field(default_factory=list)
@@ -413,7 +420,7 @@ class _CandidateScores:
         ``blocker`` the candidate (row of ``X_cand``) that limits the step, or -1.
         """
         d_norm = float(np.sqrt(d_w @ d_w + d_b * d_b))
-        for attempt in range(2):
+        for check in range(2):
             rate = self.Z @ d_w + d_b
             alpha, pos = _ratio_test(self.s, rate, btol)
             blocker = int(self.idx[pos]) if pos >= 0 else -1
@@ -422,7 +429,7 @@ class _CandidateScores:
             dv = float(np.linalg.norm(np.r_[w, b] - self.v_ref))
             if alpha <= (self.tau - dv) / d_norm:
                 return alpha, rate, blocker
-            if attempt == 0:
+            if check == 0:
                 self.refresh(w, b)
         # The bound cannot vouch for a step this long: take it exactly over every row.
         alpha, blocker = _ratio_test(self.X @ w + b, self.X @ d_w + d_b, btol)
@@ -446,15 +453,20 @@ class _OneScorer:
     the single-species method's; :func:`_run` drives it.
     """
 
-    def __init__(self, X_lab, y_pm, X_cand, k, C, w0, b0, bud, working_set):
+    def __init__(self, X_lab, y_pm, X_cand, constraints, C, w0, b0, working_set):
+        bud = constraints.budget
         self.X_lab, self.y_pm, self.X_cand, self.C, self.bud = X_lab, y_pm, X_cand, C, bud
         self.dim = X_lab.shape[1]
         self.w = np.array(w0, dtype=np.float64, copy=True)
         self.b = float(b0)
-        ws_size = working_set if working_set is not None else max(8 * k, 2048)
+        ws_size = max(8 * constraints.n_cells, 2048) if working_set is None else working_set
         self.cand = _CandidateScores(X_cand, ws_size, bud.cost)
         self.cand.refresh(self.w, self.b)
         self.margins = 1.0 - y_pm * (X_lab @ self.w + self.b)  # hinge arguments u_i
+
+    @property
+    def n_refresh(self) -> int:
+        return self.cand.n_refresh
 
     def objective(self) -> float:
         return _hinge_obj(self.w, self.margins, self.C)
@@ -512,8 +524,9 @@ class _OneScorer:
         if pin >= 0:  # the blocker landed on the boundary: pin it there exactly
             self.cand.pin(pin, self.w, self.b)
 
-    def finish(self) -> tuple[np.ndarray, float, float]:
-        """Safety net, then the exact objective (incremental updates accumulate rounding)."""
+    def finish(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """Safety net, then the exact objective (incremental updates accumulate rounding);
+        ``(w[None], [b], objective)``."""
         w, b, cand = self.w, self.b, self.cand
         # At a degenerate point (w near 0, every candidate on the boundary) rounding can leave
         # more than k candidates a hair above zero; lower b under the score of the first
@@ -523,7 +536,7 @@ class _OneScorer:
         if s_cut > 0.0:
             b -= s_cut + 1e-15 * (abs(b) + float(np.linalg.norm(w)) * cand.r_max)
         f = _hinge_obj(w, 1.0 - self.y_pm * (self.X_lab @ w + b), self.C)
-        return w, b, f
+        return w[None, :], np.array([b], dtype=np.float64), f
 
 
 def _objective_stacked(W: np.ndarray, U: np.ndarray, C) -> float:
@@ -572,6 +585,7 @@ class _StackedScorers:
         self.r_max = float(np.sqrt(np.max(augmented_norms(X_cand) ** 2 - 1.0)))
         self.U = 1.0 - Y_pm * (X_lab @ self.W.T + self.b)  # hinge arguments, (n, S)
         self.Sc = X_cand @ self.W.T + self.b  # candidate scores, (m, S)
+        self.n_refresh = 0  # every score is kept: no working set to refresh
 
     def objective(self) -> float:
         return _objective_stacked(self.W, self.U, self.C)
@@ -704,36 +718,36 @@ def _run(it, max_iter: int, step_shrink: float, boundary_rtol: float, tol: float
 
 def feasible_direction(
     X_lab: np.ndarray,
-    y_pm: np.ndarray,
+    Y_pm: np.ndarray,
     X_cand: np.ndarray,
-    k: int,
+    constraints: Constraints,
     C: float,
-    w0: np.ndarray,
-    b0: float | np.ndarray,
+    W0: np.ndarray,
+    b0: np.ndarray,
     *,
     max_iter: int = 500,
     step_shrink: float = 0.5,
     boundary_rtol: float = 1e-9,
     tol: float = 1e-9,
     working_set: int | None = None,
-    cost: np.ndarray | None = None,
-    budget: float | Budget | None = None,
 ) -> FDResult:
-    """Run the paper's feasible-direction method from a feasible start, for one or ``S`` scorers.
+    """Run the paper's feasible-direction method from a feasible start, for ``S`` scorers.
 
     Parameters
     ----------
     X_lab : ndarray of shape (n, d)
-    y_pm : ndarray of shape (n,) or (n, S)
-        Labels in {-1, +1}; one column per scorer when ``w0`` is 2-D.
+    Y_pm : ndarray of shape (n, S)
+        Labels in {-1, +1}, one column per scorer (``S = constraints.n_species``).
     X_cand : ndarray of shape (m, d)
-    k : int
-        The cell budget; with ``cost`` only a size hint for the working set (pass about the
-        number of candidates the budget buys).
+    constraints : Constraints
+        The budget over the candidates (several scorers: a budget of equal costs) and the
+        number of scorers; ``constraints.n_cells`` sizes the working set. The boundary term is
+        not seen here.
     C : float or ndarray
-        Hinge weight; or per-row weights ``C c_i``, shape ``(n,)`` (or ``(n, S)``).
-    w0, b0 : start, ``(d,)`` and a float, or scorers ``(S, d)`` and ``(S,)``; the positive
-        candidates (cells with a positive score for some scorer) must fit the budget.
+        Hinge weight; or per-row weights ``C c_i``, shape ``(n,)`` or ``(n, S)``.
+    W0, b0 : ndarray of shape (S, d) and (S,)
+        The start; the positive candidates (cells with a positive score for some scorer) must
+        fit the budget.
     max_iter : int
     step_shrink : float
         Line search on ``[0, step_shrink * alpha]``.
@@ -743,42 +757,39 @@ def feasible_direction(
         Relative decrease below which a step counts as no progress.
     working_set : int or None
         Candidates multiplied per iteration (the rest vouched for by Cauchy-Schwarz);
-        ``None`` chooses ``max(8 k, 2048)``. One scorer only.
-    cost : ndarray of shape (m,) or None
-        Positive candidate costs (a money budget); ``None`` means unit costs. One scorer only.
-    budget : float, Budget or None
-        The money budget ``B`` (required with ``cost``), or a :class:`reserve.solvers.Budget`
-        (then ``cost`` is not used); ``None`` means ``k`` cells.
+        ``None`` chooses ``max(8 n_cells, 2048)``. One scorer only.
 
     Returns
     -------
     FDResult
-        ``w``, ``b`` shaped like the start; ``history`` is non-increasing.
+        ``w`` of shape (S, d), ``b`` of shape (S,); ``history`` is non-increasing.
 
     Notes
     -----
-    A 2-D start takes the stacked arithmetic (``MultiTTK``, even with one species; see
-    :class:`_StackedScorers` for how the rules carry over); a 1-D start the single-scorer one
-    (``TTK``). The two agree to rounding; the loop is one (:func:`_run`, :func:`_step`).
+    One scorer runs :class:`_OneScorer` (costs, a working set of candidates); several run
+    :class:`_StackedScorers` (every score kept, a cell budget; see its docstring for how the
+    rules carry over). The choice is made here, from ``constraints.n_species``; the loop is
+    one (:func:`_run`, :func:`_step`).
     """
-    if np.ndim(w0) == 2:
-        if cost is not None or working_set is not None or isinstance(budget, Budget):
-            raise InvalidInputError(
-                "several scorers (a 2-D w0) take the cell budget k only; received cost=, "
-                "working_set= or a Budget. Drop them, or fit one scorer (a 1-D w0)."
-            )
-        it = _StackedScorers(X_lab, y_pm, X_cand, k, C, w0, b0)
+    S = constraints.n_species
+    constraints.check(Y_pm, X_cand, W0, b0)
+    if S == 1:
+        C0 = species_weights(C, 0)
+        it = _OneScorer(X_lab, Y_pm[:, 0], X_cand, constraints, C0, W0[0], b0[0], working_set)
+    elif working_set is not None:
+        raise InvalidInputError(
+            f"working_set= is for one scorer; received it with {S} species. Drop it."
+        )
     else:
-        bud = Budget.resolve(k, X_cand.shape[0], cost, budget)
-        it = _OneScorer(X_lab, y_pm, X_cand, k, C, w0, b0, bud, working_set)
+        it = _StackedScorers(X_lab, Y_pm, X_cand, constraints.budget.card, C, W0, b0)
     history, stop = _run(it, max_iter, step_shrink, boundary_rtol, tol)
-    w, b, f = it.finish()
+    W, b, f = it.finish()
     return FDResult(
-        w=w,
+        w=W,
         b=b,
         objective=f,
         n_iter=len(history) - 1,
         history=history,
         stop_reason=stop,
-        n_refresh=it.cand.n_refresh if isinstance(it, _OneScorer) else 0,
+        n_refresh=it.n_refresh,
     )

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["QPResult", "hinge_objective", "hinge_weights", "species_objectives", "weighted_hinge"]
+__all__ = [
+    "QPResult",
+    "hinge_objective",
+    "hinge_weights",
+    "species_objectives",
+    "species_weights",
+    "weighted_hinge",
+]
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ def hinge_weights(C, u: np.ndarray):
 
     ``C`` is the hinge weight of every labelled row: a float (every row ``C``), or per-row
     weights ``C c_i`` of shape ``(n,)`` (class and sample weights), or ``(n, S)`` (one column
-    per species). A float stays a float, so the unweighted problem runs its old arithmetic.
+    per species). A float stays a float: the unweighted problem multiplies by a scalar.
     """
     if np.ndim(C) == 0:
         return C
@@ -53,6 +60,19 @@ def hinge_weights(C, u: np.ndarray):
     if C.ndim == 1 and u.ndim == 1 and C.size != u.size and u.size % C.size == 0:
         return np.repeat(C, u.size // C.size)  # the same, per-row weights
     return C
+
+
+def species_weights(C, s: int):
+    """Species ``s``'s hinge weight: ``C`` itself (a float, or per-row weights of shape
+    ``(n,)``), or column ``s`` of per-(row, species) weights of shape ``(n, S)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> species_weights(2.0, 1), species_weights(np.array([[1.0, 3.0]]), 1).tolist()
+    (2.0, [3.0])
+    """
+    return C[:, s] if np.ndim(C) == 2 else C
 
 
 def weighted_hinge(C, u: np.ndarray, axis=None):

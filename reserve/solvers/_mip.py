@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import clarabel
@@ -59,10 +59,10 @@ import scipy.sparse as sp
 from reserve.errors import InvalidInputError, MissingDependencyError, SolverError
 from reserve.solvers._base import feasible_intercepts, greedy_fit, top_k
 from reserve.solvers._conic import clarabel_settings
-from reserve.solvers._hinge import species_objectives
+from reserve.solvers._hinge import species_objectives, species_weights
 from reserve.solvers._qp import hinge_objective, solve_fixed_set
-from reserve.solvers._validation import check_budget, check_cost_budget, check_positive_real
-from reserve.solvers.budget import Budget
+from reserve.solvers._validation import check_positive_real
+from reserve.solvers.constraints import Constraints
 
 __all__ = [
     "FORMULATIONS",
@@ -156,11 +156,7 @@ class MIPResult:
 
 def _scorer(Y, C, s: int):
     """Scorer ``s``'s labels (contiguous) and hinge weight: ``C``, or its per-row weights."""
-    y = np.ascontiguousarray(Y[:, s])
-    if np.ndim(C) == 0:
-        return y, C
-    C = np.asarray(C, dtype=np.float64)
-    return y, (C[:, s] if C.ndim == 2 else C)
+    return np.ascontiguousarray(Y[:, s]), species_weights(C, s)
 
 
 def _scores(W, b, Xc):
@@ -171,7 +167,7 @@ def _scores(W, b, Xc):
 
 
 def _mu_dot(W, mu):
-    """``w_s . mu`` per scorer (one scorer: the dot product TTK's MIP always used)."""
+    """``w_s . mu`` per scorer (one scorer: a plain dot product)."""
     return np.array([mu @ W[0]]) if W.shape[0] == 1 else W @ mu
 
 
@@ -227,8 +223,8 @@ class _Relaxation:
     rows, ``w_s.z_j + b_s <= 0`` for candidates fixed out and ``w_s.z_j + b_s <= M_js eta_j``
     for free ones; ``0 <= eta_j <= 1`` and ``sum eta = k_rem`` (or ``<=`` when fewer than
     ``k_rem`` are free), or with unequal costs ``sum c_j eta_j <= room`` (``knapsack = (c_free,
-    room)``). Candidates fixed in are unconstrained. One scorer builds the single model
-    (``y_pm`` and ``M`` 1-D, or with one column).
+    room)``). Candidates fixed in are unconstrained. One scorer (``Y`` and ``M`` of one
+    column) builds the single model.
 
     With ``ub`` given, the objective becomes the constraint ``0.5 ||w||^2 + C sum xi <= ub``
     over all scorers (rotated cone ``||w||^2 <= 2 s``, ``s = ub - C sum xi``, written as
@@ -238,11 +234,7 @@ class _Relaxation:
     lower bound.
     """
 
-    def __init__(
-        self, Xl, y_pm, Xc, C, k_rem, M, out_idx, free_idx, ub=None, knapsack=None
-    ) -> None:
-        Y = y_pm[:, None] if y_pm.ndim == 1 else y_pm
-        M = M[:, None] if M.ndim == 1 else M
+    def __init__(self, Xl, Y, Xc, C, k_rem, M, out_idx, free_idx, ub=None, knapsack=None) -> None:
         (n, d), S = Xl.shape, Y.shape[1]
         f, o = free_idx.size, out_idx.size
         self.d, self.S = d, S
@@ -398,7 +390,7 @@ def _tighten(Xl, Y, Xc, C, bud, ub, ub_total, M, fixed_in, s0, deadline, max_rou
     none = np.zeros(0, dtype=np.int64)
     for s in range(Y.shape[1]):
         y, c = _scorer(Y, C, s)
-        plain = _Relaxation(Xl, y, Xc, c, 0, M[:, s], none, none, ub=ub[s])
+        plain = _Relaxation(Xl, y[:, None], Xc, c, 0, M[:, [s]], none, none, ub=ub[s])
         for j in range(Xc.shape[0]):
             if time.perf_counter() > deadline:
                 break
@@ -559,12 +551,12 @@ def _hinge_term(pyscipopt, C, xi_vars):
         return C * sum(xi.sum() for xi in xi_vars)
     Cv = np.asarray(C, dtype=np.float64)
     if len(xi_vars) == 1:
-        c0 = Cv[:, 0] if Cv.ndim == 2 else Cv
+        c0 = species_weights(Cv, 0)
         return pyscipopt.quicksum(float(c) * xi_vars[0][i] for i, c in enumerate(c0))
     return pyscipopt.quicksum(
         float(c) * xi[i]
         for s, xi in enumerate(xi_vars)
-        for i, c in enumerate(Cv[:, s] if Cv.ndim == 2 else Cv)
+        for i, c in enumerate(species_weights(Cv, s))
         if c != 0.0
     )
 
@@ -783,7 +775,7 @@ def _gurobi_objective(C, w_vars, xi_vars):
     """``0.5 sum_s ||w_s||^2 + sum_s C_s . xi_s`` (one scorer: the single model's terms)."""
     obj = None
     for s, (w, xi) in enumerate(zip(w_vars, xi_vars, strict=True)):
-        c = C if np.ndim(C) == 0 else (C[:, s] if np.ndim(C) == 2 else C)
+        c = species_weights(C, s)
         term = 0.5 * (w @ w) + (c * xi.sum() if np.ndim(c) == 0 else c @ xi)
         obj = term if obj is None else obj + term
     return obj
@@ -921,12 +913,11 @@ def _check_C(C, n: int, S: int):
 
 
 def _check_inputs(
-    X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation, cost, budget
+    X_lab, y_pm, X_cand, constraints, C, time_limit, mip_gap, threads, solver, formulation
 ):
     Xl = np.ascontiguousarray(X_lab, dtype=np.float64)
     Xc = np.ascontiguousarray(X_cand, dtype=np.float64)
     Y = np.asarray(y_pm, dtype=np.float64)
-    Y = Y.reshape(Y.shape[0], -1) if Y.ndim == 2 and Y.shape[1] else Y.reshape(-1, 1)
     if Xl.ndim != 2 or Xc.ndim != 2 or Xl.shape[1] != Xc.shape[1]:
         raise InvalidInputError(
             f"X_lab and X_cand must be 2-D with the same number of columns; received shapes "
@@ -948,36 +939,13 @@ def _check_inputs(
             "X_lab and X_cand must be finite; received NaN or infinite values. "
             "Impute or drop those rows before solving."
         )
-    m, S = Xc.shape[0], Y.shape[1]
-    if S > 1 and (cost is not None or budget is not None or solver == "bnb"):
-        asked = "solver='bnb'" if solver == "bnb" else "a money budget"
+    S = constraints.n_species
+    constraints.check(Y, Xc)
+    if S > 1 and solver == "bnb":
         raise InvalidInputError(
-            f"y_pm has {S} columns (scorers) but {asked} was asked for; several scorers share "
-            "k cells, solved by SCIP or Gurobi only: pass k and solver='auto', 'scip' or "
-            "'gurobi'."
+            f"y_pm has {S} columns (scorers) but solver='bnb' was asked for; several scorers "
+            "are solved by SCIP or Gurobi only: pass solver='auto', 'scip' or 'gurobi'."
         )
-    if isinstance(budget, Budget):
-        if cost is not None or budget.cost.shape != (m,):
-            raise InvalidInputError(
-                f"budget=Budget(...) must have one cost per candidate ({m}) and comes without "
-                f"cost=; received {budget!r} and cost={'None' if cost is None else '...'}. "
-                "Pass either budget=Budget(...) alone or cost= and a money budget."
-            )
-        bud = budget
-    elif cost is None:
-        if budget is not None:
-            raise InvalidInputError(
-                f"budget={budget!r} needs cost=: a money budget is spent on per-candidate "
-                "costs. Pass cost=..., or leave budget=None and use k."
-            )
-        bud = Budget.cells(check_budget(k, m), m)
-    else:
-        if budget is None:
-            raise InvalidInputError(
-                "cost= needs a money budget; received budget=None. Pass budget=... (the most "
-                "the selected candidates may cost in total)."
-            )
-        bud = Budget(*check_cost_budget(cost, budget, np.arange(m), m))
     C = _check_C(C, Xl.shape[0], S)
     time_limit = check_positive_real(time_limit, "time_limit")
     mip_gap = check_positive_real(mip_gap, "mip_gap", allow_zero=True)
@@ -996,40 +964,42 @@ def _check_inputs(
             f"formulation must be one of {', '.join(map(repr, FORMULATIONS))}; received "
             f"{formulation!r}. Use 'tight' (the default)."
         )
-    return Xl, Y, Xc, bud, C, time_limit, mip_gap, int(threads)
+    return Xl, Y, Xc, constraints, C, time_limit, mip_gap, int(threads)
 
 
 def solve_ttk_mip(
     X_lab: np.ndarray,
     y_pm: np.ndarray,
     X_cand: np.ndarray,
-    k: int | None,
+    constraints: Constraints,
     C: float,
     *,
-    warm_start: tuple[np.ndarray, float] | None = None,
+    warm_start: tuple[np.ndarray, np.ndarray] | None = None,
     time_limit: float = 60.0,
     mip_gap: float = 1e-6,
     threads: int = 1,
     solver: str = "auto",
     formulation: str = "tight",
-    cost: np.ndarray | None = None,
-    budget: float | Budget | None = None,
 ) -> MIPResult:
     """Solve TTK exactly (or to a proven gap) as a mixed-integer quadratic program.
 
     Parameters
     ----------
-    X_lab, y_pm, X_cand : ndarray of shape (n, d), (n,) or (n, S), (m, d)
-        Labelled rows, their labels in {-1, +1} (both in every column), candidate rows; ``S``
-        columns are ``S`` scorers sharing the ``k`` cells (multi-species TTK: one binary per
-        cell). ``(w, b)`` come back in this feature space (centred internally and undone).
-    k, C : int or None, float
-        The cell budget ``0 < k < m`` (not used with ``cost``); the hinge weight ``> 0``.
-    warm_start : tuple (w, b) or None
-        A feasible-direction point (``w`` (S, d), ``b`` (S,) for ``S`` scorers); ``b`` is
-        lowered until its positive candidates fit. Its objective (or its fixed-set polish's)
-        is the upper bound behind the big-M values; the returned objective is never above
-        it. Default: a shifted, polished SVM per scorer.
+    X_lab, y_pm, X_cand : ndarray of shape (n, d), (n, S), (m, d)
+        Labelled rows, their labels in {-1, +1} (both in every column), candidate rows; the
+        ``S = constraints.n_species`` columns are scorers sharing the selection (one binary
+        per cell). ``(w, b)`` come back in this feature space (centred internally and undone).
+    constraints : Constraints
+        The budget: cells (``budget.card``: the cardinality row) or money (the knapsack row;
+        one scorer only). The boundary term is solved by
+        :func:`reserve.solvers._mip_boundary.solve_boundary_mip`, not here.
+    C : float or ndarray
+        The hinge weight ``> 0``, or per-row weights (``(n,)``, or ``(n, S)``).
+    warm_start : tuple (W, b) or None
+        A feasible-direction point, ``W`` (S, d), ``b`` (S,); ``b`` is lowered until its
+        positive candidates fit. Its objective (or its fixed-set polish's) is the upper bound
+        behind the big-M values; the returned objective is never above it. Default: a
+        shifted, polished SVM per scorer.
     time_limit, mip_gap : float
         Seconds for the whole call (tightening included; on expiry the best point, with
         ``status == "time_limit"``); stop once ``(objective - bound) / objective <= mip_gap``.
@@ -1043,45 +1013,44 @@ def solve_ttk_mip(
         ``"tight"``: per-candidate big-M from one convex bound problem each, with fixing.
         ``"simple"``: ``M_j = sqrt(2 UB) ||z_j|| + b_max`` in closed form.
         ``"indicator"``: indicator constraints (no big-M), fixing from the tight bounds.
-    cost, budget : ndarray of shape (m,) or None, float or Budget or None
-        Candidate costs (finite, ``> 0``) and the money budget their positives fit (to a
-        relative 1e-12); or a :class:`reserve.solvers.Budget` alone; one scorer only.
 
     Returns
     -------
     MIPResult
-        ``w``, ``b`` of shape (d,) and a float for 1-D ``y_pm``; (S, d) and (S,) for 2-D.
+        ``w`` of shape (S, d), ``b`` of shape (S,).
 
     Raises
     ------
     InvalidInputError
-        Bad shapes, labels, ``k``, ``C``, ``time_limit``, ``mip_gap``, ``threads``, ``cost``
-        or ``budget``; ``solver="bnb"`` or a money budget with several scorers.
+        Bad shapes, labels, budget, ``C``, ``time_limit``, ``mip_gap``, ``threads``;
+        ``solver="bnb"`` or a money budget with several scorers.
     MissingDependencyError, SolverError
         ``pyscipopt`` (or ``gurobipy`` for ``solver="gurobi"``) missing; a numerical failure.
 
     Examples
     --------
     >>> import numpy as np
-    >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([-1.0, -1.0, 1.0, 1.0])
+    >>> from reserve.solvers.budget import Budget
+    >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]])
+    >>> y = np.array([[-1.0], [-1.0], [1.0], [1.0]])
     >>> Z = np.array([[0.5], [1.5], [3.0]])
-    >>> r = solve_ttk_mip(X, y, Z, 1, 1.0, time_limit=10)
-    >>> r.status, r.selected.tolist(), r.bound <= r.objective
-    ('optimal', [2], True)
-    >>> r = solve_ttk_mip(X, y, Z, None, 1.0, cost=np.array([1.0, 1.0, 3.0]), budget=2.0)
-    >>> r.selected.tolist()  # z = 3 is too dear: the two others fit
+    >>> r = solve_ttk_mip(X, y, Z, Constraints.cells(1, 3), 1.0, time_limit=10)
+    >>> r.status, r.selected.tolist(), r.bound <= r.objective, r.w.shape
+    ('optimal', [2], True, (1, 1))
+    >>> money = Constraints(Budget(np.array([1.0, 1.0, 3.0]), 2.0))
+    >>> solve_ttk_mip(X, y, Z, money, 1.0).selected.tolist()  # z = 3 is too dear
     [1, 0]
     """
     t0 = time.perf_counter()
     checked = _check_inputs(
-        X_lab, y_pm, X_cand, k, C, time_limit, mip_gap, threads, solver, formulation, cost, budget
+        X_lab, y_pm, X_cand, constraints, C, time_limit, mip_gap, threads, solver, formulation
     )
-    res = _solve(t0, *checked, warm_start, solver, formulation)
-    return res if np.ndim(y_pm) == 2 else replace(res, w=res.w[0], b=float(res.b[0]))
+    return _solve(t0, *checked, warm_start, solver, formulation)
 
 
-def _solve(t0, Xl, Y, Xc, bud, C, time_limit, mip_gap, threads, warm_start, solver, formulation):
+def _solve(t0, Xl, Y, Xc, cons, C, time_limit, mip_gap, threads, warm_start, solver, formulation):
     """:func:`solve_ttk_mip` on checked inputs; ``w`` of shape (S, d), ``b`` of shape (S,)."""
+    bud = cons.budget
     gp = _backend(solver)
     # Centre: scores and objective are unchanged with b' = b + mu . w.
     mu = np.vstack([Xl, Xc]).mean(axis=0)
@@ -1091,15 +1060,15 @@ def _solve(t0, Xl, Y, Xc, bud, C, time_limit, mip_gap, threads, warm_start, solv
     lb = _scorer_lower_bounds(Xl0, Y, C)
     bounds = _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, t0 + time_limit, mip_gap)
     limits = {"time": t0 + time_limit - time.perf_counter(), "gap": mip_gap, "threads": threads}
-    if Y.shape[1] > 1:
-        # As the S-scorer model always ran: SCIP's primal figure uses t >= w^2 only to its 1e-6
-        # feasibility tolerance, so half the target gap leaves room for the recomputed one.
+    if cons.n_species > 1:
+        # Several scorers: SCIP's primal figure uses t >= w^2 only to its 1e-6 feasibility
+        # tolerance, so half the target gap leaves room for the recomputed one.
         limits.update(gap=0.5 * mip_gap, fast_heuristics=False)
     fixed_out = (bounds["M"] <= 0.0).all(axis=1)
     args = (Xl0, Y, Xc0, bud, C, np.maximum(bounds["M"], 0.0), fixed_out, bounds["fixed_in"])
     args += ((W0, b0), formulation, limits, bounds["boxes"])
     t_m = time.perf_counter()
-    raw, note = _run_backend(solver, gp, args, t0 + time_limit)
+    raw, note = _run_backend(solver, gp, args, t0 + time_limit, cons)
     t_mip = time.perf_counter() - t_m
     # The MIP's bound and the relaxations' are all valid: the model only cuts off points
     # worse than the start.
@@ -1155,16 +1124,14 @@ def _start(warm_start, Xl0, Y, C, mu):
         fits = [solve_fixed_set(Xl0, *_scorer(Y, C, s)) for s in range(S)]
         return np.vstack([r.w for r in fits]), np.array([r.b for r in fits], dtype=np.float64)
     W0 = np.asarray(warm_start[0], dtype=np.float64)
-    W0 = W0.reshape(1, -1) if S == 1 else W0
     b0 = np.asarray(warm_start[1], dtype=np.float64).reshape(-1)
     if (
         W0.shape != (S, d)
         or b0.shape != (S,)
         or not (np.isfinite(W0).all() and np.isfinite(b0).all())
     ):
-        shape = f"of length {d}" if S == 1 else f"of shape ({S}, {d})"
         raise InvalidInputError(
-            f"warm_start must be (w, b) with w {shape} and finite values; "
+            f"warm_start must be (W, b) with W of shape ({S}, {d}) and finite values; "
             f"received w of shape {np.shape(warm_start[0])}. Pass the FD solver's (w, b)."
         )
     return W0, b0 + _mu_dot(W0, mu)
@@ -1187,7 +1154,7 @@ def _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, deadline, mip_gap)
 
     Scorer ``s`` has ``objective_s <= ub_s = ub - sum_{s' != s} lb_s'`` at every point no
     worse than the start (``lb``: :func:`_scorer_lower_bounds`). Several scorers also get the
-    boxes ``|w_sl| <= sqrt(2 ub_s)`` and :func:`intercept_box` (as their model always had).
+    boxes ``|w_sl| <= sqrt(2 ub_s)`` and :func:`intercept_box`.
     (Re-tightening after a short MIP run had found a better incumbent was measured worse on
     ionosphere.)
     """
@@ -1219,15 +1186,15 @@ def _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, deadline, mip_gap)
     }  # fmt: skip
 
 
-def _run_backend(solver, gp, args, deadline):
+def _run_backend(solver, gp, args, deadline, cons):
     """Run the chosen MIP backend; ``(raw result, note or None)``."""
     if solver == "bnb":  # one scorer (checked): its own arrays
         from reserve.solvers._bnb import solve_bnb
 
-        Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, (W0, b0), formulation, limits, _ = args
+        Xl, Y, Xc, _, C, M, fixed_out, fixed_in, (W0, b0), formulation, limits, _ = args
         start = (W0[0], float(b0[0]))
-        raw = solve_bnb(Xl, np.ascontiguousarray(Y[:, 0]), Xc, bud, C, M[:, 0], fixed_out,
-                        fixed_in, start, formulation, limits)  # fmt: skip
+        y, M0 = np.ascontiguousarray(Y[:, 0]), M[:, 0]
+        raw = solve_bnb(Xl, y, Xc, cons, C, M0, fixed_out, fixed_in, start, formulation, limits)
         raw["w"], raw["b"] = np.asarray(raw["w"])[None, :], np.array([raw["b"]], dtype=float)
         return raw, None
     note = None

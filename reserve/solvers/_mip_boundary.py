@@ -33,7 +33,7 @@ from reserve.solvers._mip import (
 )
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers.boundary import Boundary
-from reserve.solvers.budget import Budget
+from reserve.solvers.constraints import Constraints
 
 __all__ = ["solve_boundary_bnb", "solve_boundary_mip"]
 
@@ -67,9 +67,10 @@ def _total(w, b, X_lab, y_pm, C, term, penalty, in_S) -> float:
 def _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set):
     """The start ``(w0, b0, in0)``, its total ``ub`` and the simple big-M over ``{total <= ub}``.
 
-    The hinge part alone is below the total (``B >= 0``), so ``M`` stays valid.
+    ``start`` is ``(W, b)`` of one scorer, shapes (1, d) and (1,). The hinge part alone is
+    below the total (``B >= 0``), so ``M`` stays valid.
     """
-    w0, b0 = np.asarray(start[0], dtype=np.float64), float(start[1])
+    w0, b0 = np.asarray(start[0], dtype=np.float64)[0], float(start[1][0])
     in0 = np.zeros(X_cand.shape[0], dtype=bool)
     in0[np.asarray(start_set, dtype=np.int64)] = True
     ub = _total(w0, b0, X_lab, y_pm, C, term, penalty, in0)
@@ -77,26 +78,31 @@ def _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set):
     return w0, b0, in0, ub, M
 
 
-def solve_boundary_mip(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, bud: Budget,
-                       C: object, term: Boundary, penalty: float, start: tuple,
-                       start_set: np.ndarray, time_limit: float,
-                       mip_gap: float) -> MIPResult:  # fmt: skip
-    """TTK's objective plus ``penalty * B(S)`` over sets ``S`` that fit ``bud``, by SCIP.
+def solve_boundary_mip(
+    X_lab: np.ndarray,
+    Y_pm: np.ndarray,
+    X_cand: np.ndarray,
+    constraints: Constraints,
+    C: object,
+    start: tuple,
+    start_set: np.ndarray,
+    time_limit: float,
+    mip_gap: float,
+) -> MIPResult:
+    """TTK's objective plus ``penalty * B(S)`` over sets ``S`` that fit the budget, by SCIP.
 
     Parameters
     ----------
-    X_lab, y_pm, X_cand : ndarray
-        Labelled rows, labels in {-1, +1}, candidates.
-    bud : Budget
-        Cells or money.
+    X_lab, Y_pm, X_cand : ndarray of shape (n, d), (n, 1), (m, d)
+        Labelled rows, labels in {-1, +1} (one scorer), candidates.
+    constraints : Constraints
+        The budget (cells or money), the boundary term ``B`` (``X_cand``'s order) and its
+        penalty ``> 0``; one species.
     C : float or ndarray of shape (n,)
         Hinge weight (per row with weights).
-    term : Boundary
-        Boundary length of candidate sets (``X_cand``'s order).
-    penalty : float
-        ``> 0``.
-    start : tuple (w, b)
-        A feasible point for ``start_set`` (every other candidate scores ``<= 0``).
+    start : tuple (W, b)
+        A feasible point for ``start_set`` (every other candidate scores ``<= 0``), shapes
+        (1, d) and (1,).
     start_set : ndarray of int
         The start's selected candidates.
     time_limit, mip_gap : float
@@ -105,11 +111,14 @@ def solve_boundary_mip(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, 
     Returns
     -------
     MIPResult
-        ``selected`` is the set ``{eta = 1}`` (best score first); ``objective`` the hinge
-        objective plus the penalty, recomputed from ``(w, b)`` and the set.
+        ``w`` of shape (1, d), ``b`` of shape (1,); ``selected`` is the set ``{eta = 1}``
+        (best score first); ``objective`` the hinge objective plus the penalty, recomputed
+        from ``(w, b)`` and the set.
     """
     t0 = time.perf_counter()
-    m = X_cand.shape[0]
+    constraints.check(Y_pm, X_cand, *start)
+    bud, term, penalty = constraints.budget, constraints.boundary, constraints.boundary_penalty
+    y_pm, m = Y_pm[:, 0], X_cand.shape[0]
     w0, b0, in0, ub, M = _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set)
     none = np.zeros(m, dtype=bool)
     limits = {"time": time_limit, "gap": mip_gap}
@@ -138,16 +147,30 @@ def solve_boundary_mip(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, 
     chosen = np.flatnonzero(in_S)
     score = X_cand[chosen] @ w + bb
     return MIPResult(
-        w=w, b=bb, objective=objective, bound=float(bound), gap=float(gap), status=status,
-        n_nodes=int(mdl.getNNodes()), runtime=time.perf_counter() - t0, solver="scip",
+        w=w[None, :],
+        b=np.array([bb]),
+        objective=objective,
+        bound=float(bound),
+        gap=float(gap),
+        status=status,
+        n_nodes=int(mdl.getNNodes()),
+        runtime=time.perf_counter() - t0,
+        solver="scip",
         selected=chosen[np.lexsort((chosen, -score))],
-    )  # fmt: skip
+    )
 
 
-def solve_boundary_bnb(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, bud: Budget,
-                       C: object, term: Boundary, penalty: float, start: tuple,
-                       start_set: np.ndarray, time_limit: float,
-                       mip_gap: float) -> MIPResult:  # fmt: skip
+def solve_boundary_bnb(
+    X_lab: np.ndarray,
+    Y_pm: np.ndarray,
+    X_cand: np.ndarray,
+    constraints: Constraints,
+    C: object,
+    start: tuple,
+    start_set: np.ndarray,
+    time_limit: float,
+    mip_gap: float,
+) -> MIPResult:
     """As :func:`solve_boundary_mip`, by the package's own branch and bound.
 
     Its node QPs carry the same linearisation of the boundary
@@ -155,9 +178,14 @@ def solve_boundary_bnb(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, 
     :func:`solve_boundary_mip`'s (``solver="bnb"``).
     """
     t0 = time.perf_counter()
+    constraints.check(Y_pm, X_cand, *start)
+    term, penalty = constraints.boundary, constraints.boundary_penalty
+    y_pm = Y_pm[:, 0]
     w0, b0, in0, _, M = _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set)
-    raw = solve_bnb_boundary(X_lab, y_pm, X_cand, bud, C, term, penalty, M, (w0, b0),
-                             np.flatnonzero(in0), {"time": time_limit, "gap": mip_gap})  # fmt: skip
+    limits = {"time": time_limit, "gap": mip_gap}
+    raw = solve_bnb_boundary(
+        X_lab, y_pm, X_cand, constraints, C, M, (w0, b0), np.flatnonzero(in0), limits
+    )
     w, bb, in_S = raw["w"], raw["b"], raw["in_S"]
     objective = _total(w, bb, X_lab, y_pm, C, term, penalty, in_S)
     bound, gap, status = certify_gap(objective, raw["bound"], raw["status"], mip_gap,
@@ -165,7 +193,15 @@ def solve_boundary_bnb(X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, 
     chosen = np.flatnonzero(in_S)
     score = X_cand[chosen] @ w + bb
     return MIPResult(
-        w=w, b=bb, objective=objective, bound=float(bound), gap=float(gap), status=status,
-        n_nodes=int(raw["n_nodes"]), runtime=time.perf_counter() - t0, solver="bnb",
-        selected=chosen[np.lexsort((chosen, -score))], details={"n_open": raw["n_open"]},
-    )  # fmt: skip
+        w=w[None, :],
+        b=np.array([bb]),
+        objective=objective,
+        bound=float(bound),
+        gap=float(gap),
+        status=status,
+        n_nodes=int(raw["n_nodes"]),
+        runtime=time.perf_counter() - t0,
+        solver="bnb",
+        selected=chosen[np.lexsort((chosen, -score))],
+        details={"n_open": raw["n_open"]},
+    )

@@ -50,10 +50,11 @@ import numpy as np
 
 from reserve.solvers._base import greedy_fit, top_k
 from reserve.solvers._fd import augmented_norms, working_set
-from reserve.solvers._hinge import species_objectives
+from reserve.solvers._hinge import species_objectives, species_weights
 from reserve.solvers._qp import CuttingPlaneState, QPResult, hinge_objective, solve_fixed_set
 from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
+from reserve.solvers.constraints import Constraints
 
 __all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset", "swap_pairs"]
 
@@ -168,10 +169,10 @@ def _top_rows(hint: np.ndarray, rows: np.ndarray, n0: int) -> np.ndarray:
 
 @dataclass
 class PolishResult:
-    """Outcome of the polish."""
+    """Outcome of the polish: ``w`` of shape (S, d), ``b`` of shape (S,)."""
 
     w: np.ndarray
-    b: float
+    b: np.ndarray
     objective: float
     selected: np.ndarray
     n_swaps: int = 0
@@ -359,7 +360,14 @@ def _fill(
 
 
 class _OneSet:
-    """Fixed-set solves for one scorer: the screen, the first constraints, the cuts."""
+    """Fixed-set solves for one scorer: the screen, the first constraints, the cuts.
+
+    ``k`` (about how many candidates a selection holds) sizes the screen and the first
+    constraints only.
+    """
+
+    #: A swap's QP has a cheap lower bound (:func:`_swap_bound`) that may skip it.
+    bounds_swaps = True
 
     def __init__(self, X_lab, y_pm, X_cand, k, C, w, b, warm_start, screen):
         self.X_lab, self.y_pm, self.X_cand, self.C = X_lab, y_pm, X_cand, C
@@ -388,6 +396,10 @@ class _OneSet:
             screen=self.scr,
         )  # fmt: skip
         return in_S, float(bud.cost[S].sum()), res, beta, n_qp
+
+    def stack(self, w, b):
+        """The solution as one scorer of ``S = 1``: ``(w[None], [b])``."""
+        return w[None, :], np.array([b], dtype=np.float64)
 
     def hint(self, res, in_S):
         """Scores at ``res`` (the solver's hint) and the insiders' ranking key."""
@@ -425,7 +437,10 @@ class _StackedSolution:
 
 
 class _StackedSets:
-    """Fixed-set solves for ``S`` scorers sharing the set: one QP per scorer, summed."""
+    """Fixed-set solves for ``S`` scorers sharing ``k`` cells: one QP per scorer, summed."""
+
+    bounds_swaps = False
+    scr = None  # no candidate screen: every score is computed
 
     def __init__(self, X_lab, Y_pm, X_cand, k, C, W, b):
         self.X_lab, self.Y_pm, self.X_cand, self.k, self.C = X_lab, Y_pm, X_cand, k, C
@@ -444,6 +459,9 @@ class _StackedSets:
         res, beta, n_qp = self._solve_set(in_S, hint)
         return in_S, float(self.k), res, beta, n_qp
 
+    def stack(self, w, b):
+        return w, b
+
     def hint(self, res, in_S):
         hint = self.X_cand @ res.w.T + res.b
         return hint, hint.max(axis=1)
@@ -461,11 +479,10 @@ class _StackedSets:
         total, n_qp = 0.0, 0
         for s in range(self.Y_pm.shape[1]):
             cut = None if cutoff is None else cutoff - total
-            C_s = self.C[:, s] if np.ndim(self.C) == 2 else self.C  # per-species weights
+            y, C_s = self.Y_pm[:, s], species_weights(self.C, s)
             res, beta_s, used = solve_subset(
-                self.X_lab, self.Y_pm[:, s], self.X_cand, in_S, C_s, hint[:, s],
-                self.warms[s], cutoff=cut,
-            )  # fmt: skip
+                self.X_lab, y, self.X_cand, in_S, C_s, hint[:, s], self.warms[s], cutoff=cut
+            )
             n_qp += used
             total += res.objective
             if cutoff is not None and total >= cutoff:
@@ -566,7 +583,7 @@ def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen=None):
         # the trial exactly as its full solve would, so the search path is unchanged.
         target = current - tol * max(1.0, abs(current))
         extra = 0.0 if pen is None else pen.value(trial)
-        if pen is not None and added.size == 0 and len(drop) == 1 and np.ndim(hint) == 1:
+        if pen is not None and added.size == 0 and len(drop) == 1 and sets.bounds_swaps:
             # A lower bound proves the trial would be rejected: skip its QP (same path).
             bound = _swap_bound(sets.X_cand, res, beta, hint, i, j, donors) + extra
             if bound >= target + _SKIP_RTOL * max(1.0, abs(target)):
@@ -580,30 +597,31 @@ def _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen=None):
 
 def polish(
     X_lab: np.ndarray,
-    y_pm: np.ndarray,
+    Y_pm: np.ndarray,
     X_cand: np.ndarray,
-    k: int,
+    constraints: Constraints,
     C: float,
-    w: np.ndarray,
-    b: float | np.ndarray,
+    W: np.ndarray,
+    b: np.ndarray,
     *,
     max_rounds: int = 200,
     max_pairs: int = 40,
     tol: float = 1e-9,
     warm_start: CuttingPlaneState | None = None,
     screen: bool = True,
-    cost: np.ndarray | None = None,
-    budget: float | Budget | None = None,
-    boundary: Boundary | None = None,
-    boundary_penalty: float = 0.0,
 ) -> PolishResult:
     """Improve a feasible TTK solution by fixed-set QPs and swap moves.
 
     Parameters
     ----------
-    X_lab, y_pm, X_cand, k, C : the TTK problem (with ``cost``, ``k`` only sizes the screen
-        and the first constraints: pass about the number of candidates the budget buys).
-    w, b : a feasible start (its positive candidates fit the budget).
+    X_lab, Y_pm, X_cand, C : the TTK problem, labels of shape (n, S).
+    constraints : Constraints
+        The budget (``constraints.n_cells`` sizes the screen and the first constraints), the
+        number of scorers ``S``, and the boundary term: with ``boundary_penalty > 0`` the
+        search minimises the QP objective plus the penalty times the selection's boundary
+        length, and ``PolishResult.objective`` is that sum.
+    W, b : ndarray of shape (S, d) and (S,)
+        A feasible start (its positive candidates fit the budget).
     max_rounds : int
         Accepted swaps at most.
     max_pairs : int
@@ -611,42 +629,40 @@ def polish(
     tol : float
         Relative objective decrease that counts as an improvement.
     warm_start : CuttingPlaneState or None
-        Cuts of an earlier cutting-plane solve on ``(X_lab, y_pm)`` (e.g. the SVM start's);
-        updated in place. Its first solve starts from ``(w, b)`` either way.
+        Cuts of an earlier cutting-plane solve on ``(X_lab, y)`` (e.g. the SVM start's); one
+        scorer only; updated in place. Its first solve starts from ``(W, b)`` either way.
     screen : bool
         With more than ``_FULL_CONSTRAINTS`` candidates, score every candidate once per
         accepted solution and check trial solutions on a :class:`CandidateScreen`'s working
-        set (same path as checking all of them, fewer passes over ``X_cand``).
-    cost : ndarray of shape (m,) or None
-        Positive candidate costs (a money budget); ``None`` means unit costs.
-    budget : float, Budget or None
-        The money budget (required with ``cost``), or a :class:`reserve.solvers.Budget`
-        (then ``cost`` is not used); ``None`` means ``k`` cells.
-    boundary : Boundary or None
-        The boundary length of candidate sets (over the candidates, in ``X_cand``'s order).
-    boundary_penalty : float
-        With ``boundary``, the search minimises the QP objective plus ``boundary_penalty``
-        times the selection's boundary length; ``PolishResult.objective`` is that sum.
+        set (same path as checking all of them, fewer passes over ``X_cand``). One scorer.
 
     Returns
     -------
     PolishResult
+        ``w`` of shape (S, d), ``b`` of shape (S,).
+
+    Notes
+    -----
+    One scorer searches with :class:`_OneSet` (costs, the screen, the swap bound), several
+    with :class:`_StackedSets` (one QP per scorer on the shared cells); the choice is made
+    here, from ``constraints.n_species``.
     """
-    m = X_cand.shape[0]
-    if np.ndim(w) == 2:
-        bud = Budget.cells(k, m)
-        sets = _StackedSets(X_lab, y_pm, X_cand, k, C, w, b)
+    constraints.check(Y_pm, X_cand, W, b)
+    bud, term = constraints.budget, constraints.boundary
+    if constraints.n_species == 1:
+        y, C0, n = Y_pm[:, 0], species_weights(C, 0), constraints.n_cells
+        sets = _OneSet(X_lab, y, X_cand, n, C0, W[0], float(b[0]), warm_start, screen)
     else:
-        bud = Budget.resolve(k, m, cost, budget)
-        sets = _OneSet(X_lab, y_pm, X_cand, k, C, w, b, warm_start, screen)
+        sets = _StackedSets(X_lab, Y_pm, X_cand, bud.card, C, W, b)
     pen = None
-    if boundary is not None and boundary_penalty > 0:
-        pen = _Penalty(boundary, boundary_penalty)
+    if term is not None and constraints.boundary_penalty > 0:
+        pen = _Penalty(term, constraints.boundary_penalty)
     out = _search(sets, bud, pen, max_rounds, max_pairs, tol)
-    scr = getattr(sets, "scr", None)
+    out.w, out.b = sets.stack(out.w, out.b)
+    scr = sets.scr
     out.n_refresh = 0 if scr is None else scr.n_refresh
     out.n_full_checks = 0 if scr is None else scr.n_full_checks
-    out.boundary = 0.0 if boundary is None else boundary.length(out.selected_mask)
+    out.boundary = 0.0 if term is None else term.length(out.selected_mask)
     return out
 
 
@@ -686,8 +702,7 @@ def _patch_move(sets, in_S: np.ndarray, res, pen: _Penalty, tol: float):
     sizes = np.bincount(comp)
     if sizes.size < 2:
         return None, 0
-    hint, _ = sets.hint(res, in_S)
-    hint = hint if hint.ndim == 1 else hint.max(axis=1)
+    hint, key = sets.hint(res, in_S)
     current = res.objective + pen.value(in_S)
     target = current - tol * max(1.0, abs(current))
     n_qp = 0
@@ -696,7 +711,7 @@ def _patch_move(sets, in_S: np.ndarray, res, pen: _Penalty, tol: float):
             continue
         keep = in_S.copy()
         keep[sel[comp == c]] = False
-        added = _grow(term, keep, int(sizes[c]), hint)
+        added = _grow(term, keep, int(sizes[c]), key)
         trial = keep.copy()
         trial[added] = True
         extra = pen.value(trial)

@@ -49,8 +49,11 @@ CUTTING_PLANE_MIN_ROWS = 10_000
 
 #: Below ``CUTTING_PLANE_MIN_ROWS``, ``method="auto"`` solves rows of at least this many
 #: columns by the dense interior point (spline maps: 25-30 times faster than Clarabel at 228
-#: columns, docs/algorithm.md), narrower rows by Clarabel (so the linear fits keep their
-#: results bit for bit).
+#: columns, docs/algorithm.md), narrower rows by Clarabel. Both meet the same tolerances and
+#: differ in the last digits; on narrow rows those digits steer the polish and the MIP: with
+#: the dense solver there, the two-species MIP reference run
+#: (``benchmarks/bench_reference.py``, ``two_species_mip``) ends at another local optimum, on
+#: other cells.
 DENSE_MIN_COLUMNS = 65
 
 

@@ -1,9 +1,9 @@
 """The budget a selection must fit: ``k`` cells, or a total cost of the chosen candidates.
 
 One value object carries the budget from the estimator to every solver (feasible direction,
-polish, MIP, branch and bound). The cell budget is the money budget with unit costs and
-``budget = k``: every sum of unit costs is exact in floating point, so both run the same code
-and the cell budget takes exactly the path it always took.
+polish, MIP, branch and bound), inside :class:`reserve.solvers.constraints.Constraints`. The
+cell budget is the money budget with unit costs and ``budget = k``: every sum of unit costs is
+exact in floating point, so both run the same code.
 """
 
 from __future__ import annotations
@@ -63,24 +63,6 @@ class Budget:
         This is the one place that says what "no cost" means.
         """
         return cls(np.ones(m), float(k))
-
-    @classmethod
-    def resolve(
-        cls, k: int | None, m: int, cost: np.ndarray | None = None, budget: object = None
-    ) -> Budget:
-        """The budget of a solver call: ``budget`` itself when it is a :class:`Budget`,
-        else costs ``cost`` and money ``budget``, else (``cost=None``) the cell budget ``k``.
-
-        Examples
-        --------
-        >>> Budget.resolve(3, 5).budget, Budget.resolve(None, 2, [1.0, 2.0], 2.5).budget
-        (3.0, 2.5)
-        """
-        if isinstance(budget, Budget):
-            return budget
-        if cost is None:
-            return cls.cells(k, m)
-        return cls(cost, budget)
 
     def __repr__(self) -> str:
         if self.card is not None and np.all(self.cost == 1.0):

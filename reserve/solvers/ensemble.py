@@ -48,8 +48,8 @@ ENSEMBLES: tuple[str, ...] = ("maps", "none")
 
 #: A member's standardised score is clipped to +- this many standard deviations before the
 #: mean, so that no member's extreme tail (a linear fit extrapolating to candidates unlike
-#: any surveyed cell) decides the top of the ranking alone (docs/algorithm.md, "The forest
-#: joins the default").
+#: any surveyed cell) decides the top of the ranking alone (docs/algorithm.md, "The clipped
+#: mean").
 MEMBER_CLIP: float = 3.0
 
 

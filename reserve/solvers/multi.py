@@ -37,7 +37,7 @@ from sklearn.utils.validation import check_is_fitted
 from reserve.errors import InvalidInputError
 from reserve.solvers._base import canonical_order, feasible_intercepts, top_k
 from reserve.solvers._fd import feasible_direction
-from reserve.solvers._hinge import species_objectives
+from reserve.solvers._hinge import species_objectives, species_weights
 from reserve.solvers._mip import solve_ttk_mip
 from reserve.solvers._polish import polish
 from reserve.solvers._qp import solve_fixed_set
@@ -48,6 +48,7 @@ from reserve.solvers._validation import (
     check_positive_real,
     check_solver_params,
 )
+from reserve.solvers.constraints import Constraints
 from reserve.solvers.ttk import TRIVIAL_SPREAD
 
 __all__ = [
@@ -139,7 +140,7 @@ def _species_weights(class_weight, sample_weight, data: MultiData) -> np.ndarray
 
 
 def _svm_per_species(X_lab, Y_pm, C):
-    Cs = [C if np.ndim(C) == 0 else C[:, s] for s in range(Y_pm.shape[1])]
+    Cs = [species_weights(C, s) for s in range(Y_pm.shape[1])]
     fits = [solve_fixed_set(X_lab, Y_pm[:, s], Cs[s]) for s in range(Y_pm.shape[1])]
     W = np.vstack([r.w for r in fits])
     b = np.array([r.b for r in fits], dtype=np.float64)
@@ -285,11 +286,12 @@ class MultiTTK(_MultiTopKMixin):
         X_lab = data.X[data.labelled[lab_pos]]
         Y_pm = data.Y_pm[lab_pos]
         X_cand = data.X[canonical_order(data.X, data.candidates)]
+        cons = Constraints.cells(k, X_cand.shape[0], n_species=Y_pm.shape[1])
 
         W, b, _ = _svm_per_species(X_lab, Y_pm, C)
         b = feasible_intercepts(X_cand @ W.T, b, k)
         self.init_objective_ = float(species_objectives(W, b, X_lab, Y_pm, C).sum())
-        fd = feasible_direction(X_lab, Y_pm, X_cand, k, C, W, b, max_iter=self.max_iter)
+        fd = feasible_direction(X_lab, Y_pm, X_cand, cons, C, W, b, max_iter=self.max_iter)
         W, b = fd.w, fd.b
         self.fd_objective_ = fd.objective
         self.n_iter_ = fd.n_iter
@@ -297,7 +299,7 @@ class MultiTTK(_MultiTopKMixin):
         history = list(fd.history)
         self.n_swaps_ = 0
         if self.polish:
-            pol = polish(X_lab, Y_pm, X_cand, k, C, W, b)
+            pol = polish(X_lab, Y_pm, X_cand, cons, C, W, b)
             # The polish starts from FD's own set, so it cannot be worse; keep FD's point if
             # the QP solver's rounding made it so by a hair.
             if pol.objective <= fd.objective:
@@ -306,9 +308,17 @@ class MultiTTK(_MultiTopKMixin):
             self.n_swaps_ = pol.n_swaps
         self.status_ = "local"
         if self.solver == "mip":
-            res = solve_ttk_mip(X_lab, Y_pm, X_cand, k, C, warm_start=(W, b),
-                                time_limit=float(self.time_limit), mip_gap=float(self.mip_gap),
-                                threads=int(self.threads))  # fmt: skip
+            res = solve_ttk_mip(
+                X_lab,
+                Y_pm,
+                X_cand,
+                cons,
+                C,
+                warm_start=(W, b),
+                time_limit=float(self.time_limit),
+                mip_gap=float(self.mip_gap),
+                threads=int(self.threads),
+            )
             W, b = res.w, res.b
             self.status_ = res.status
             self.bound_ = res.bound

@@ -2,7 +2,10 @@
 
 Method names are the ``reserve select --method`` spellings (``ttk``, ``ttk-mip``, ...); the
 paper's column names (``TTK-FD``, ``TTK-MIP``, ...) are aliases of the same entries, so the
-benchmarks and the command line build exactly the same estimators.
+benchmarks and the command line build exactly the same estimators. What each method supports
+is declared once, in :data:`reserve.methods.CAPABILITIES` (re-exported here); the registry
+refuses what a method does not declare, and :func:`chosen_C` reports the C a fitted
+estimator used.
 """
 
 from __future__ import annotations
@@ -10,18 +13,27 @@ from __future__ import annotations
 from typing import Any
 
 from reserve.errors import InvalidInputError
-
-#: Method names, in the order the command line lists them.
-METHODS: tuple[str, ...] = (
-    "ttk",
-    "ttk-mip",
-    "ttk-bnb",
-    "svm",
-    "tsvm",
-    "svmperf",
-    "toppush",
-    "aatp",
+from reserve.methods import (
+    CAPABILITIES,
+    METHODS,
+    Capabilities,
+    capabilities,
+    check_model,
+    methods_with,
+    quoted,
 )
+
+__all__ = [
+    "CAPABILITIES",
+    "METHODS",
+    "PAPER_NAMES",
+    "TTK_METHODS",
+    "Capabilities",
+    "canonical_method",
+    "capabilities",
+    "chosen_C",
+    "make_estimator",
+]
 
 #: The paper's column names and the method each one is.
 PAPER_NAMES: dict[str, str] = {
@@ -34,8 +46,9 @@ PAPER_NAMES: dict[str, str] = {
     "AATP": "aatp",
 }
 
-#: Methods that solve TTK (they take a money budget, a time limit and a seed).
-TTK_METHODS: frozenset[str] = frozenset({"ttk", "ttk-mip", "ttk-bnb"})
+#: Methods that take a money budget themselves (TTK's knapsack), as declared in
+#: :data:`CAPABILITIES`.
+TTK_METHODS: frozenset[str] = frozenset(methods_with("money_budget"))
 
 
 def canonical_method(name: str) -> str:
@@ -85,10 +98,12 @@ def make_estimator(
     C : float, default=1.0
         Loss weight.
     budget : float or None, default=None
-        A money budget; TTK methods only (the baselines are walked within it by the caller).
+        A money budget, for the methods declaring ``money_budget`` (the others rank the
+        cells, and the caller walks the ranking within the budget).
     n_species : int, default=1
-        With more than one: :class:`~reserve.solvers.MultiTTK` (``ttk``, ``ttk-mip``) or
-        :class:`~reserve.solvers.MultiSVM` (``svm``).
+        With more than one (methods declaring ``several_species``):
+        :class:`~reserve.solvers.MultiSVM` when the species' scores are summed, else
+        :class:`~reserve.solvers.MultiTTK`.
     random_state : int or None, default=None
         Seed of the TTK methods.
     time_limit : float, default=60.0
@@ -98,9 +113,10 @@ def make_estimator(
     polish : bool, default=True
         Whether ``ttk`` polishes FD's solution (``False`` is the cheap CV estimator).
     model : str, default="linear"
-        Feature map of ``ttk``: ``"linear"`` is the paper's TTK; ``"auto"`` or a map of
-        :data:`reserve.solvers.features.FEATURE_MAPS` gives :class:`~reserve.solvers.AutoTTK`
-        (``"auto"`` compares :data:`~reserve.solvers.auto.AUTO_MODELS` by cross-validation).
+        Feature map of a method declaring ``feature_maps``: ``"linear"`` is the paper's TTK;
+        ``"auto"`` or a map of :data:`reserve.methods.FEATURE_MAPS` gives
+        :class:`~reserve.solvers.AutoTTK` (``"auto"`` compares
+        :data:`~reserve.solvers.auto.AUTO_MODELS` by cross-validation).
     Cs : tuple of float or None, default=None
         With ``model != "linear"``: the values of ``C`` compared (default
         :data:`~reserve.solvers.auto.AUTO_CS`; ``C`` is then not used).
@@ -117,70 +133,194 @@ def make_estimator(
     estimator
         An sklearn estimator with ``fit(X, y)`` and ``selected_``.
 
+    Raises
+    ------
+    InvalidInputError
+        An unknown method or model, or what the method does not declare (a money budget,
+        several species, a feature map; see :data:`CAPABILITIES`).
+
     Examples
     --------
     >>> make_estimator("TTK-FD", k=5, C=2.0, random_state=0)
     TTK(C=2.0, k=5, random_state=0)
     """
-    method = canonical_method(name)
+    method, model = canonical_method(name), check_model(model)
+    _check_asked(method, capabilities(method), budget=budget, n_species=n_species, model=model)
     if model != "linear":
-        return _auto(method, model, k=k, C=C, Cs=Cs, budget=budget, n_species=n_species,
-                     random_state=random_state, n_jobs=n_jobs,
-                     effort_columns=effort_columns)  # fmt: skip
-    return _linear(method, k=k, C=C, budget=budget, n_species=n_species,
-                   random_state=random_state, time_limit=time_limit,
-                   fit_time_limit=fit_time_limit, polish=polish)  # fmt: skip
-
-
-def _linear(method: str, *, k: int, C: float, budget: float | None, n_species: int,
-            random_state: int | None, time_limit: float, fit_time_limit: float | None,
-            polish: bool) -> Any:  # fmt: skip
-    """The paper's linear estimator of ``method`` (several species: MultiTTK / MultiSVM)."""
-    from reserve.solvers.aatp import AATP
-    from reserve.solvers.multi import MultiSVM, MultiTTK
-    from reserve.solvers.svm import SVM
-    from reserve.solvers.svmperf import SVMPerf
-    from reserve.solvers.toppush import TopPush
-    from reserve.solvers.tsvm import TSVM
-    from reserve.solvers.ttk import TTK
-
+        return _auto(
+            model,
+            k=k,
+            Cs=Cs,
+            budget=budget,
+            random_state=random_state,
+            n_jobs=n_jobs,
+            effort_columns=effort_columns,
+        )
     if n_species > 1:
-        if method == "svm":
-            return MultiSVM(k=k, C=C)
-        solver = "fd" if method == "ttk" else "mip"
-        return MultiTTK(k=k, C=C, solver=solver, time_limit=time_limit, random_state=random_state)
+        return _several_species(method, k=k, C=C, time_limit=time_limit, random_state=random_state)
     # budget= only when given, so a cell-budget run builds the same estimator as always
     money = {} if budget is None else {"budget": budget}
-    if method == "ttk":
-        return TTK(k=k, C=C, solver="fd", polish=polish, random_state=random_state, **money)
-    if method in ("ttk-mip", "ttk-bnb"):
-        exact = "bnb" if method == "ttk-bnb" else "auto"
-        return TTK(k=k, C=C, solver="mip", mip_solver=exact, time_limit=time_limit,
-                   random_state=random_state, **money)  # fmt: skip
-    if method == "tsvm":
-        return TSVM(k=k, C=C, max_time=fit_time_limit)
-    cls = {"svm": SVM, "svmperf": SVMPerf, "toppush": TopPush, "aatp": AATP}
-    return cls[method](k=k, C=C)
+    return _ONE_SPECIES[method](
+        k=k,
+        C=C,
+        random_state=random_state,
+        time_limit=time_limit,
+        fit_time_limit=fit_time_limit,
+        polish=polish,
+        **money,
+    )
 
 
-def _auto(method: str, model: str, *, k: int, C: float, Cs: tuple[float, ...] | None,
-          budget: float | None, n_species: int, random_state: int | None,
-          n_jobs: int | None = None,
-          effort_columns: tuple[int, ...] | None = None) -> Any:  # fmt: skip
+def _check_asked(
+    method: str, caps: Capabilities, *, budget: float | None, n_species: int, model: str
+) -> None:
+    """Refuse what ``method`` does not declare: a money budget, several species, a map."""
+    asked = (
+        ("money_budget", budget is not None, f"budget={budget!r} (a money budget)"),
+        ("several_species", n_species > 1, f"n_species={n_species}"),
+        ("feature_maps", model != "linear", f"model={model!r}"),
+    )
+    for capability, wanted, what in asked:
+        if wanted and not getattr(caps, capability):
+            raise InvalidInputError(
+                f"{what} needs method {quoted(methods_with(capability))} (received method "
+                f"{method!r}); pass one of those methods"
+            )
+    if n_species > 1 and (model != "linear" or budget is not None):
+        what = f"model={model!r}" if model != "linear" else f"budget={budget!r} (money)"
+        raise InvalidInputError(
+            f"{what} is for one species (received n_species={n_species}); pass model "
+            "'linear' and a number of cells for several species"
+        )
+
+
+def _ttk(**kw: Any) -> Any:
+    from reserve.solvers.ttk import TTK
+
+    return TTK(
+        k=kw["k"],
+        C=kw["C"],
+        solver="fd",
+        polish=kw["polish"],
+        random_state=kw["random_state"],
+        **_money(kw),
+    )
+
+
+def _ttk_exact(mip_solver: str) -> Any:
+    def build(**kw: Any) -> Any:
+        from reserve.solvers.ttk import TTK
+
+        return TTK(
+            k=kw["k"],
+            C=kw["C"],
+            solver="mip",
+            mip_solver=mip_solver,
+            time_limit=kw["time_limit"],
+            random_state=kw["random_state"],
+            **_money(kw),
+        )
+
+    return build
+
+
+def _money(kw: dict[str, Any]) -> dict[str, Any]:
+    return {"budget": kw["budget"]} if "budget" in kw else {}
+
+
+def _tsvm(**kw: Any) -> Any:
+    from reserve.solvers.tsvm import TSVM
+
+    return TSVM(k=kw["k"], C=kw["C"], max_time=kw["fit_time_limit"])
+
+
+def _baseline(module: str, name: str) -> Any:
+    def build(**kw: Any) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(k=kw["k"], C=kw["C"])
+
+    return build
+
+
+#: How each method's one-species estimator is built (keyword arguments of make_estimator).
+_ONE_SPECIES = {
+    "ttk": _ttk,
+    "ttk-mip": _ttk_exact("auto"),
+    "ttk-bnb": _ttk_exact("bnb"),
+    "svm": _baseline("reserve.solvers.svm", "SVM"),
+    "tsvm": _tsvm,
+    "svmperf": _baseline("reserve.solvers.svmperf", "SVMPerf"),
+    "toppush": _baseline("reserve.solvers.toppush", "TopPush"),
+    "aatp": _baseline("reserve.solvers.aatp", "AATP"),
+}
+
+
+def _several_species(
+    method: str, *, k: int, C: float, time_limit: float, random_state: int | None
+) -> Any:
+    """MultiSVM (a ranking by the summed scores) or MultiTTK (FD, or the exact MIP)."""
+    from reserve.solvers.multi import MultiSVM, MultiTTK
+
+    caps = CAPABILITIES[method]
+    if caps.species_score == "sum":
+        return MultiSVM(k=k, C=C)
+    solver = "mip" if caps.exact else "fd"
+    return MultiTTK(k=k, C=C, solver=solver, time_limit=time_limit, random_state=random_state)
+
+
+def _auto(
+    model: str,
+    *,
+    k: int,
+    Cs: tuple[float, ...] | None,
+    budget: float | None,
+    random_state: int | None,
+    n_jobs: int | None = None,
+    effort_columns: tuple[int, ...] | None = None,
+) -> Any:
     """:class:`~reserve.solvers.AutoTTK` for ``model`` (a feature map, or ``"auto"``)."""
     from reserve.solvers.auto import AUTO_CS, AUTO_MODELS, AutoTTK
-    from reserve.solvers.features import FEATURE_MAPS
 
-    if model != "auto" and model not in FEATURE_MAPS:
-        raise InvalidInputError(
-            f"model={model!r} is not a model; choose from auto, {', '.join(FEATURE_MAPS)}"
-        )
-    if method != "ttk" or n_species > 1:
-        raise InvalidInputError(
-            f"model={model!r} needs method 'ttk' and one species (received method {method!r}, "
-            f"{n_species} species); pass model 'linear' for the other methods"
-        )
     models = AUTO_MODELS if model == "auto" else (model,)
-    return AutoTTK(k=k, budget=budget, models=models, Cs=tuple(Cs) if Cs else AUTO_CS,
-                   random_state=random_state, n_jobs=n_jobs,
-                   effort_columns=effort_columns)  # fmt: skip
+    return AutoTTK(
+        k=k,
+        budget=budget,
+        models=models,
+        Cs=tuple(Cs) if Cs else AUTO_CS,
+        random_state=random_state,
+        n_jobs=n_jobs,
+        effort_columns=effort_columns,
+    )
+
+
+def chosen_C(estimator: Any, source: str = "given") -> tuple[float, str]:
+    """The C a fitted estimator selected with, and how it was chosen.
+
+    An estimator that searches C itself (a feature map's cross-validation: ``best_params_``)
+    reports the C it chose, ``"cv"`` when it compared several values and ``"given"`` when it
+    was given one; any other estimator reports its own ``C`` with ``source`` (``"given"``,
+    or ``"cv"`` when the caller chose it by cross-validation before the fit).
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted estimator of :func:`make_estimator`.
+    source : str, default="given"
+        How the C of an estimator without its own search was chosen.
+
+    Returns
+    -------
+    C : float
+    source : str
+
+    Examples
+    --------
+    >>> chosen_C(make_estimator("svm", k=3, C=2.0))
+    (2.0, 'given')
+    """
+    best = getattr(estimator, "best_params_", None)
+    if best is None:
+        return float(estimator.C), source
+    searched = {p["C"] for p in estimator.cv_results_["params"]}
+    return float(best["C"]), "cv" if len(searched) > 1 else "given"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -24,6 +25,7 @@ from reserve.solvers._validation import (
 )
 from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
+from reserve.solvers.constraints import Constraints
 from reserve.solvers.svm import shifted_intercept_budget
 
 __all__ = [
@@ -90,13 +92,7 @@ def best_intercept(margins: np.ndarray, y_pm: np.ndarray, c: object = 1.0) -> fl
 
 
 def shifted_svm_start(
-    X_lab: np.ndarray,
-    y_pm: np.ndarray,
-    X_cand: np.ndarray,
-    k: int,
-    C: float,
-    cost: np.ndarray | None = None,
-    budget: float | Budget | None = None,
+    X_lab: np.ndarray, y_pm: np.ndarray, X_cand: np.ndarray, budget: Budget, C: float
 ) -> tuple[np.ndarray, float, float]:
     """The paper's starting point: a true-hinge SVM with ``b`` shifted to the k-constraint.
 
@@ -107,19 +103,20 @@ def shifted_svm_start(
     positive and the (k+1)-th sits on the boundary; if the SVM itself already marks fewer than
     ``k + 1`` candidates positive it is left unshifted, being optimal for the relaxed problem.
 
-    With a money budget (``cost``, ``budget``; ``k`` unused) the shift is to the score of the
-    first candidate, in decreasing score order, whose cumulative cost breaks the budget
-    (:func:`reserve.solvers.svm.shifted_intercept_budget`); unit costs and ``budget = k`` give
-    the same ``b`` as above, bit for bit.
+    ``budget`` (a :class:`reserve.solvers.Budget` over the candidates) says what "at most k"
+    means: with costs the shift is to the score of the first candidate, in decreasing score
+    order, whose cumulative cost breaks the budget
+    (:func:`reserve.solvers.svm.shifted_intercept_budget`); ``Budget.cells(k, m)`` gives the
+    (k+1)-th largest score above.
 
     Returns
     -------
     w, b : the start
     b_svm : the SVM's own intercept
     """
-    bud = Budget.resolve(k, X_cand.shape[0], cost, budget)
     svm = solve_fixed_set(X_lab, y_pm, C)
-    return svm.w, shifted_intercept_budget(svm.b, X_cand @ svm.w, bud.cost, bud.budget), svm.b
+    b = shifted_intercept_budget(svm.b, X_cand @ svm.w, budget.cost, budget.budget)
+    return svm.w, b, svm.b
 
 
 class TTK(TopKClassifierMixin):
@@ -191,7 +188,7 @@ class TTK(TopKClassifierMixin):
         :meth:`fit`, a :class:`reserve.solvers.Boundary`) to the objective, as Marxan's
         boundary length modifier; the transductive constraint is unchanged. The polish (or
         the exact solver: SCIP, or ``mip_solver="bnb"``; not Gurobi) minimises the sum; FD
-        does not see it. 0 leaves the fit as it was.
+        does not see it. 0: no boundary term.
     ladder : {"none", "mean"}, default="none"
         ``"mean"``: the scorer is the mean of the TTK fits (each FD + polish from the shifted
         SVM) at ``k`` and at the budgets of the ladder 1, 2, 4, 8, ... that bracket ``k``
@@ -393,19 +390,22 @@ class TTK(TopKClassifierMixin):
         self._term = self._check_boundary(boundary, data.X.shape[0], cand_rows)
         y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
 
-        w, b, b_svm = shifted_svm_start(X_lab, y_pm, X_cand, 0, C, budget=b_solve)
-        # With costs k only sizes working sets: about as many candidates as the start buys.
-        k = data.k if cost is None else int(b_solve.select(X_cand @ w + b).size)
+        w, b, b_svm = shifted_svm_start(X_lab, y_pm, X_cand, b_solve, C)
+        # With unequal costs the selection's size is about what the start buys.
+        bought = None if b_solve.card is not None else int(b_solve.select(X_cand @ w + b).size)
+        lam = float(self.boundary_penalty)
+        cons = Constraints(b_solve, 1, self._term, lam, bought)
+        k = cons.n_cells
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
         laddered = self.ladder == "mean" and self.solver == "fd"
         if laddered and cost is None and not self.boundary_penalty:
-            w, b, history = self._ladder_mean((X_lab, y_pm, X_cand, k, C), (w, b, b_svm), b_solve)
+            w, b, history = self._ladder_mean((X_lab, y_pm, X_cand, cons, C), (w, b, b_svm))
         else:
-            w, b, history = self._fit_local(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
+            w, b, history = self._fit_local(X_lab, y_pm, X_cand, cons, C, w, b)
             self.ladder_budgets_ = (k,)
         self.status_ = "local"
         if self.solver == "mip":
-            w, b = self._fit_mip(X_lab, y_pm, X_cand, k, C, w, b, b_solve)
+            w, b = self._fit_mip(X_lab, y_pm, X_cand, cons, C, w, b)
         self.coef_ = np.asarray(w, dtype=np.float64)
         self.intercept_ = float(b)
         self.objective_ = hinge_objective(self.coef_, self.intercept_, X_lab, y_pm, C)
@@ -488,28 +488,29 @@ class TTK(TopKClassifierMixin):
         self.boundary_length_ = term.length(in_S)
         self.objective_ += lam * self.boundary_length_
 
-    def _ladder_mean(self, problem: tuple, start: tuple, bud: Budget) -> tuple:
+    def _ladder_mean(self, problem: tuple, start: tuple) -> tuple:
         """``ladder="mean"``: the mean of the fits at ``k`` and its ladder budgets.
 
-        ``problem`` is ``(X_lab, y_pm, X_cand, k, C)``, ``start`` the shifted SVM at ``k``
-        ``(w, b, b_svm)`` (``b_svm`` the unshifted intercept). The fits are independent and
-        share ``n_jobs`` processors. Returns ``(w, b, history)``; the attributes FD and the
-        polish set (``fd_objective_``, ``n_iter_``, ...) and the history are those of the fit
-        at ``k``, which is returned as it is when no other budget is on the ladder.
+        ``problem`` is ``(X_lab, y_pm, X_cand, constraints, C)`` (a cell budget of ``k``),
+        ``start`` the shifted SVM at ``k`` ``(w, b, b_svm)`` (``b_svm`` the unshifted
+        intercept). The fits are independent and share ``n_jobs`` processors. Returns
+        ``(w, b, history)``; the attributes FD and the polish set (``fd_objective_``,
+        ``n_iter_``, ...) and the history are those of the fit at ``k``, which is returned as
+        it is when no other budget is on the ladder.
         """
-        X_lab, y_pm, X_cand, k, C = problem
+        X_lab, y_pm, X_cand, cons, C = problem
         w_svm, b_k, b_svm = start
-        m = X_cand.shape[0]
-        tasks, budgets = [(k, w_svm, b_k, bud)], [k]
+        k, m = cons.n_cells, X_cand.shape[0]
+        tasks, budgets = [(cons, b_k)], [k]
         for rung in ladder_budgets(k, m):
             if rung != k:
                 rb = Budget.cells(rung, m)
                 b0 = shifted_intercept_budget(b_svm, X_cand @ w_svm, rb.cost, rb.budget)
-                tasks.append((rung, w_svm, b0, rb))
+                tasks.append((replace(cons, budget=rb), b0))
                 budgets.append(rung)
         jobs = effective_n_jobs(self.n_jobs)
-        fits = fork_map(self._fit_local_state, [(X_lab, y_pm, X_cand, kr, C, w0, b0, rb)
-                                                for kr, w0, b0, rb in tasks], jobs)  # fmt: skip
+        problems = [(X_lab, y_pm, X_cand, rc, C, w_svm, b0) for rc, b0 in tasks]
+        fits = fork_map(self._fit_local_state, problems, jobs)
         (w, b, history), state = fits[0]
         for name, value in state.items():
             setattr(self, name, value)
@@ -518,6 +519,7 @@ class TTK(TopKClassifierMixin):
             return w, b, history
         w = np.mean([fit[0][0] for fit in fits], axis=0)
         b = best_intercept(X_lab @ w, y_pm, C)
+        bud = cons.budget
         return w, shifted_intercept_budget(b, X_cand @ w, bud.cost, bud.budget), history
 
     def _fit_local_state(self, *problem) -> tuple:
@@ -529,38 +531,53 @@ class TTK(TopKClassifierMixin):
             out = self._fit_local(*problem)
         return out, {name: getattr(self, name) for name in _LOCAL_STATE}
 
-    def _fd(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
+    def _fd(self, X_lab, y_pm, X_cand, cons, C, w, b):
         """The feasible-direction method from ``(w, b)`` with this TTK's settings."""
         return feasible_direction(
-            X_lab, y_pm, X_cand, k, C, w, b,
-            max_iter=self.max_iter, step_shrink=self.step_shrink,
-            boundary_rtol=self.boundary_rtol, tol=self.tol, budget=bud,
-        )  # fmt: skip
+            X_lab,
+            y_pm[:, None],
+            X_cand,
+            cons,
+            C,
+            w[None, :],
+            np.array([b], dtype=np.float64),
+            max_iter=self.max_iter,
+            step_shrink=self.step_shrink,
+            boundary_rtol=self.boundary_rtol,
+            tol=self.tol,
+        )
 
-    def _fit_local(self, X_lab, y_pm, X_cand, k, C, w, b, bud):
+    def _fit_local(self, X_lab, y_pm, X_cand, cons, C, w, b):
         """Feasible direction from ``(w, b)``, then the polish; ``(w, b, history)``."""
-        fd = self._fd(X_lab, y_pm, X_cand, k, C, w, b, bud)
-        w, b = fd.w, fd.b
+        fd = self._fd(X_lab, y_pm, X_cand, cons, C, w, b)
+        w, b = fd.w[0], float(fd.b[0])
         self.fd_objective_ = fd.objective
         self.n_iter_ = fd.n_iter
         self.stop_reason_ = fd.stop_reason
         history = list(fd.history)
         self.n_swaps_ = 0
-        term, lam = self._term, float(self.boundary_penalty)
-        self._chosen = None if term is None else bud.select(X_cand @ w + b)
+        term, lam = cons.boundary, cons.boundary_penalty
+        self._chosen = None if term is None else cons.budget.select(X_cand @ w + b)
         if self.polish:
             pol = polish(
-                X_lab, y_pm, X_cand, k, C, w, b,
-                max_rounds=self.polish_max_rounds, max_pairs=self.polish_pairs, tol=self.tol,
-                budget=bud, boundary=term, boundary_penalty=lam,
-            )  # fmt: skip
+                X_lab,
+                y_pm[:, None],
+                X_cand,
+                cons,
+                C,
+                w[None, :],
+                np.array([b], dtype=np.float64),
+                max_rounds=self.polish_max_rounds,
+                max_pairs=self.polish_pairs,
+                tol=self.tol,
+            )
             fd_total = fd.objective
             if term is not None and lam > 0:
                 fd_total += lam * term.length(np.isin(np.arange(term.m), self._chosen))
             # The polish starts from the FD point's own set, so it cannot be worse; keep FD's
             # point if the QP solver's rounding made it so by a hair.
             if pol.objective <= fd_total:
-                w, b = pol.w, pol.b
+                w, b = pol.w[0], float(pol.b[0])
                 history.extend(pol.history[1:])
                 self._chosen = pol.selected if term is not None else None
             self.n_swaps_ = pol.n_swaps
@@ -571,31 +588,30 @@ class TTK(TopKClassifierMixin):
         X_lab: np.ndarray,
         y_pm: np.ndarray,
         X_cand: np.ndarray,
-        k: int,
+        cons: Constraints,
         C: float,
         w: np.ndarray,
         b: float,
-        budget: Budget,
     ) -> tuple[np.ndarray, float]:
         from reserve.solvers._mip import solve_ttk_mip
 
-        if self._term is not None and self.boundary_penalty > 0:
-            return self._fit_boundary_mip(X_lab, y_pm, X_cand, C, w, b, budget)
+        start = (w[None, :], np.array([b], dtype=np.float64))
+        if cons.boundary is not None and cons.boundary_penalty > 0:
+            return self._fit_boundary_mip(X_lab, y_pm, X_cand, cons, C, start)
         res = solve_ttk_mip(
             X_lab,
-            y_pm,
+            y_pm[:, None],
             X_cand,
-            k,
+            cons,
             C,
-            warm_start=(w, b),
+            warm_start=start,
             time_limit=float(self.time_limit),
             mip_gap=float(self.mip_gap),
             threads=int(self.threads),
             solver=self.mip_solver,
-            budget=budget,
         )
         self._record_mip(res)
-        return res.w, res.b
+        return res.w[0], float(res.b[0])
 
     def _record_mip(self, res: object) -> None:
         self.status_ = res.status
@@ -605,15 +621,14 @@ class TTK(TopKClassifierMixin):
         self.mip_solver_ = res.solver
         self.mip_runtime_ = res.runtime
 
-    def _fit_boundary_mip(self, X_lab, y_pm, X_cand, C, w, b, budget):
+    def _fit_boundary_mip(self, X_lab, y_pm, X_cand, cons, C, start):
         """The exact fit with the boundary penalty (SCIP, or the branch and bound), from the
-        polish's set."""
+        polish's set; ``start`` is ``(w[None], [b])``."""
         from reserve.solvers._mip_boundary import solve_boundary_bnb, solve_boundary_mip
 
         solve = solve_boundary_bnb if self.mip_solver == "bnb" else solve_boundary_mip
-        res = solve(X_lab, y_pm, X_cand, budget, C, self._term, float(self.boundary_penalty),
-                    (w, b), self._chosen, float(self.time_limit),
-                    float(self.mip_gap))  # fmt: skip
+        limits = float(self.time_limit), float(self.mip_gap)
+        res = solve(X_lab, y_pm[:, None], X_cand, cons, C, start, self._chosen, *limits)
         self._record_mip(res)
         self._chosen = res.selected
-        return res.w, res.b
+        return res.w[0], float(res.b[0])
