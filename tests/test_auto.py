@@ -504,3 +504,23 @@ def test_map_winners_keep_the_maps_within_one_standard_error(spline_folds, joins
     grid = [("linear", 1.0, "auto"), ("spline", 1.0, "auto")]
     scores = np.array([[0.5, 0.5, 0.5], spline_folds])
     assert map_winners(grid, scores, 0) == ([0, 1] if joins else [0])
+
+
+def test_the_tie_at_the_cut_is_broken_once_by_the_one_rule():
+    # Oracle: the ranking by score level then secondary score, the cut's tie re-chosen by
+    # reserve.solvers.ties.break_cutoff_ties seeded with random_state; the selection's tables
+    # report cutoff_ties_ and do not break it again.
+    X, y = _rare_positives(0)
+    cand = np.flatnonzero(y == -1)
+    X[cand[1:30:2]] = X[cand[0:30:2]]  # 15 pairs of twin candidates: equal forest scores too
+    est = AutoTTK(k=6, models=("linear",), Cs=(1.0,), class_weight=None, random_state=4)
+    est.fit(X, y)
+    s, sec = est.candidate_scores_, est.secondary_scores_
+    order = ties.rank_with_ties(s, sec)
+    pick, runners, cut = ties.break_cutoff_ties(s, np.arange(s.size), order[:6], sec, 4)
+    np.testing.assert_array_equal(est.selected_, cand[pick])
+    assert est.cutoff_ties_ == cut and cut.flat and cut.n_tied == s.size
+    first = np.concatenate([pick, runners])
+    np.testing.assert_array_equal(np.argsort(est.candidate_rank_)[: first.size], first)
+    # the 6th and 7th best secondary scores are twins: one place, drawn between them
+    assert cut.n_tied_chosen == 6 and cut.n_drawn == 1 and runners[0] in order[5:7]
