@@ -4,6 +4,8 @@ Within the labelled rows, each run splits the rows into two stratified folds; th
 is fitted on one fold with the other fold's rows as candidates (``y == -1``) and a budget of
 ``k_fraction`` of them, and scored by the precision of its selection. Five repeats of 2-fold
 give ten scores per ``C``; the ``C`` with the highest mean wins (the first listed on ties).
+It is :class:`reserve.solvers.TransductiveSearchCV` over the grid of ``C``, with the paper's
+fold budget (:func:`reserve.solvers.fold_k`, rule ``"share"``).
 """
 
 from __future__ import annotations
@@ -11,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
-from sklearn.model_selection import StratifiedKFold
 
 from reserve.errors import InvalidInputError, SolverError
-from reserve.solvers import at_standard_effort, check_transductive
+from reserve.solvers import TransductiveSearchCV, TransductiveSplit, check_transductive
+from reserve.solvers.search import fold_scores
 
 __all__ = ["PAPER_CS", "CSelection", "select_C", "select_and_fit"]
 
@@ -48,45 +49,12 @@ class CSelection:
     n_limited: int = 0
 
 
-def _time_limited(est: BaseEstimator) -> bool:
-    if getattr(est, "stop_reason_", None) == "max_time":
-        return True
-    status = getattr(est, "status_", None)
-    return status is not None and status not in ("local", "optimal")
-
-
 def _check_int(value: object, name: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
         raise InvalidInputError(
             f"{name} must be an integer >= {low}; received {value!r}. Pass e.g. {name}={low}."
         )
     return int(value)
-
-
-def _run_one(
-    estimator: BaseEstimator,
-    X: np.ndarray,
-    y: np.ndarray,
-    train: np.ndarray,
-    held: np.ndarray,
-    Cs: tuple[float, ...],
-    k_fraction: float,
-) -> tuple[np.ndarray, int]:
-    Xcv = np.vstack([X[train], X[held]])
-    ycv = np.concatenate([y[train], -np.ones(held.size, dtype=np.int64)])
-    k = max(1, round(k_fraction * held.size))
-    y_held = y[held]
-    out = np.full(len(Cs), np.nan)
-    n_limited = 0
-    for i, C in enumerate(Cs):
-        est = clone(estimator).set_params(C=C, k=k)
-        try:
-            est.fit(Xcv, ycv)
-        except SolverError:
-            continue
-        out[i] = float(y_held[est.selected_ - train.size].mean())
-        n_limited += _time_limited(est)
-    return out, n_limited
 
 
 def _check_grid(
@@ -105,10 +73,8 @@ def _check_grid(
     return n_repeats, n_folds, Cs
 
 
-def _cv_folds(
-    Xl: np.ndarray, yl: np.ndarray, n_folds: int, n_repeats: int, random_state: int | None
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train, held-out) row indices of every fold of every repeat, stratified by class."""
+def _check_classes(yl: np.ndarray, n_folds: int) -> None:
+    """Refuse labelled rows with fewer than ``n_folds`` rows of a class."""
     counts = np.bincount(yl, minlength=2)
     if counts.min() < n_folds:
         raise InvalidInputError(
@@ -116,13 +82,12 @@ def _cv_folds(
             f"received {counts[0]} negatives and {counts[1]} positives. Add labelled rows "
             "or pass a fixed C."
         )
-    seeds = np.random.SeedSequence(random_state).generate_state(n_repeats)
-    tasks = []
-    for seed in seeds:
-        skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=int(seed))
-        for train, held in skf.split(Xl, yl):
-            tasks.append((train, held))
-    return tasks
+
+
+def _best_complete(cv_results: dict) -> int:
+    """The point with the best mean over all folds; a point with a failed fold never wins."""
+    means = fold_scores(cv_results).mean(axis=1)
+    return 0 if np.isnan(means).all() else int(np.nanargmax(means))
 
 
 def select_C(
@@ -156,7 +121,7 @@ def select_C(
     random_state : int or None
         Seed of the fold assignment; the same seed gives the same folds and result.
     n_jobs : int or None
-        Parallel runs (joblib); one task per (repeat, fold).
+        Processors the folds share (:class:`reserve.solvers.TransductiveSearchCV`).
     effort_columns : tuple of int
         Columns of ``X`` holding survey effort covariates: each held-out fold, which plays
         the candidates, is scored at the standard effort (the median of the fold's training
@@ -183,28 +148,32 @@ def select_C(
         )
     data = check_transductive(X, y, 1)
     n_repeats, n_folds, Cs = _check_grid(n_repeats, n_folds, k_fraction, Cs)
-    Xl = data.X[data.labelled]
-    yl = data.y[data.labelled]
-    tasks = _cv_folds(Xl, yl, n_folds, n_repeats, random_state)
-    cols = np.asarray(effort_columns, dtype=np.int64).reshape(-1)
-
-    def rows(tr: np.ndarray, he: np.ndarray) -> np.ndarray:  # held-out rows play candidates
-        return at_standard_effort(Xl, tr, he, cols) if cols.size else Xl
-
-    runs = Parallel(n_jobs=n_jobs)(
-        delayed(_run_one)(estimator, rows(tr, he), yl, tr, he, Cs, float(k_fraction))
-        for tr, he in tasks
+    _check_classes(data.y[data.labelled], n_folds)
+    split = TransductiveSplit(
+        n_splits=n_folds,
+        n_repeats=n_repeats,
+        k=float(k_fraction),
+        rule="share",
+        effort_columns=effort_columns,
+        random_state=random_state,
     )
-    scores = np.column_stack([r[0] for r in runs])
+    search = TransductiveSearchCV(
+        estimator, {"C": Cs}, split, choose=_best_complete, n_jobs=n_jobs
+    ).fit(data.X, data.y)
+    scores = fold_scores(search.cv_results_)
     means = scores.mean(axis=1)
     if np.isnan(means).all():
         raise SolverError(
             f"every cross-validation fit of {type(estimator).__name__} failed for every C in "
             f"{Cs}; standardise the features or change the grid."
         )
-    best = int(np.nanargmax(means))
-    n_limited = sum(r[1] for r in runs)
-    return CSelection(best_C=Cs[best], Cs=Cs, scores=scores, mean_scores=means, n_limited=n_limited)
+    return CSelection(
+        best_C=Cs[search.best_index_],
+        Cs=Cs,
+        scores=scores,
+        mean_scores=means,
+        n_limited=search.n_limited_,
+    )
 
 
 def select_and_fit(

@@ -33,6 +33,7 @@ from reserve.grid import cell_locations
 from reserve.methods import capabilities
 from reserve.occupancy import LinkAverage
 from reserve.signal import CutoffTies, Verdict, assess_signal, break_cutoff_ties
+from reserve.solvers.ties import tie_width
 
 __all__ = ["LOCATION_COLUMNS", "FitOutcome", "SelectionResult", "build_result"]
 
@@ -186,7 +187,8 @@ def _order(
 ) -> tuple[np.ndarray, np.ndarray, CutoffTies]:
     """The selected cells (locked-in first, by score, then the estimator's order), the rank
     order of every ranked cell (the selected, then the other candidates by score) and the tie
-    at the budget's cut (broken by :func:`reserve.signal.break_cutoff_ties`)."""
+    at the budget's cut: the estimator's ``cutoff_ties_`` when it broke its ties itself, else
+    broken here by :func:`reserve.signal.break_cutoff_ties`."""
     rows = problem.rows
     cand_rows = rows[fit.estimator.candidates_]
     sel_rows = rows[fit.picked] if problem.k_free else np.zeros(0, dtype=np.int64)
@@ -195,13 +197,12 @@ def _order(
     runners, ties = np.zeros(0, dtype=np.int64), CutoffTies()
     if problem.cost is None and sel_rows.size and not fit.boundary_penalty:
         # a cell budget without a boundary penalty: the selection is a top-k
-        secondary = getattr(fit.estimator, "secondary_scores_", None)
-        if secondary is not None:
-            secondary_rows = np.full(len(problem.X), np.nan)
-            secondary_rows[cand_rows] = secondary
-            secondary = secondary_rows
-        free = np.sort(np.setdiff1d(cand_rows, in_rows))
-        sel_rows, runners, ties = break_cutoff_ties(score, free, sel_rows, secondary, seed)
+        own = getattr(fit.estimator, "cutoff_ties_", None)
+        if own is not None:  # the estimator broke them: report, do not re-break
+            ties = own
+        else:
+            free = np.sort(np.setdiff1d(cand_rows, in_rows))
+            sel_rows, runners, ties = break_cutoff_ties(score, free, sel_rows, None, seed)
     rest = np.setdiff1d(cand_rows, np.concatenate([sel_rows, runners]))
     rank = getattr(fit.estimator, "candidate_rank_", None)
     if rank is not None:  # the estimator's own order (ties at a score broken by a 2nd score)
@@ -365,14 +366,14 @@ def _solver_summary(opts: SelectOptions, fit: FitOutcome) -> dict[str, Any]:
 
 
 def _tied_at_cutoff(problem: Problem, fit: FitOutcome, score: np.ndarray) -> int:
-    """Candidates whose score ties (1e-7 relative) the last chosen cell's: the budget's cut
-    falls inside that group, and the order within it is the tie-break's, not the model's."""
+    """Candidates whose score ties (:func:`reserve.solvers.ties.tie_width`) the last chosen
+    cell's: the budget's cut falls inside that group, and the order within it is the
+    tie-break's, not the model's."""
     if not problem.k_free or fit.picked.size == 0 or fit.boundary_penalty > 0:
         return 0  # nothing to cut, or a set chosen with the penalty rather than a cut
     cand = score[problem.rows[fit.estimator.candidates_]]
     last = score[problem.rows[fit.picked[-1]]]
-    tol = 1e-7 * max(1.0, float(np.nanmax(np.abs(cand))))
-    return int((np.abs(cand - last) <= tol).sum())
+    return int((np.abs(cand - last) <= tie_width(cand)).sum())
 
 
 #: A chosen cell surveyed without a detection is flagged once its checklists would have

@@ -7,20 +7,14 @@ import threading
 
 import numpy as np
 import pytest
-from sklearn.pipeline import Pipeline
 
 from reserve import fork as _fork
 from reserve.errors import InvalidInputError
-from reserve.solvers import auto
-from reserve.solvers.auto import TIE_BREAKS, AutoTTK, fold_k, nearly_balanced
+from reserve.solvers import search, ties
+from reserve.solvers.auto import TIE_BREAKS, AutoTTK, auto_grid, leading_point, nearly_balanced
 from reserve.solvers.ensemble import map_winners
 from reserve.solvers.features import (
-    FEATURE_MAPS,
-    MAX_EXPANDED_BYTES,
     ForestScore,
-    expanded_width,
-    feature_map,
-    fit_feature_map,
 )
 
 
@@ -31,47 +25,6 @@ def quadratic_problem(seed: int, n: int = 240, m: int = 400):
     occupied = (np.abs(X[:, 0]) < 0.6).astype(int)
     y = np.r_[occupied[:n], -np.ones(m, dtype=int)]
     return X, y, occupied
-
-
-def test_forest_score_is_out_of_bag_on_labelled_rows():
-    X, y, _ = quadratic_problem(0)
-    fs = ForestScore(n_estimators=50, random_state=0)
-    Z = fs.fit_transform(X, y)
-    assert Z.shape == (X.shape[0], X.shape[1] + 1)
-    np.testing.assert_array_equal(Z[:, :3], X)
-    later = fs.transform(X)[:, -1]
-    lab = y != -1
-    # Candidates get the whole forest's score in both; labelled rows differ (out-of-bag).
-    np.testing.assert_allclose(Z[~lab, -1], later[~lab])
-    assert not np.allclose(Z[lab, -1], later[lab])
-
-
-def test_forest_score_threads_give_the_one_thread_scores():
-    rng = np.random.default_rng(4)
-    X = rng.normal(size=(25_000, 3))
-    y = np.r_[(X[:400, 0] > 0.5).astype(int), -np.ones(24_600, dtype=int)]
-    kw = {"n_estimators": 20, "passthrough": False, "random_state": 0}
-    one = ForestScore(n_jobs=1, **kw)
-    two = ForestScore(n_jobs=2, **kw)
-    np.testing.assert_array_equal(two.fit_transform(X, y), one.fit_transform(X, y))
-    np.testing.assert_array_equal(two.transform(X[::-1]), one.transform(X[::-1]))
-    assert two.forest_.n_jobs == 1  # later predicts (the tie-break) on one thread too
-
-
-def test_feature_map_widths_match_the_transformers():
-    X = np.random.default_rng(1).normal(size=(50, 4))
-    y = np.r_[np.tile([0, 1], 15), -np.ones(20, dtype=int)]
-    for name in FEATURE_MAPS:
-        Z = X
-        for _, step in feature_map(name, n_features=4, n_samples=50, random_state=0):
-            Z = step.fit_transform(Z, y)
-        assert Z.shape == (50, expanded_width(name, 4, 50)), name
-
-
-def test_a_map_too_large_for_memory_is_refused_with_its_size():
-    n = MAX_EXPANDED_BYTES // (8 * expanded_width("interactions", 1000, 1)) + 1
-    with pytest.raises(InvalidInputError, match=r"interactions.*GiB"):
-        feature_map("interactions", n_features=1000, n_samples=n)
 
 
 def test_unknown_model_is_refused_listing_the_maps():
@@ -152,11 +105,6 @@ def test_money_budget_is_respected():
     assert est.selected_.size >= 3
 
 
-def test_fold_k_is_between_one_and_the_fold():
-    assert fold_k(10, 0, 1, 1000) == 1
-    assert fold_k(10, 9, 5000, 10) == 9
-
-
 def _rare_positives(seed: int):
     """8 positives among 120 labelled rows and no signal: linear TTK collapses to w = 0."""
     rng = np.random.default_rng(seed)
@@ -169,15 +117,16 @@ def _rare_positives(seed: int):
 def test_the_guard_refits_a_trivial_scorer_balanced():
     X, y = _rare_positives(0)
     plain = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight=None).fit(X, y)
-    assert plain.trivial_ and plain.class_weight_ is None
+    assert plain.best_estimator_[-1].trivial_ and plain.best_estimator_[-1].class_weight is None
     guarded = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight="auto").fit(X, y)
-    assert guarded.class_weight_ == "balanced" and not guarded.trivial_
     assert guarded.best_estimator_[-1].class_weight == "balanced"
+    assert not guarded.best_estimator_[-1].trivial_
     # A fit that does not collapse keeps the unweighted loss.
     Xq = np.random.default_rng(2).normal(size=(150, 3))
     yq = np.r_[(Xq[:90, 0] > 0).astype(int), -np.ones(60, dtype=int)]
     normal = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight="auto").fit(Xq, yq)
-    assert normal.class_weight_ is None and not normal.trivial_
+    assert normal.best_estimator_[-1].class_weight is None
+    assert not normal.best_estimator_[-1].trivial_
 
 
 def test_class_weight_cv_puts_both_weightings_in_the_grid():
@@ -215,7 +164,7 @@ def _pid_fold_scores(*task):  # module level: a forked child finds it by name
     return _FOLD_SCORES(*task)
 
 
-_FOLD_SCORES = auto._fold_scores
+_FOLD_SCORES = search._score_fold
 
 
 def _same_cv(par, seq):
@@ -234,7 +183,7 @@ def test_forked_folds_give_the_sequential_answer(monkeypatch, tmp_path):
     kw = dict(k=5, models=("linear", "spline"), Cs=(1.0,), random_state=1)
     seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
     _FOLD_PIDS[:] = [str(tmp_path / "pids.txt")]
-    monkeypatch.setattr(auto, "_fold_scores", _pid_fold_scores)
+    monkeypatch.setattr(search, "_score_fold", _pid_fold_scores)
     # an earlier test of this worker may have left a Python thread running, which makes
     # AutoTTK fall back (next test); here the fork path itself is under test
     monkeypatch.setattr(_fork.threading, "active_count", lambda: 1)
@@ -252,7 +201,7 @@ def test_no_fork_while_another_python_thread_runs(monkeypatch, tmp_path):
     X, y, _ = quadratic_problem(8, n=90, m=60)
     kw = dict(k=5, models=("linear",), Cs=(0.1, 1.0), random_state=1)
     _FOLD_PIDS[:] = [str(tmp_path / "pids.txt")]
-    monkeypatch.setattr(auto, "_fold_scores", _pid_fold_scores)
+    monkeypatch.setattr(search, "_score_fold", _pid_fold_scores)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
@@ -272,16 +221,16 @@ def test_joblib_folds_give_the_sequential_answer(monkeypatch):
     seq = AutoTTK(n_jobs=1, **kw).fit(X, y)
     asked = []
 
-    class Spy(auto.Parallel):
+    class Spy(search.Parallel):
         def __init__(self, n_jobs=None, **kw):
             asked.append(n_jobs)
             super().__init__(n_jobs=n_jobs, **kw)
 
-    monkeypatch.setattr(auto, "Parallel", Spy)
+    monkeypatch.setattr(search, "Parallel", Spy)
     monkeypatch.setattr(_fork, "_FORK", False)
     AutoTTK(n_jobs=2, **kw).fit(X, y)
     assert asked == [1]  # 90 labelled rows: too small a CV to pay for worker processes
-    monkeypatch.setattr(auto, "PARALLEL_MIN_ROWS", 2)
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 2)
     par = AutoTTK(n_jobs=2, **kw).fit(X, y)
     assert asked == [1, 2]
     _same_cv(par, seq)
@@ -312,7 +261,7 @@ def test_ties_are_broken_by_the_forest_probability():
     X, y = _rare_positives(0)
     est = AutoTTK(k=5, models=("linear",), Cs=(1.0,), class_weight=None, random_state=3)
     est.fit(X, y)
-    assert est.trivial_ and est.n_tied_at_cutoff_ > 5
+    assert est.best_estimator_[-1].trivial_ and est.cutoff_ties_.n_tied > 5
     forest = ForestScore(random_state=3).fit(X, y)
     proba = forest.forest_.predict_proba(X[y == -1])[:, -1]
     np.testing.assert_allclose(est.secondary_scores_, proba)  # all tie: all are scored
@@ -331,7 +280,7 @@ def test_the_forest_fitted_beside_ttk_gives_the_sequential_answer(monkeypatch):
     real = _fork.Forked
     monkeypatch.setattr(_fork, "Forked", lambda fn, args: forked.append(fn) or real(fn, args))
     par = AutoTTK(n_jobs=2, **kw).fit(X, y)
-    assert auto._tie_forest in forked or not _fork.can_fork()
+    assert ties.tie_forest in forked or not _fork.can_fork()
     np.testing.assert_array_equal(par.secondary_scores_, seq.secondary_scores_)
     np.testing.assert_array_equal(par.selected_, seq.selected_)
     np.testing.assert_array_equal(par.candidate_rank_, seq.candidate_rank_)
@@ -368,29 +317,14 @@ def test_the_forest_map_selects_its_forests_top_k():
 def test_the_forest_map_has_one_grid_point_and_never_leads():
     est = AutoTTK(models=("forest", "linear"), Cs=(0.1, 1.0, 10.0), class_weight="cv")
     X, y, _ = quadratic_problem(0, n=60, m=40)
-    grid = est.set_params(k=3)._grid()
+    grid = auto_grid(est.set_params(k=3))
     assert [p for p in grid if p[0] == "forest"] == [("forest", 0.1, "auto")]
     assert len(grid) == 7
     scores = np.array([[1.0, 1.0], *[[0.5, 0.25]] * 6])  # the forest scores best
-    assert est._record(grid, scores) == 1  # the best point of a map that may lead
+    res = search.search_results([dict(model=m, C=c, class_weight=w) for m, c, w in grid], scores)
+    assert leading_point(res) == 1  # the best point of a map that may lead
     only = AutoTTK(models=("forest",), Cs=(1.0,), random_state=0).fit(X, y)
     assert only.members_ == (("forest", 1.0, "auto"),)  # alone, it is fitted
-
-
-@pytest.mark.parametrize("first", ["stack", "forest"])
-def test_the_stack_and_forest_maps_share_one_forest_as_if_fitted_alone(first):
-    X, y, _ = quadratic_problem(5, n=120, m=200)
-    shared: dict = {}
-    order = [first, "forest" if first == "stack" else "stack"]
-    together = {m: fit_feature_map(m, X, y, random_state=0, shared=shared) for m in order}
-    new_rows = np.random.default_rng(9).normal(size=(30, 3))
-    for model, (steps, Z) in together.items():
-        alone_steps, alone_Z = fit_feature_map(model, X, y, random_state=0)
-        np.testing.assert_array_equal(Z, alone_Z)  # the mapped rows, labelled ones out of bag
-        twin, alone = (Pipeline(s).transform(new_rows) for s in (steps, alone_steps))
-        np.testing.assert_array_equal(twin, alone)  # and later rows
-    forests = [dict(steps)["forest"].forest_ for steps, _ in together.values()]
-    assert forests[0] is forests[1]
 
 
 def test_autottk_fits_one_forest_per_fold_for_stack_and_forest(monkeypatch):
@@ -570,3 +504,23 @@ def test_map_winners_keep_the_maps_within_one_standard_error(spline_folds, joins
     grid = [("linear", 1.0, "auto"), ("spline", 1.0, "auto")]
     scores = np.array([[0.5, 0.5, 0.5], spline_folds])
     assert map_winners(grid, scores, 0) == ([0, 1] if joins else [0])
+
+
+def test_the_tie_at_the_cut_is_broken_once_by_the_one_rule():
+    # Oracle: the ranking by score level then secondary score, the cut's tie re-chosen by
+    # reserve.solvers.ties.break_cutoff_ties seeded with random_state; the selection's tables
+    # report cutoff_ties_ and do not break it again.
+    X, y = _rare_positives(0)
+    cand = np.flatnonzero(y == -1)
+    X[cand[1:30:2]] = X[cand[0:30:2]]  # 15 pairs of twin candidates: equal forest scores too
+    est = AutoTTK(k=6, models=("linear",), Cs=(1.0,), class_weight=None, random_state=4)
+    est.fit(X, y)
+    s, sec = est.candidate_scores_, est.secondary_scores_
+    order = ties.rank_with_ties(s, sec)
+    pick, runners, cut = ties.break_cutoff_ties(s, np.arange(s.size), order[:6], sec, 4)
+    np.testing.assert_array_equal(est.selected_, cand[pick])
+    assert est.cutoff_ties_ == cut and cut.flat and cut.n_tied == s.size
+    first = np.concatenate([pick, runners])
+    np.testing.assert_array_equal(np.argsort(est.candidate_rank_)[: first.size], first)
+    # the 6th and 7th best secondary scores are twins: one place, drawn between them
+    assert cut.n_tied_chosen == 6 and cut.n_drawn == 1 and runners[0] in order[5:7]

@@ -154,24 +154,35 @@ def test_cv_scores_held_out_rows_at_the_standard_effort():
 
 
 def test_cv_folds_get_the_median_of_their_training_rows(monkeypatch):
-    import reserve.solvers.auto as auto
+    from reserve.solvers import auto
+    from reserve.solvers.search import TransductiveSplit
 
     X, y = _effort_only_problem(1)
     seen = []
+    real = TransductiveSplit.rows
 
-    def spy(X_lab, y_lab, fold, grid, k, m, seed):
-        seen.append((X_lab.copy(), fold))
-        return np.full(len(grid), 0.5)
+    def spy(self, X_lab, y_lab, fold):
+        seen.append((X_lab.copy(), fold, real(self, X_lab, y_lab, fold)[0]))
+        return real(self, X_lab, y_lab, fold)
 
-    monkeypatch.setattr(auto, "_fold_scores", spy)
-    auto.AutoTTK(k=6, models=("linear",), Cs=(0.1, 1.0), n_repeats=1, random_state=0,
-                 effort_columns=[1]).fit(X, y)  # fmt: skip
+    monkeypatch.setattr(TransductiveSplit, "rows", spy)
+    auto.AutoTTK(
+        k=6,
+        models=("linear",),
+        Cs=(0.1, 1.0),
+        n_repeats=1,
+        random_state=0,
+        effort_columns=[1],
+        n_jobs=1,
+    ).fit(X, y)
     X_lab = X[y != -1]
     assert len(seen) == 3
-    for Xf, fold in seen:
-        np.testing.assert_array_equal(Xf[fold.train], X_lab[fold.train])  # fitted as given
-        np.testing.assert_array_equal(Xf[fold.held, 0], X_lab[fold.held, 0])  # habitat kept
-        assert np.all(Xf[fold.held, 1] == np.median(X_lab[fold.train, 1]))
+    for given, fold, Xf in seen:
+        np.testing.assert_array_equal(given, X_lab)  # the labelled rows as given
+        n_train = fold.train.size
+        np.testing.assert_array_equal(Xf[:n_train], X_lab[fold.train])  # fitted as given
+        np.testing.assert_array_equal(Xf[n_train:, 0], X_lab[fold.held, 0])  # habitat kept
+        assert np.all(Xf[n_train:, 1] == np.median(X_lab[fold.train, 1]))
 
 
 def test_fit_sets_candidates_to_the_standard_effort():

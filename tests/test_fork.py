@@ -192,17 +192,17 @@ def test_fold_scores_and_ladder_fits_run_on_one_blas_thread(monkeypatch):
     wherever they run (so they compute the same way on one processor or many)."""
     from threadpoolctl import threadpool_limits
 
-    from reserve.solvers import TTK, auto
+    from reserve.solvers import TTK, search
     from reserve.solvers import ttk as ttk_module
 
     seen = []
-    monkeypatch.setattr(auto, "_fold_scores_here", lambda *a: seen.append(_blas_threads()))
+    monkeypatch.setattr(search, "_score_fold_here", lambda *a: seen.append(_blas_threads()))
     ttk = TTK()
     monkeypatch.setattr(ttk, "_fit_local", lambda *a: seen.append(_blas_threads()))
     monkeypatch.setattr(ttk_module, "_LOCAL_STATE", ())
     with threadpool_limits(limits=2, user_api="blas"):  # more than one outside
         assert set(_blas_threads()) == {2}
-        auto._fold_scores(*range(7))
+        search._score_fold(*range(10))
         ttk._fit_local_state()
     assert len(seen) == 2 and all(t and set(t) == {1} for t in seen)
 

@@ -185,6 +185,7 @@ _NAME_TEST = re.compile(
 #: Where a method's name may be tested: the declarations and the registry.
 _REGISTRY = {"reserve/methods.py", "reserve/solvers/registry.py"}
 
+
 def test_no_code_outside_the_registry_tests_a_method_name():
     offending = {}
     for path in sorted((ROOT / "reserve").rglob("*.py")):

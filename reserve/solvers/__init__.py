@@ -9,7 +9,7 @@ from reserve.solvers._base import budget_select, top_k
 from reserve.solvers._qp import hinge_objective
 from reserve.solvers._validation import check_transductive
 from reserve.solvers.aatp import AATP
-from reserve.solvers.auto import AutoTTK, at_standard_effort, fold_k
+from reserve.solvers.auto import AutoTTK
 from reserve.solvers.boundary import Boundary, calibrate_penalty
 from reserve.solvers.budget import Budget
 from reserve.solvers.constraints import Constraints
@@ -18,6 +18,12 @@ from reserve.solvers.features import FEATURE_MAPS, ForestScore
 from reserve.solvers.multi import MultiSVM, MultiTTK
 from reserve.solvers.problem import SelectionProblem, cells_for_budget
 from reserve.solvers.registry import METHODS, TTK_METHODS, canonical_method, make_estimator
+from reserve.solvers.search import (
+    TransductiveSearchCV,
+    TransductiveSplit,
+    at_standard_effort,
+    fold_k,
+)
 from reserve.solvers.svm import SVM
 from reserve.solvers.svmperf import SVMPerf
 from reserve.solvers.toppush import TopPush
@@ -43,6 +49,8 @@ __all__ = [
     "SVMPerf",
     "SelectionProblem",
     "TopPush",
+    "TransductiveSearchCV",
+    "TransductiveSplit",
     "at_standard_effort",
     "budget_select",
     "calibrate_penalty",

@@ -1,12 +1,15 @@
 """AutoTTK: TTK with its feature map and ``C`` chosen by transductive cross-validation.
 
-The default estimator of ``reserve select``. It tries every (feature map, C) of a small grid
-on the labelled rows, where each held-out fold plays the candidates (its rows are unlabelled
-in the fit, exactly ``k_fold`` of them are selected, and the score is the precision of that
-selection against their hidden labels), then fits TTK on all rows with the winner and with
-every other feature map's best grid point whose deficit to it is within the folds' noise, and
-selects by the mean of their standardised scores, clipped (``ensemble="maps"``, the default:
-:mod:`reserve.solvers.ensemble`; ``"none"`` fits the winner alone).
+The default estimator of ``reserve select``, and a composition of three parts. Its search
+(:class:`reserve.solvers.search.TransductiveSearchCV` over :class:`MappedTTK`) tries every
+(feature map, C, class weight) of a small grid on the labelled rows, where each held-out fold
+plays the candidates (its rows are unlabelled in the fit, :func:`reserve.solvers.search.fold_k`
+of them are selected, and the score is the precision of that selection against their hidden
+labels). Its ensemble (:mod:`reserve.solvers.ensemble`) then fits TTK on all rows with the
+winner and with every other feature map's best grid point whose deficit to it is within the
+folds' noise, and selects by the mean of their standardised scores, clipped
+(``ensemble="maps"``, the default; ``"none"`` fits the winner alone). Its tie-break
+(:mod:`reserve.solvers.ties`) orders candidates whose scores tie by a secondary score.
 
 Class weights are chosen like the map and ``C`` (``class_weight="cv"``, the default): every
 grid point is tried unweighted and with ``class_weight="balanced"``. The guard against the
@@ -18,49 +21,57 @@ docs/algorithm.md, "Class weights and the trivial scorer", for the measurements 
 
 from __future__ import annotations
 
-import math
 import time
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold, StratifiedKFold
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
-from reserve.fork import Forked, can_fork, fork_call, fork_map, one_blas_thread
-from reserve.solvers._base import budget_select
 from reserve.solvers._validation import (
     TransductiveData,
     check_choice,
     check_positive_real,
     check_transductive,
 )
-from reserve.solvers.ensemble import ENSEMBLES, MapMean, check_members, map_winners
-from reserve.solvers.features import (
-    FEATURE_MAPS,
-    JOINING_MAPS,
-    ForestScore,
-    fit_feature_map,
+from reserve.solvers.ensemble import (
+    ENSEMBLES,
+    MappedTTK,
+    check_members,
+    combine_members,
+    fit_members,
+    map_members,
+    map_winners,
 )
+from reserve.solvers.features import FEATURE_MAPS, JOINING_MAPS
 from reserve.solvers.problem import SelectionProblem
-from reserve.solvers.ttk import LADDERS, TTK
+from reserve.solvers.search import (
+    TransductiveSearchCV,
+    TransductiveSplit,
+    at_standard_effort,
+    fold_scores,
+    search_results,
+)
+from reserve.solvers.ties import (
+    TIE_BREAKS,
+    CutoffTies,
+    forest_step,
+    secondary_scores,
+    select_with_ties,
+    start_tie_forest,
+)
+from reserve.solvers.ttk import LADDERS
 
 __all__ = [
     "AUTO_CS",
     "AUTO_MODELS",
     "BALANCE_RATIO",
     "CLASS_WEIGHTS",
-    "PARALLEL_MIN_ROWS",
     "TIE_BREAKS",
     "AutoTTK",
-    "at_standard_effort",
-    "fold_k",
     "nearly_balanced",
 ]
 
@@ -74,19 +85,8 @@ AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
 #: always.
 CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
 
-#: Values of AutoTTK's ``tie_break``: the secondary score that orders candidates whose TTK
-#: scores tie.
-TIE_BREAKS: tuple[str, ...] = ("forest", "logistic")
-
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
-_MAX_CV_ROWS = 4000
-
-#: Relative width of a tie in the TTK score (see ``AutoTTK.n_tied_at_cutoff_``).
-_TIE_RTOL = 1e-7
-
-#: Without fork (see ``_map_folds``): labelled rows in the CV below which the folds run in
-#: this process whatever ``n_jobs``.
-PARALLEL_MIN_ROWS = 1000
+MAX_CV_ROWS = 4000
 
 #: With ``class_weight="cv"`` the ``"balanced"`` twins are tried only when the larger class
 #: of the labelled rows outnumbers the smaller by more than this: below it the balanced
@@ -110,213 +110,99 @@ def nearly_balanced(y_lab: np.ndarray, ratio: float = BALANCE_RATIO) -> bool:
     return min(n_pos, n_neg) > 0 and max(n_pos, n_neg) <= ratio * min(n_pos, n_neg)
 
 
-def fold_k(n_held: int, n_pos_held: int, k: int, n_candidates: int) -> int:
-    """The budget of a held-out fold: its share of ``k``, at least half its positives.
-
-    A fold of ``n_held`` rows standing in for ``n_candidates`` candidates gets
-    ``n_held * k / n_candidates`` cells; when that is smaller than half the fold's positives
-    it is raised to that, so that a handful of lucky cells cannot decide the model (precision
-    at one or two cells is mostly noise). Always at least 1 and below ``n_held``.
+def leading_point(cv_results: dict) -> int:
+    """The winner of AutoTTK's search: the best mean score (first of the ties) among the maps
+    that may lead (not :data:`reserve.solvers.features.JOINING_MAPS`, unless only they were
+    scored); the first point when no fold scored any.
 
     Examples
     --------
-    >>> fold_k(100, 20, 30, 10000)  # share 0.3 cells; raised to half of 20 positives
-    10
-    >>> fold_k(100, 20, 5000, 10000)
-    50
+    >>> res = search_results([{"model": "forest"}, {"model": "linear"}],
+    ...                      np.array([[1.0, 1.0], [0.5, 0.25]]))
+    >>> leading_point(res)
+    1
     """
-    share = round(n_held * k / max(n_candidates, 1))
-    return int(min(max(share, math.ceil(n_pos_held / 2), 1), max(n_held - 1, 1)))
+    valid = np.isfinite(fold_scores(cv_results)).any(axis=1)
+    if not valid.any():
+        return 0
+    order = np.argsort(cv_results["rank_test_score"], kind="stable")
+    models = cv_results["model"]
+    leads = [i for i in order if models[i] not in JOINING_MAPS and valid[i]]
+    return int(leads[0] if leads else order[0])
 
 
-def at_standard_effort(X: np.ndarray, fit_rows: np.ndarray, score_rows: np.ndarray,
-                       columns: np.ndarray) -> np.ndarray:  # fmt: skip
-    """A copy of ``X`` whose ``score_rows`` carry the standard effort in ``columns``.
-
-    The standard effort of a column is the median of its ``fit_rows`` (the labelled rows a
-    model learns from). Rows scored at it differ in habitat only: that is how the candidates
-    are scored (:func:`reserve.design.effort_covariates`), and how a cross-validation fold's
-    held-out rows, which play the candidates, must be scored too.
-
-    Examples
-    --------
-    >>> X = np.array([[0.0, 1.0], [1.0, 3.0], [2.0, 8.0], [3.0, 50.0]])
-    >>> at_standard_effort(X, np.array([0, 1, 2]), np.array([3]), np.array([1]))[3].tolist()
-    [3.0, 3.0]
-    """
-    out = np.array(X, dtype=np.float64, copy=True)
-    if columns.size and score_rows.size and fit_rows.size:
-        standard = np.median(out[np.ix_(fit_rows, columns)], axis=0)
-        out[np.ix_(score_rows, columns)] = standard
-    return out
+def _as_points(grid: list[tuple]) -> list[dict]:
+    return [{"model": m, "C": c, "class_weight": cw} for m, c, cw in grid]
 
 
-@dataclass(frozen=True)
-class _Fold:
-    train: np.ndarray  # positions in the labelled rows
-    held: np.ndarray
+def _check_choices(est: AutoTTK) -> None:
+    """Refuse a bad ``cv``, ``n_repeats``, ``class_weight``, ``tie_break``, ``ladder`` or
+    ``ensemble``."""
+    for name, low in (("cv", 2), ("n_repeats", 1)):
+        v = getattr(est, name)
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
+            raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
+    if est.class_weight not in CLASS_WEIGHTS:
+        raise InvalidInputError(
+            f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
+            f"{est.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
+        )
+    check_choice(est.tie_break, TIE_BREAKS, "tie_break")
+    check_choice(est.ladder, LADDERS, "ladder")
+    check_choice(est.ensemble, ENSEMBLES, "ensemble")
 
 
-def _folds(y_lab: np.ndarray, groups: np.ndarray | None, n_splits: int, n_repeats: int,
-           seed: int | None) -> tuple[list[_Fold], str]:  # fmt: skip
-    """Stratified (or grouped, for spatial blocks) folds of the labelled rows, and a note."""
-    n_pos = int(y_lab.sum())
-    n_neg = int(y_lab.size - n_pos)
-    splits = min(n_splits, n_pos, n_neg)
-    if splits < 2:
-        return [], f"{n_pos} positive and {n_neg} negative labelled rows: too few to cross-validate"
-    note = "" if splits == n_splits else f"cv reduced to {splits} folds ({n_pos} positives)"
-    out: list[_Fold] = []
-    if groups is not None:
-        n_groups = np.unique(groups).size
-        splits = min(splits, n_groups)
-        if splits < 2:
-            return [], "fewer than 2 spatial blocks hold labelled rows: no cross-validation"
-        for tr, he in GroupKFold(n_splits=splits).split(y_lab, y_lab, groups):
-            out.append(_Fold(tr, he))
-        return out, note
-    for seed_r in np.random.SeedSequence(seed).generate_state(n_repeats):
-        skf = StratifiedKFold(n_splits=splits, shuffle=True, random_state=int(seed_r))
-        out.extend(_Fold(tr, he) for tr, he in skf.split(y_lab, y_lab))
-    return out, note
+def auto_grid(est: AutoTTK) -> list[tuple[str, float, str | None]]:
+    """Check ``est``'s parameters; its grid points ``(model, C, class_weight)`` (its
+    ``members`` when given), the models slowest, then ``C``, then the class weights."""
+    models = tuple(est.models) if not isinstance(est.models, str) else (est.models,)
+    if not models or any(m not in FEATURE_MAPS for m in models):
+        raise InvalidInputError(
+            f"models must name feature maps from {', '.join(FEATURE_MAPS)}; received {est.models!r}"
+        )
+    Cs = [check_positive_real(c, "Cs") for c in np.atleast_1d(est.Cs)]
+    if not Cs:
+        raise InvalidInputError("Cs must hold at least one value; received an empty grid")
+    _check_choices(est)
+    if est.members is not None:
+        return check_members(est.members)
+    cws = ("auto", "balanced") if est.class_weight == "cv" else (est.class_weight,)
+    grid: list[tuple[str, float, str | None]] = []
+    for point in ((m, float(c), cw) for m in models for c in Cs for cw in cws):
+        # a joining map ranks as its one column does whatever C and weights: one point
+        if point[0] not in JOINING_MAPS or all(p[0] != point[0] for p in grid):
+            grid.append(point)
+    return grid
 
 
-def fit_guarded(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: object = None,
-                boundary: object = None, **params) -> tuple[TTK, str | None]:  # fmt: skip
-    """``TTK(**params)`` on ``(Z, y)``; with ``class_weight="auto"``, refitted balanced when
-    the fit is trivial (:attr:`TTK.trivial_`).
+def _fold_progress(grid: list[tuple], progress: Callable[[str], None] | None) -> Callable | None:
+    """The search's ``on_fold``: its progress lines (None without ``progress``)."""
+    if progress is None:
+        return None
+    n_maps = len({model for model, _, _ in grid})
 
-    Returns the fitted TTK and the class weight it used (``None`` or ``"balanced"``).
+    def on_fold(done: int, n_folds: int, n_rows: int) -> None:
+        progress(
+            f"cross-validating the habitat models: {len(grid)} settings ({n_maps} feature "
+            f"maps) on {n_folds} folds of {n_rows} cells"
+            if done == 0
+            else f"cross-validating the habitat models: {done} of {n_folds} folds"
+        )
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(180, 4)); y = np.r_[np.zeros(120, int), -np.ones(60, int)]
-    >>> y[rng.choice(120, 8, replace=False)] = 1  # 8 positives in 120, no signal
-    >>> ttk, used = fit_guarded(X, y, "auto", k=5, C=1.0)
-    >>> used, ttk.trivial_
-    ('balanced', False)
-    """
-    cw = None if class_weight == "auto" else class_weight
-    extra = {} if boundary is None else {"boundary": boundary}
-    ttk = TTK(class_weight=cw, **params).fit(Z, y, cost=cost, **extra)
-    if class_weight == "auto" and ttk.trivial_:
-        return TTK(class_weight="balanced", **params).fit(Z, y, cost=cost, **extra), "balanced"
-    return ttk, cw
+    return on_fold
 
 
-def _fit_member(Z: np.ndarray, y: np.ndarray, class_weight: str | None, cost: object,
-                boundary: object, C: float, params: dict) -> tuple[TTK, str | None]:  # fmt: skip
-    """One member of the ensemble: :func:`fit_guarded` (with ``params``' ladder), on one BLAS
-    thread (the members share the processors; the numbers are the same wherever it runs)."""
-    with one_blas_thread():
-        return fit_guarded(Z, y, class_weight, cost, boundary, C=C, **params)
-
-
-def _fold_scores(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[tuple],
-                 k: int, m: int, seed: int | None) -> np.ndarray:  # fmt: skip
-    """Held-out precision of every grid point on one fold (NaN where it cannot be scored).
-
-    Each feature map is fitted once per fold (on the fold's rows, held-out ones included, as
-    in the final fit; the ``stack`` and ``forest`` maps share one forest); every ``C`` then
-    fits TTK without the polish on the mapped rows. The folds share the processors, so each
-    uses one BLAS thread (:func:`reserve.fork.one_blas_thread`).
-    """
-    with one_blas_thread():
-        return _fold_scores_here(X_lab, y_lab, fold, grid, k, m, seed)
-
-
-def _fold_scores_here(X_lab: np.ndarray, y_lab: np.ndarray, fold: _Fold, grid: list[tuple],
-                      k: int, m: int, seed: int | None) -> np.ndarray:  # fmt: skip
-    """:func:`_fold_scores` in the BLAS threads as they are."""
-    y_held = y_lab[fold.held]
-    out = np.full(len(grid), np.nan)
-    if y_held.sum() == 0:
-        return out  # a fold without a positive cannot rank anything
-    Xf = np.vstack([X_lab[fold.train], X_lab[fold.held]])
-    yf = np.concatenate([y_lab[fold.train], np.full(fold.held.size, -1)])
-    kf = fold_k(fold.held.size, int(y_held.sum()), k, m)
-    mapped: dict[str, np.ndarray] = {}
-    shared: dict = {}  # the stack and forest maps' one forest
-    for i, (model, C, cw) in enumerate(grid):
-        try:
-            if model not in mapped:
-                mapped[model] = fit_feature_map(model, Xf, yf, random_state=seed,
-                                                shared=shared)[1]  # fmt: skip
-            ttk, _ = fit_guarded(mapped[model], yf, cw, k=kf, C=C, polish=False,
-                                 random_state=seed)  # fmt: skip
-        except (SolverError, InvalidInputError):
-            continue
-        out[i] = float(y_held[ttk.selected_ - fold.train.size].mean())
-    return out
-
-
-def _map_folds(tasks: list[tuple], jobs: int, n_rows: int,
-               on_done: Callable[[int], None] | None = None) -> list[np.ndarray]:  # fmt: skip
-    """``_fold_scores(*task)`` for every task, in order, on up to ``jobs`` processors.
-
-    On Linux the folds are shared between this process and ``jobs - 1`` forked children:
-    a forked child inherits every module already imported and starts in milliseconds, so
-    even the few-second CV of a small region gains from a second core. Elsewhere (no fork, not
-    the main thread, or other Python threads running) joblib's worker processes run the folds from
-    :data:`PARALLEL_MIN_ROWS` labelled rows: a fresh worker costs about 2 s of CPU to start
-    and import, more than the folds of a small CV take. Each fold is computed the same way
-    wherever it runs, so the scores never depend on ``jobs``.
-
-    ``on_done(n)`` is called here as folds finish, with the number finished so far.
-    """
-    jobs = min(jobs, len(tasks))
-    if jobs > 1 and can_fork():
-        return fork_map(_fold_scores, tasks, jobs, on_done=on_done)
-    jobs = jobs if n_rows >= PARALLEL_MIN_ROWS else 1
-    results = Parallel(n_jobs=jobs, return_as="generator")(
-        delayed(_fold_scores)(*task) for task in tasks
-    )
-    out = []
-    for scores in results:  # in order, each as soon as it and those before it are done
-        out.append(scores)
-        if on_done is not None:
-            on_done(len(out))
-    return out
-
-
-def _tie_forest(data: TransductiveData, seed: int | None, n_jobs: int | None) -> object:
-    """:class:`ForestScore`'s random forest fitted on the labelled rows' raw features (the
-    tie-break forest when no member of the final fit is ``stack`` or ``forest``), on
-    ``n_jobs`` threads.
-
-    It predicts on one thread (:class:`ForestScore` leaves it so): a forest's threads add
-    the trees' votes in the order they finish, which can change the last bits of a
-    probability and so the order of two candidates whose probabilities are equal.
-    """
-    return ForestScore(random_state=seed, n_jobs=n_jobs).fit(data.X, data.y).forest_
-
-
-def _tie_width(s: np.ndarray) -> float:
-    """Two TTK scores closer than this tie (:data:`_TIE_RTOL` of the largest, at least 1)."""
-    return _TIE_RTOL * max(1.0, float(np.abs(s).max(initial=0.0)))
-
-
-def _near_another(s: np.ndarray, width: float) -> np.ndarray:
-    """Whether each score lies within ``width`` of another score.
-
-    Examples
-    --------
-    >>> _near_another(np.array([0.0, 5.0, 1e-9, 3.0]), 1e-7).tolist()
-    [True, False, True, False]
-    """
-    order = np.argsort(s, kind="stable")
-    close = np.diff(s[order]) <= width
-    near = np.zeros(s.size, dtype=bool)
-    near[order[1:][close]] = True
-    near[order[:-1][close]] = True
-    return near
-
-
-def _forest_step(steps: list) -> ForestScore | None:
-    """The :class:`ForestScore` among a feature map's fitted steps (the ``stack`` map's)."""
-    return next((step for _, step in steps if isinstance(step, ForestScore)), None)
+def _effort_columns(columns: object, n_features: int) -> np.ndarray:
+    """``effort_columns`` checked, as sorted unique column indices."""
+    cols = np.atleast_1d(np.asarray(() if columns is None else columns))
+    if cols.size and (
+        cols.dtype.kind not in "iu" or cols.ndim != 1 or cols.min() < 0 or cols.max() >= n_features
+    ):
+        raise InvalidInputError(
+            f"effort_columns must be column indices of X (0 to {n_features - 1}); "
+            f"received {columns!r}"
+        )
+    return np.unique(cols).astype(np.int64)
 
 
 class AutoTTK(ClassifierMixin, BaseEstimator):
@@ -407,26 +293,21 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     ----------
     best_params_ : dict
         ``{"model": ..., "C": ..., "class_weight": ...}`` of the winner (its grid point:
-        ``class_weight`` is ``"auto"`` for the guard; ``class_weight_`` says what it did).
+        ``class_weight`` is ``"auto"`` for the guard; the fitted TTK's ``class_weight`` says
+        what it did).
     members_ : tuple of (model, C, class_weight)
         The grid points of the final fit, the winner first (then the maps within noise of
         it, with ``ensemble="maps"``).
     cv_results_ : dict of ndarray
         ``params``, ``model``, ``C``, ``class_weight``, ``mean_test_score``,
         ``std_test_score``, ``rank_test_score`` and ``split<i>_test_score`` per grid point.
-    class_weight_ : None or "balanced"
-        The class weight of the final fit (``"balanced"`` when the guard fired).
-    trivial_ : bool
-        The final fit is still the trivial scorer (``w`` near 0 even after the guard): its
-        ranking of the candidates is noise. ``reserve select`` warns. ``score_spread_`` is
-        the spread of its candidate scores (:attr:`reserve.solvers.TTK.trivial_`).
     cv_note_ : str
         Why the cross-validation was reduced or skipped ('' when it ran as asked).
     best_estimator_ : Pipeline or MapMean
         The feature map and TTK, fitted on all rows; with several members, their
         :class:`MapMean`.
     selected_, candidates_, candidate_scores_ : ndarray
-        As TTK's; ties at the cutoff are broken by ``secondary_scores_``.
+        As TTK's; ties at the cutoff are broken by ``secondary_scores_`` (``cutoff_ties_``).
     secondary_scores_ : ndarray
         The candidates' secondary score (``tie_break``): the forest's presence
         probability or the logistic log-odds. Computed only for the candidates it can
@@ -437,13 +318,14 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         with several members).
     candidate_rank_ : ndarray of int
         Rank of each candidate (0 = best; aligned with ``candidates_``).
-    n_tied_at_cutoff_ : int
-        Candidates whose TTK score ties (within 1e-7 relative) the last selected one's (0
-        with a boundary penalty: that set is not a cut of the ranking).
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cut and how it was broken (:func:`reserve.solvers.ties.break_cutoff_ties`:
+        the secondary score, then a permutation seeded with ``random_state``); empty with
+        costs or a boundary penalty (not a cut of the ranking).
     standard_effort_ : ndarray
         The standard effort of each of ``effort_columns`` (empty without them).
-    runtime_, cv_runtime_ : float
-        Seconds of the whole fit, and of its cross-validation.
+    cv_runtime_ : float
+        Seconds of the cross-validation.
 
     Examples
     --------
@@ -456,14 +338,24 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     ((5,), 'linear')
     """
 
-    def __init__(self, k: int = 10, budget: float | None = None,
-                 models: tuple[str, ...] = AUTO_MODELS, Cs: tuple[float, ...] = AUTO_CS,
-                 cv: int = 3, n_repeats: int = 2, random_state: int | None = None,
-                 n_jobs: int | None = None, class_weight: str | None = "cv",
-                 effort_columns: tuple[int, ...] | None = None,
-                 boundary_penalty: float = 0.0, tie_break: str = "forest",
-                 ladder: str = "mean", ensemble: str = "maps",
-                 members: tuple[tuple, ...] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        k: int = 10,
+        budget: float | None = None,
+        models: tuple[str, ...] = AUTO_MODELS,
+        Cs: tuple[float, ...] = AUTO_CS,
+        cv: int = 3,
+        n_repeats: int = 2,
+        random_state: int | None = None,
+        n_jobs: int | None = None,
+        class_weight: str | None = "cv",
+        effort_columns: tuple[int, ...] | None = None,
+        boundary_penalty: float = 0.0,
+        tie_break: str = "forest",
+        ladder: str = "mean",
+        ensemble: str = "maps",
+        members: tuple[tuple, ...] | None = None,
+    ) -> None:
         self.k = k
         self.budget = budget
         self.models = models
@@ -485,133 +377,25 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
-    def _grid(self) -> list[tuple[str, float, str | None]]:
-        models = tuple(self.models) if not isinstance(self.models, str) else (self.models,)
-        bad = [m for m in models if m not in FEATURE_MAPS]
-        if bad or not models:
-            raise InvalidInputError(
-                f"models must name feature maps from {', '.join(FEATURE_MAPS)}; "
-                f"received {self.models!r}"
-            )
-        Cs = [check_positive_real(c, "Cs") for c in np.atleast_1d(self.Cs)]
-        if not Cs:
-            raise InvalidInputError("Cs must hold at least one value; received an empty grid")
-        for name, low in (("cv", 2), ("n_repeats", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
-                raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
-        if self.class_weight not in CLASS_WEIGHTS:
-            raise InvalidInputError(
-                f"class_weight must be one of {', '.join(map(repr, CLASS_WEIGHTS))}; received "
-                f"{self.class_weight!r}. Use 'auto' (balanced only when the fit is trivial)."
-            )
-        check_choice(self.tie_break, TIE_BREAKS, "tie_break")
-        check_choice(self.ladder, LADDERS, "ladder")
-        check_choice(self.ensemble, ENSEMBLES, "ensemble")
-        if self.members is not None:
-            return check_members(self.members)
-        cws = ("auto", "balanced") if self.class_weight == "cv" else (self.class_weight,)
-        grid: list[tuple[str, float, str | None]] = []
-        for point in ((m, float(c), cw) for m in models for c in Cs for cw in cws):
-            # a joining map ranks as its one column does whatever C and weights: one point
-            if point[0] not in JOINING_MAPS or all(p[0] != point[0] for p in grid):
-                grid.append(point)
-        return grid
-
-    def _cv_sample(self, y_lab: np.ndarray) -> np.ndarray:
-        """Positions of the labelled rows the CV uses (a stratified sample when many)."""
-        n = y_lab.size
-        if n <= _MAX_CV_ROWS:
-            return np.arange(n)
-        rng = np.random.default_rng(self.random_state)
-        keep = []
-        for cls in (0, 1):
-            rows = np.flatnonzero(y_lab == cls)
-            take = max(round(_MAX_CV_ROWS * rows.size / n), min(rows.size, 2 * self.cv))
-            keep.append(rng.choice(rows, size=min(take, rows.size), replace=False))
-        return np.sort(np.concatenate(keep))
-
-    def _cross_validate(self, X: np.ndarray, data: object, groups: np.ndarray | None,
-                        grid: list[tuple], progress: Callable[[str], None] | None,
-                        ) -> np.ndarray:  # fmt: skip
-        if len(grid) == 1:
-            self.cv_note_ = "one grid point: nothing to choose, no cross-validation"
-            return np.empty((1, 0))
-        y_lab = data.y[data.labelled]
-        pick = self._cv_sample(y_lab)
-        X_lab, y_cv = X[data.labelled][pick], y_lab[pick]
-        g = None if groups is None else np.asarray(groups)[data.labelled][pick]
-        folds, self.cv_note_ = _folds(y_cv, g, int(self.cv), int(self.n_repeats),
-                                      self.random_state)  # fmt: skip
-        if not folds:
-            return np.empty((len(grid), 0))
-        k = int(self.k) if self.budget is None else max(int(self.k), 1)
-        cols, m = self._effort_cols, data.candidates.size
-
-        def rows(f: _Fold) -> np.ndarray:  # the held-out rows play the candidates
-            return at_standard_effort(X_lab, f.train, f.held, cols) if cols.size else X_lab
-
-        jobs = min(effective_n_jobs(self.n_jobs), len(folds))
-        tasks = [(rows(f), y_cv, f, grid, k, m, self.random_state) for f in folds]
-        on_done = None
-        if progress is not None:
-            models = len({model for model, _, _ in grid})
-            progress(
-                f"cross-validating the habitat models: {len(grid)} settings ({models} feature "
-                f"maps) on {len(folds)} folds of {y_cv.size} cells"
-            )
-
-            def on_done(n: int) -> None:
-                progress(f"cross-validating the habitat models: {n} of {len(folds)} folds")
-
-        return np.column_stack(_map_folds(tasks, jobs, y_cv.size, on_done))
-
-    def _record(self, grid: list[tuple], scores: np.ndarray) -> int:
-        """Fill ``cv_results_`` and return the winner's grid position: the best mean score
-        (first of the ties) among the maps that may lead (not :data:`JOINING_MAPS`, unless
-        only they were scored)."""
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # rows without a fold: NaN
-            valid = np.isfinite(scores).any(axis=1)
-            mean = np.where(valid, np.nanmean(np.where(np.isfinite(scores), scores, np.nan),
-                                              axis=1), np.nan)  # fmt: skip
-            std = np.where(valid, np.nanstd(scores, axis=1), np.nan)
-        res: dict[str, object] = {
-            "params": [{"model": m, "C": c, "class_weight": cw} for m, c, cw in grid],
-            "model": np.array([m for m, _, _ in grid]),
-            "C": np.array([c for _, c, _ in grid]),
-            "class_weight": np.array([cw for _, _, cw in grid], dtype=object),
-            "mean_test_score": mean,
-            "std_test_score": std,
-        }
-        order = np.argsort(-np.nan_to_num(mean, nan=-np.inf), kind="stable")
-        rank = np.empty(len(grid), dtype=np.int64)
-        rank[order] = np.arange(1, len(grid) + 1)
-        res["rank_test_score"] = rank
-        for i in range(scores.shape[1]):
-            res[f"split{i}_test_score"] = scores[:, i]
-        self.cv_results_ = res
-        if not valid.any():
-            if scores.shape[1] == 0 and len(grid) == 1:
-                return 0
-            if not self.cv_note_:
-                self.cv_note_ = "no fold could be scored (no positive held out)"
-            self.cv_note_ += "; fell back to the first grid point"
-            return 0
-        leads = [i for i in order if grid[i][0] not in JOINING_MAPS and valid[i]]
-        return int(leads[0] if leads else order[0])
-
-    def fit(self, X: object, y: object = None, cost: object = None, groups: object = None,
-            boundary: object = None,
-            progress: Callable[[str], None] | None = None) -> AutoTTK:  # fmt: skip
+    def fit(
+        self,
+        X: object,
+        y: object = None,
+        cost: object = None,
+        groups: object = None,
+        boundary: object = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> AutoTTK:
         """Choose the feature map and ``C`` by CV on the labelled rows, then fit on all rows.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Raw features of labelled and candidate rows.
-        y : array-like of shape (n_samples,)
-            1 / 0 for labelled rows, -1 for candidates.
+        X : SelectionProblem or array-like of shape (n_samples, n_features)
+            The problem (:class:`reserve.solvers.problem.SelectionProblem`, read as its
+            arrays: ``y``, ``cost`` and ``boundary`` then None), or the raw features of
+            labelled and candidate rows.
+        y : array-like of shape (n_samples,) or None
+            1 / 0 for labelled rows, -1 for candidates (with array ``X``).
         cost : array-like of shape (n_samples,) or None
             Per-row costs for a money ``budget`` (candidates' entries are read).
         groups : array-like of shape (n_samples,) or None
@@ -629,14 +413,13 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        t0 = time.perf_counter()
         if isinstance(X, SelectionProblem):  # the one problem object: read as its arrays
             X, y, cost, boundary = X.X, X.y, X.row_cost(), X.row_boundary()
         if progress is not None and not callable(progress):
             raise InvalidInputError(
                 f"progress must be a function of one message, or None; received {progress!r}"
             )
-        grid = self._grid()
+        grid = auto_grid(self)
         data = check_transductive(X, y, None if self.budget is not None else self.k)
         g = None if groups is None else np.asarray(groups).reshape(-1)
         if g is not None and g.shape[0] != data.X.shape[0]:
@@ -644,39 +427,75 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
                 f"groups must have one entry per row of X ({data.X.shape[0]}); "
                 f"received {g.shape[0]}"
             )
-        data = self._standard_effort(data)
+        data, cols = self._standard_effort(data)
         if self.members is None:
-            points = self._choose(data, g, grid, progress)
+            points = self._choose(data, g, grid, cols, progress)
         else:  # a refit of chosen members: nothing to choose (penalised: the winner only)
-            self.cv_note_, self.cv_runtime_ = "", 0.0
             points = grid[:1] if self.boundary_penalty else grid
-            self._record(grid, np.empty((len(grid), 0)))
+            self.cv_results_ = search_results(_as_points(grid), np.empty((len(grid), 0)))
             self.cv_note_ = "members given: fitted without cross-validation"
+            self.cv_runtime_ = 0.0
         self._fit_final(data, points, cost, boundary, progress)
         model, C, cw = points[0]
         self.best_params_ = {"model": model, "C": C, "class_weight": cw}
         self.members_ = tuple(points)
-        self.runtime_ = time.perf_counter() - t0
         return self
 
-    def _choose(self, data: TransductiveData, groups: np.ndarray | None, grid: list[tuple],
-                progress: Callable[[str], None] | None = None) -> list[tuple]:  # fmt: skip
-        """Cross-validate ``grid``; the grid points the final fit uses, the winner first."""
-        twin_note = ""
+    def _choose(
+        self,
+        data: TransductiveData,
+        groups: np.ndarray | None,
+        grid: list[tuple],
+        cols: np.ndarray,
+        progress: Callable[[str], None] | None = None,
+    ) -> list[tuple]:
+        """Search ``grid``; the grid points the final fit uses, the winner first."""
+        notes = []
         if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
             grid = [p for p in grid if p[2] != "balanced"]
-            twin_note = (
+            notes.append(
                 f"classes nearly balanced (at most {BALANCE_RATIO:g} to 1): "
                 "class_weight='balanced' not tried"
             )
         t_cv = time.perf_counter()
-        scores = self._cross_validate(data.X, data, groups, grid, progress)
+        if len(grid) == 1:
+            self.cv_results_ = search_results(_as_points(grid), np.empty((1, 0)))
+            notes.insert(0, "one grid point: nothing to choose, no cross-validation")
+            best = 0
+        else:
+            search = self._search(grid, cols).fit(
+                data.X, data.y, groups, _fold_progress(grid, progress), shared={}
+            )
+            self.cv_results_, best = search.cv_results_, search.best_index_
+            notes.insert(0, search.note_)
+            if not np.isfinite(fold_scores(self.cv_results_)).any():
+                notes = notes if any(notes) else ["no fold could be scored (no positive held out)"]
+                notes.append("fell back to the first grid point")
         self.cv_runtime_ = time.perf_counter() - t_cv
-        self.cv_note_ = "; ".join(n for n in (self.cv_note_, twin_note) if n)
-        best = self._record(grid, scores)
+        self.cv_note_ = "; ".join(n for n in notes if n)
         if self.ensemble == "none" or self.boundary_penalty:
             return [grid[best]]
-        return [grid[i] for i in map_winners(grid, scores, best)]
+        return [grid[i] for i in map_winners(grid, fold_scores(self.cv_results_), best)]
+
+    def _search(self, grid: list[tuple], cols: np.ndarray) -> TransductiveSearchCV:
+        """The search over ``grid``: :class:`MappedTTK` on AutoTTK's folds."""
+        k = int(self.k) if self.budget is None else max(int(self.k), 1)
+        split = TransductiveSplit(
+            n_splits=int(self.cv),
+            n_repeats=int(self.n_repeats),
+            k=k,
+            effort_columns=cols,
+            max_rows=MAX_CV_ROWS,
+            random_state=self.random_state,
+        )
+        return TransductiveSearchCV(
+            MappedTTK(random_state=self.random_state),
+            _as_points(grid),
+            split,
+            choose=leading_point,
+            catch=(SolverError, InvalidInputError),
+            n_jobs=self.n_jobs,
+        )
 
     def refit_params(self) -> dict[str, object]:
         """Parameters with which an unfitted clone refits this fit's model without CV.
@@ -687,153 +506,86 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "members_")
         return {"members": tuple(self.members_)}
 
-    def _standard_effort(self, data: TransductiveData) -> TransductiveData:
-        """Check ``effort_columns``; the candidates at the labelled rows' median effort."""
-        n_features = data.X.shape[1]
-        cols = np.atleast_1d(np.asarray(() if self.effort_columns is None
-                                        else self.effort_columns))  # fmt: skip
-        if cols.size and (cols.dtype.kind not in "iu" or cols.ndim != 1 or cols.min() < 0
-                          or cols.max() >= n_features):  # fmt: skip
-            raise InvalidInputError(
-                f"effort_columns must be column indices of X (0 to {n_features - 1}); "
-                f"received {self.effort_columns!r}"
-            )
-        self._effort_cols = np.unique(cols).astype(np.int64)
-        if not self._effort_cols.size:
+    def _standard_effort(self, data: TransductiveData) -> tuple[TransductiveData, np.ndarray]:
+        """The candidates at the labelled rows' median effort, and the effort columns."""
+        cols = _effort_columns(self.effort_columns, data.X.shape[1])
+        if not cols.size:
             self.standard_effort_ = np.empty(0)
-            return data
-        X = at_standard_effort(data.X, data.labelled, data.candidates, self._effort_cols)
-        self.standard_effort_ = X[data.candidates[0], self._effort_cols]
-        return replace(data, X=X)
+            return data, cols
+        X = at_standard_effort(data.X, data.labelled, data.candidates, cols)
+        self.standard_effort_ = X[data.candidates[0], cols]
+        return replace(data, X=X), cols
 
-    def _fit_final(self, data: TransductiveData, points: list[tuple], cost: object,
-                   boundary: object = None,
-                   progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
-        """Fit every grid point of ``points`` on all rows; select by their (mean) score."""
-        shared: dict = {}  # the stack and forest maps' one forest
-        mapped = [fit_feature_map(model, data.X, data.y, random_state=self.random_state,
-                                  n_jobs=self.n_jobs, shared=shared)
-                  for model, _, _ in points]  # fmt: skip
-        tie_steps = next((st for st, _ in mapped if _forest_step(st) is not None), mapped[0][0])
-        forest = self._start_forest(tie_steps, data)
-        money = {} if self.budget is None else {"budget": self.budget}
-        if self.boundary_penalty:
-            money["boundary_penalty"] = self.boundary_penalty
-        common = {"k": int(self.k), "random_state": self.random_state, **money}
+    def _fit_final(
+        self,
+        data: TransductiveData,
+        points: list[tuple],
+        cost: object,
+        boundary: object = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        """Fit the members on all rows; select by their (mean) score, ties broken."""
+        mapped = map_members(points, data.X, data.y, self.random_state, self.n_jobs)
+        tie_steps = next((st for st, _ in mapped if forest_step(st) is not None), mapped[0][0])
+        jobs = effective_n_jobs(self.n_jobs)
+        forest = start_tie_forest(
+            self.tie_break, tie_steps, data.X, data.y, self.random_state, jobs
+        )
+        params = {"k": int(self.k), "random_state": self.random_state, "ladder": self.ladder}
+        params |= {} if self.budget is None else {"budget": self.budget}
+        params |= {"boundary_penalty": self.boundary_penalty} if self.boundary_penalty else {}
         try:
-            if len(points) == 1:  # the ladder's fits share the processors
-                (_, Z), (_, C, cw) = mapped[0], points[0]
-                fits = [fit_guarded(Z, data.y, cw, cost, boundary, C=C, ladder=self.ladder,
-                                    n_jobs=self.n_jobs, **common)]  # fmt: skip
-            else:  # the members share them, each with its ladder on one processor
-                common |= {"ladder": self.ladder, "n_jobs": 1}
-                tasks = [(Z, data.y, cw, cost, boundary, C, common)
-                         for (_, Z), (_, C, cw) in zip(mapped, points, strict=True)]  # fmt: skip
-                on_done = None
-                if progress is not None:
-                    progress(f"fitting the {len(points)} chosen habitat models on every cell")
-
-                    def on_done(n: int) -> None:
-                        progress(f"fitting the chosen habitat models: {n} of {len(points)}")
-
-                fits = fork_map(_fit_member, tasks, effective_n_jobs(self.n_jobs), on_done)
+            fits = fit_members(
+                points, mapped, data.y, cost, boundary, params, self.n_jobs, progress
+            )
         except BaseException:
             if forest is not None:
                 forest.cancel()
             raise
-        ttk, self.class_weight_ = fits[0]
-        pipes = [Pipeline([*st, ("ttk", t)]) for (st, _), (t, _) in zip(mapped, fits, strict=True)]
-        self.trivial_ = all(t.trivial_ for t, _ in fits)
-        self.score_spread_ = max(t.score_spread_ for t, _ in fits)
+        ttk = fits[0][0]
+        self.best_estimator_, self.candidate_scores_ = combine_members(mapped, fits)
         self.objective_, self.status_ = ttk.objective_, ttk.status_
         self.candidates_ = data.candidates
-        if len(fits) == 1:
-            self.best_estimator_ = pipes[0]
-            self.candidate_scores_ = np.asarray(ttk.candidate_scores_)
-        else:
-            self.best_estimator_ = MapMean(pipes, [t.candidate_scores_ for t, _ in fits])
-            self.candidate_scores_ = self.best_estimator_.fit_scores_
-        self.secondary_scores_ = self._secondary(tie_steps, mapped[0][1], data, forest)
-        self._select(ttk, cost)
-        self.boundary_length_ = ttk.boundary_length_
-        if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
-            self.selected_ = np.asarray(ttk.selected_)
-            self.n_tied_at_cutoff_ = 0  # not a cut of the ranking: no tie decides it
-        elif len(fits) > 1:
-            self._ensemble_tail(boundary, cost)
+        self.secondary_scores_ = secondary_scores(
+            self.tie_break,
+            self.candidate_scores_,
+            tie_steps,
+            mapped[0][1],
+            data.X,
+            data.y,
+            seed=self.random_state,
+            n_jobs=self.n_jobs,
+            forest=forest,
+        )
+        self._select(ttk, cost, boundary, len(fits) > 1)
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = data.X.shape[1]
 
-    def _ensemble_tail(self, boundary: object, cost: object) -> None:
-        """The ensemble's threshold (a cut between selected and not) and boundary length."""
-        s = self.candidate_scores_
-        chosen = np.zeros(s.size, dtype=bool)
-        chosen[np.searchsorted(self.candidates_, self.selected_)] = True
-        if cost is None and chosen.any() and not chosen.all():
-            self.best_estimator_.threshold_ = 0.5 * (s[chosen].min() + s[~chosen].max())
-        if boundary is not None:
-            self.boundary_length_ = float(boundary.take(self.candidates_).length(chosen))
-
-    def _start_forest(self, steps: list, data: TransductiveData) -> Forked | None:
-        """Start the tie-break forest in a forked child while TTK fits, where it will be
-        needed (``tie_break="forest"``, no ``stack`` map) and a second processor is allowed."""
-        needed = self.tie_break == "forest" and _forest_step(steps) is None
-        if not needed or effective_n_jobs(self.n_jobs) < 2:
-            return None
-        # one thread: the child shares the processors with the TTK fits
-        return fork_call(_tie_forest, data, self.random_state, 1)
-
-    def _secondary(self, steps: list, Z: np.ndarray, data: TransductiveData,
-                   forest: Forked | None = None) -> np.ndarray:  # fmt: skip
-        """The candidates' secondary score (``tie_break``), from the labelled rows; NaN for
-        candidates whose TTK score no other candidate's comes near (nothing to order).
-
-        ``forest`` is the tie-break forest started by :meth:`_start_forest`, if it was.
-        """
-        s = self.candidate_scores_
-        need = _near_another(s, 2 * _tie_width(s))
-        out = np.full(s.size, np.nan)
-        if not need.any():
-            if forest is not None:
-                forest.cancel()
-            return out
-        rows = data.candidates[need]
-        if self.tie_break == "logistic":
-            lr = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
-            lr.fit(Z[data.labelled], data.y[data.labelled])
-            out[need] = lr.decision_function(Z[rows])
-            return out
-        X = data.X[rows]
-        for _, step in steps:  # the stack map's own forest, fed as in the map
-            if isinstance(step, ForestScore):
-                out[need] = step.forest_.predict_proba(X)[:, -1]
-                return out
-            X = step.transform(X)
-        if forest is None:
-            rf = _tie_forest(data, self.random_state, self.n_jobs)
-        else:
-            rf = forest.result()
-        out[need] = rf.predict_proba(data.X[rows])[:, -1]  # on the raw features
-        return out
-
-    def _select(self, ttk: TTK, cost: object) -> None:
-        """Selection and ranking: TTK's score, ties broken by the secondary score."""
-        s = self.candidate_scores_
-        tol = _tie_width(s)
-        level = np.round(s / tol)
-        order = np.lexsort((np.arange(s.size), -self.secondary_scores_, -level))
-        rank_score = np.empty(s.size)
-        rank_score[order] = -np.arange(s.size, dtype=np.float64)
-        if cost is None:
-            pick = order[: int(self.k)]
-        else:
-            c = np.asarray(cost, dtype=np.float64)[self.candidates_]
-            pick = budget_select(rank_score, c, float(ttk.budget_))
-        self.selected_ = self.candidates_[pick]
-        self.candidate_rank_ = np.empty(s.size, dtype=np.int64)
-        self.candidate_rank_[order] = np.arange(s.size)
-        last = s[pick[-1]] if pick.size else np.inf
-        self.n_tied_at_cutoff_ = int((np.abs(s - last) <= tol).sum()) if pick.size else 0
+    def _select(self, ttk: object, cost: object, boundary: object, ensemble: bool) -> None:
+        """Selection, ranking and the tie at the cut (:func:`select_with_ties`); with a
+        boundary penalty, the set TTK chose; the ensemble's threshold and boundary length."""
+        cand = self.candidates_
+        pick, order, self.cutoff_ties_ = select_with_ties(
+            self.candidate_scores_,
+            self.secondary_scores_,
+            int(self.k),
+            self.random_state,
+            cost=None if cost is None else np.asarray(cost, dtype=np.float64)[cand],
+            budget=None if cost is None else float(ttk.budget_),
+        )
+        self.selected_ = cand[pick]
+        self.candidate_rank_ = np.empty(order.size, dtype=np.int64)
+        self.candidate_rank_[order] = np.arange(order.size)
+        self.boundary_length_ = ttk.boundary_length_
+        if self.boundary_penalty:  # the set TTK chose with the penalty, as it ranked it
+            self.selected_ = np.asarray(ttk.selected_)
+            self.cutoff_ties_ = CutoffTies()  # not a cut of the ranking: no tie decides it
+        elif ensemble:
+            chosen = np.isin(cand, self.selected_)
+            if cost is None:
+                self.best_estimator_.cut(chosen)
+            if boundary is not None:
+                self.boundary_length_ = float(boundary.take(cand).length(chosen))
 
     def decision_function(self, X: object) -> np.ndarray:
         """TTK's score of each row, through the chosen feature map."""

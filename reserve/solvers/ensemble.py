@@ -1,29 +1,44 @@
-"""The ensemble of the maps: AutoTTK's final scorer when the CV cannot tell maps apart.
+"""The ensemble of the maps: AutoTTK's grid points, its members and its final scorer.
+
+A grid point of AutoTTK is a feature map, ``C`` and a class weight: :class:`MappedTTK` fits
+one (the estimator of its search), :func:`map_members` and :func:`fit_members` fit the final
+fit's members on all rows.
 
 With few positives a cross-validation's scores differ by a cell or two between feature maps,
 too little to choose one reliably. :func:`map_winners` keeps the winner and every other map
 whose fold-by-fold deficit to it is within one standard error; :class:`MapMean` scores by the
 mean of their standardised TTK scores, each clipped to +- 3 (docs/algorithm.md, "The
 ensemble of the maps").
-Arrays in, arrays out: the members are fitted by :class:`reserve.solvers.AutoTTK`.
+Arrays in, arrays out.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
+from joblib import effective_n_jobs
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.pipeline import Pipeline
 
 from reserve.errors import InvalidInputError
+from reserve.fork import fork_map, one_blas_thread
 from reserve.solvers._validation import check_positive_real
-from reserve.solvers.features import FEATURE_MAPS
+from reserve.solvers.features import FEATURE_MAPS, fit_feature_map
+from reserve.solvers.ttk import TTK
 
 __all__ = [
     "ENSEMBLES",
     "MEMBER_CLIP",
     "MapMean",
+    "MappedTTK",
     "check_members",
+    "combine_members",
     "describe_members",
+    "fit_guarded",
+    "fit_members",
+    "map_members",
     "map_winners",
 ]
 
@@ -105,8 +120,9 @@ def describe_members(members: list[tuple] | tuple[tuple, ...]) -> str:
     >>> describe_members([("linear", 1.0, "auto"), ("spline", 0.1, "balanced")])
     'the mean of linear with C=1 and spline with C=0.1 (balanced)'
     """
-    parts = [f"{m} with C={C:g}" + (" (balanced)" if cw == "balanced" else "")
-             for m, C, cw in members]  # fmt: skip
+    parts = [
+        f"{m} with C={C:g}" + (" (balanced)" if cw == "balanced" else "") for m, C, cw in members
+    ]
     if len(parts) == 1:
         return parts[0]
     return "the mean of " + ", ".join(parts[:-1]) + " and " + parts[-1]
@@ -158,16 +174,201 @@ class MapMean:
         self.threshold_ = 0.0
         self.fit_scores_ = self._mean(S)
 
+    def cut(self, chosen: np.ndarray) -> None:
+        """Set ``threshold_`` midway between the last chosen candidate (``chosen``: a mask of
+        the fit's candidates) and the best one left out, so that exactly the chosen score
+        above 0 (unless they tie); left at 0 when all or none are chosen."""
+        s = self.fit_scores_
+        if chosen.any() and not chosen.all():
+            self.threshold_ = 0.5 * (s[chosen].min() + s[~chosen].max())
+
     def _mean(self, S: np.ndarray) -> np.ndarray:
         Z = (S - self.offsets_[:, None]) / self.scales_[:, None]
         return np.clip(Z, -MEMBER_CLIP, MEMBER_CLIP).mean(axis=0)
 
     def transform(self, X: object) -> np.ndarray:
         """The members' mapped features of each row, side by side (their union)."""
-        return np.hstack([m[:-1].transform(X) if len(m) > 1 else np.asarray(X)
-                          for m in self.members])  # fmt: skip
+        return np.hstack(
+            [m[:-1].transform(X) if len(m) > 1 else np.asarray(X) for m in self.members]
+        )
 
     def decision_function(self, X: object) -> np.ndarray:
         """The members' mean clipped standardised score of each row, less ``threshold_``."""
         S = np.vstack([m.decision_function(X) for m in self.members])
         return self._mean(S) - self.threshold_
+
+
+def fit_guarded(
+    Z: np.ndarray,
+    y: np.ndarray,
+    class_weight: str | None,
+    cost: object = None,
+    boundary: object = None,
+    **params,
+) -> tuple[TTK, str | None]:
+    """``TTK(**params)`` on ``(Z, y)``; with ``class_weight="auto"``, refitted balanced when
+    the fit is trivial (:attr:`TTK.trivial_`).
+
+    Returns the fitted TTK and the class weight it used (``None`` or ``"balanced"``).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(180, 4)); y = np.r_[np.zeros(120, int), -np.ones(60, int)]
+    >>> y[rng.choice(120, 8, replace=False)] = 1  # 8 positives in 120, no signal
+    >>> ttk, used = fit_guarded(X, y, "auto", k=5, C=1.0)
+    >>> used, ttk.trivial_
+    ('balanced', False)
+    """
+    cw = None if class_weight == "auto" else class_weight
+    extra = {} if boundary is None else {"boundary": boundary}
+    ttk = TTK(class_weight=cw, **params).fit(Z, y, cost=cost, **extra)
+    if class_weight == "auto" and ttk.trivial_:
+        return TTK(class_weight="balanced", **params).fit(Z, y, cost=cost, **extra), "balanced"
+    return ttk, cw
+
+
+class MappedTTK(ClassifierMixin, BaseEstimator):
+    """One grid point of AutoTTK: feature map ``model``, then TTK guarded by
+    :func:`fit_guarded`. The estimator of AutoTTK's search.
+
+    Parameters
+    ----------
+    model : str, default="linear"
+        A feature map (:data:`reserve.solvers.features.FEATURE_MAPS`).
+    C : float, default=1.0
+    class_weight : {"auto", None, "balanced"}, default="auto"
+    k : int, default=10
+    polish : bool, default=False
+        TTK's polish (the search's fits go without it).
+    random_state : int or None, default=None
+
+    Attributes
+    ----------
+    pipeline_ : Pipeline
+        The fitted map and TTK.
+    selected_, candidates_, candidate_scores_ : ndarray
+        TTK's.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(90, 3)); y = (X[:, 0] > 0).astype(int); y[60:] = -1
+    >>> MappedTTK(model="spline", k=4, random_state=0).fit(X, y).selected_.size
+    4
+    """
+
+    def __init__(
+        self,
+        model: str = "linear",
+        C: float = 1.0,
+        class_weight: str | None = "auto",
+        k: int = 10,
+        polish: bool = False,
+        random_state: int | None = None,
+    ) -> None:
+        self.model = model
+        self.C = C
+        self.class_weight = class_weight
+        self.k = k
+        self.polish = polish
+        self.random_state = random_state
+
+    def fit(self, X: np.ndarray, y: np.ndarray, shared: dict | None = None) -> MappedTTK:
+        """Map the rows and fit TTK; return ``self``.
+
+        ``shared`` is a dict kept across the fits of one search fold (the same rows and
+        ``random_state``): each map is fitted once in it, and the ``stack`` and ``forest``
+        maps share one forest (:func:`reserve.solvers.features.fit_feature_map`).
+        """
+        shared = {} if shared is None else shared
+        key = ("mapped", self.model)
+        if key not in shared:
+            shared[key] = fit_feature_map(
+                self.model, X, y, random_state=self.random_state, shared=shared
+            )
+        steps, Z = shared[key]
+        ttk, _ = fit_guarded(
+            Z,
+            y,
+            self.class_weight,
+            k=self.k,
+            C=self.C,
+            polish=self.polish,
+            random_state=self.random_state,
+        )
+        self.pipeline_ = Pipeline([*steps, ("ttk", ttk)])
+        self.selected_ = ttk.selected_
+        self.candidates_ = ttk.candidates_
+        self.candidate_scores_ = ttk.candidate_scores_
+        return self
+
+
+def map_members(
+    points: list[tuple], X: np.ndarray, y: np.ndarray, random_state: int | None, n_jobs: int | None
+) -> list[tuple[list, np.ndarray]]:
+    """Each member's feature map fitted on all rows: ``(steps, mapped rows)`` per point (the
+    ``stack`` and ``forest`` maps share one forest)."""
+    shared: dict = {}
+    return [
+        fit_feature_map(model, X, y, random_state=random_state, n_jobs=n_jobs, shared=shared)
+        for model, _, _ in points
+    ]
+
+
+def _fit_member(
+    Z: np.ndarray,
+    y: np.ndarray,
+    class_weight: str | None,
+    cost: object,
+    boundary: object,
+    C: float,
+    params: dict,
+) -> tuple[TTK, str | None]:
+    """One member: :func:`fit_guarded` on one BLAS thread (the members share the
+    processors; the numbers are the same wherever it runs)."""
+    with one_blas_thread():
+        return fit_guarded(Z, y, class_weight, cost, boundary, C=C, **params)
+
+
+def fit_members(
+    points: list[tuple],
+    mapped: list[tuple],
+    y: np.ndarray,
+    cost: object,
+    boundary: object,
+    params: dict,
+    n_jobs: int | None,
+    progress: Callable[[str], None] | None = None,
+) -> list[tuple[TTK, str | None]]:
+    """TTK of every member on its mapped rows: ``(fitted TTK, class weight used)`` each.
+
+    ``params`` are TTK's (``k``, ``ladder``, ``random_state``, ...). One member uses the
+    ``n_jobs`` processors for its ladder's fits; several share them, one each.
+    """
+    if len(points) == 1:
+        (_, Z), (_, C, cw) = mapped[0], points[0]
+        return [fit_guarded(Z, y, cw, cost, boundary, C=C, n_jobs=n_jobs, **params)]
+    params = params | {"n_jobs": 1}
+    tasks = [
+        (Z, y, cw, cost, boundary, C, params)
+        for (_, Z), (_, C, cw) in zip(mapped, points, strict=True)
+    ]
+    on_done = None
+    if progress is not None:
+        progress(f"fitting the {len(points)} chosen habitat models on every cell")
+
+        def on_done(n: int) -> None:
+            progress(f"fitting the chosen habitat models: {n} of {len(points)}")
+
+    return fork_map(_fit_member, tasks, effective_n_jobs(n_jobs), on_done)
+
+
+def combine_members(mapped: list[tuple], fits: list[tuple]) -> tuple[object, np.ndarray]:
+    """The final scorer of fitted members and its candidates' scores: the one member's
+    pipeline (map and TTK), or the :class:`MapMean` of several."""
+    pipes = [Pipeline([*st, ("ttk", t)]) for (st, _), (t, _) in zip(mapped, fits, strict=True)]
+    if len(pipes) == 1:
+        return pipes[0], np.asarray(fits[0][0].candidate_scores_)
+    mean = MapMean(pipes, [t.candidate_scores_ for t, _ in fits])
+    return mean, mean.fit_scores_
