@@ -72,3 +72,18 @@ def assert_one_line_error(stderr: str, code: int, expected: int, needle: str = "
     assert lines[0].startswith("reserve: error: "), stderr
     assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+# ------------------------------------------------------------------------------------------
+# planning units shared by the tests of the public functions
+
+
+@pytest.fixture(scope="session")
+def small_units_file(tmp_path_factory) -> Path:
+    """A 12 x 12 planning_units GeoPackage (``tests.test_select.make_units``), written once.
+
+    Read-only: a test that changes the cells writes its own file.
+    """
+    from tests.test_select import write_units
+
+    return write_units(tmp_path_factory.mktemp("units") / "cells.gpkg")
