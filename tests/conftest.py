@@ -87,3 +87,19 @@ def small_units_file(tmp_path_factory) -> Path:
     from tests.test_select import write_units
 
     return write_units(tmp_path_factory.mktemp("units") / "cells.gpkg")
+
+
+# ------------------------------------------------------------------------------------------
+# quiet output: ``make test`` prints the dots and the summary line, nothing else on success
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """Drop pytest-xdist's "bringing up nodes..." lines under ``-q`` when stdout is no terminal.
+
+    On a terminal xdist rewrites that status in place; into a log (CI, ``make test | tee``) it
+    writes it as lines that say nothing about the tests.
+    """
+    reporter = session.config.pluginmanager.getplugin("terminaldistreporter")
+    if reporter is not None and session.config.option.verbose < 0:
+        reporter.ensure_show_status = lambda: None
