@@ -10,8 +10,9 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
 # setuptools boxes a UserWarning about editable installs on every install (each of its
-# editable modes has one); it says nothing about this project, so a planner is not shown it
-	@PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[test]'
+# editable modes has one); it says nothing about this project, so a planner is not shown it.
+# -qq: pip's errors only, not its warnings about the machine's own index settings
+	@PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install -qq -e '.[test]'
 # the package's bytecode, once: a shell with PYTHONDONTWRITEBYTECODE set would else
 # compile reserve's modules afresh on every run (about 0.25 s)
 	@$(PY) -m compileall -q reserve

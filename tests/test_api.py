@@ -95,11 +95,11 @@ def test_importing_reserve_loads_no_heavy_module():
         "heavy = [m for m in ('numpy', 'pandas', 'sklearn', 'scipy', 'geopandas', 'click', "
         "'typing', 'reserve.select', 'reserve.config', 'reserve.interrupt') if m in sys.modules]; "
         "print(','.join(heavy)); "
-        "reserve.SelectionResult; "
-        "print('numpy' in sys.modules)"
+        "reserve.SelectOptions; "
+        "print('reserve.config' in sys.modules, 'reserve.select' in sys.modules)"
     )
-    out = run_python(code).splitlines()
-    assert out == ["", "True"]  # nothing heavy until a public name is used
+    # nothing heavy until a public name is used, then only that name's module
+    assert run_python(code).splitlines() == ["", "True False"]
 
 
 def test_import_reserve_changes_no_signal_handler():
