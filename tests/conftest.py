@@ -11,6 +11,31 @@ import pytest
 from tests._oracle import OPTIMA_PATH, ORACLE_SEEDS, load_optima, oracle_optimum
 
 
+def _share_the_cores_among_workers() -> None:
+    """Under ``pytest -n N``, give each worker's BLAS and OpenMP its share of the processors.
+
+    Each library starts as many threads as the machine has processors: with one worker per
+    processor, N workers then run N times too many threads, and OpenBLAS's waiting threads
+    spin on processors the other workers need (the BLAS-heavy tests took two to four times
+    their CPU time). The variables reach the commands the tests start; ``threadpool_limits``
+    the libraries this process has already loaded. Results do not depend on it: the forked
+    folds of the library run on one BLAS thread already (:func:`reserve.fork.one_blas_thread`).
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = max((cpus or 1) // workers, 1)
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, str(threads))
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]))
+
+
+_share_the_cores_among_workers()
+
+
 @pytest.fixture(scope="session")
 def oracle_optima() -> dict[str, dict[str, float]]:
     """Brute-force optima of the oracle instances, cached in tests/data/oracle_optima.json.
