@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install -qq --upgrade pip
 # setuptools boxes a UserWarning about editable installs on every install (each of its
 # editable modes has one); it says nothing about this project, so a planner is not shown it.
 # -qq: pip's errors only, not its warnings about the machine's own index settings
