@@ -16,10 +16,10 @@ def _share_the_cores_among_workers() -> None:
 
     Each library starts as many threads as the machine has processors: with one worker per
     processor, N workers then run N times too many threads, and OpenBLAS's waiting threads
-    spin on processors the other workers need (the BLAS-heavy tests took two to four times
-    their CPU time). The variables reach the commands the tests start; ``threadpool_limits``
-    the libraries this process has already loaded. Results do not depend on it: the forked
-    folds of the library run on one BLAS thread already (:func:`reserve.fork.one_blas_thread`).
+    spin on processors the other workers need (on a busy machine the BLAS-heavy tests took
+    up to twice their CPU time). The variables reach the commands the tests start,
+    ``threadpool_limits`` the libraries this process has loaded. The library's own forked
+    folds run on one BLAS thread already (:func:`reserve.fork.one_blas_thread`).
     """
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers <= 1:
