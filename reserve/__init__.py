@@ -1,7 +1,29 @@
-"""reserve: choose k private land cells for a species with Transductive Top K (TTK)."""
+"""reserve: choose k private land cells for a species with Transductive Top K (TTK).
+
+The Python API mirrors the command line, one function per command:
+
+* :func:`select_reserve` (``reserve select``), or :func:`run_selection` with a checked
+  :class:`SelectOptions`, returns a :class:`SelectionResult`;
+* :func:`ingest_ebird` (``reserve ingest``, :func:`reserve.ingest.ingest`) grids eBird
+  checklists filtered by a :class:`ChecklistFilter` and returns an :class:`IngestResult`;
+* :func:`evaluate_selection` (``reserve evaluate``) scores the ids of a selection
+  (:func:`read_selection` reads them from a ``reserve.gpkg``) against the true occupancy.
+
+Every error derives from :class:`ReserveError`. ``import reserve`` loads only the errors: the
+functions and types are imported on first use (PEP 562), so the command line starts as fast
+as without them. The ingest function is not named ``reserve.ingest``, which stays the module
+(``import reserve.ingest``).
+
+Examples
+--------
+>>> import reserve
+>>> "select_reserve" in reserve.__all__ and issubclass(reserve.InvalidInputError, ValueError)
+True
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from reserve.errors import (
@@ -48,13 +70,62 @@ if _run_as_command():
 
 __version__ = "0.1.0"
 
+#: Public name -> (module, name in that module), imported on first access.
+_LAZY = {
+    "ChecklistFilter": ("reserve.io", "ChecklistFilter"),
+    "IngestResult": ("reserve.ingest", "IngestResult"),
+    "SelectOptions": ("reserve.config", "SelectOptions"),
+    "SelectionResult": ("reserve.result", "SelectionResult"),
+    "evaluate_selection": ("reserve.evaluate", "evaluate_selection"),
+    "ingest_ebird": ("reserve.ingest", "ingest"),
+    "read_selection": ("reserve.evaluate", "read_selection"),
+    "run_selection": ("reserve.select", "run_selection"),
+    "select_reserve": ("reserve.select", "select_reserve"),
+}
+
+# typing's own constant would import typing (2 ms) into every command's start
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from reserve.config import SelectOptions
+    from reserve.evaluate import evaluate_selection, read_selection
+    from reserve.ingest import IngestResult
+    from reserve.ingest import ingest as ingest_ebird
+    from reserve.io import ChecklistFilter
+    from reserve.result import SelectionResult
+    from reserve.select import run_selection, select_reserve
+
 __all__ = [
+    "ChecklistFilter",
     "DataFileError",
+    "IngestResult",
     "InvalidInputError",
     "MissingDependencyError",
     "OutputExistsError",
     "ReserveError",
+    "SelectOptions",
+    "SelectionResult",
     "SolverError",
     "WorkerError",
     "__version__",
+    "evaluate_selection",
+    "ingest_ebird",
+    "read_selection",
+    "run_selection",
+    "select_reserve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public function or type of :data:`_LAZY` when it is first asked for."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'reserve' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

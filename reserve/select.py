@@ -297,6 +297,7 @@ def select_reserve(
     model: str = SELECT_DEFAULTS.model,
     effort: bool = SELECT_DEFAULTS.effort,
     learn_from: str = SELECT_DEFAULTS.learn_from,
+    boundary_penalty: float | str = 0.0,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -314,10 +315,10 @@ def select_reserve(
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
-    n_jobs, cost_column, species, model, effort, learn_from
-        The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags):
-        nothing is written without ``out``; an existing output is an error, raised before any
-        work, unless ``overwrite``; ``map=False`` draws no map.
+    n_jobs, cost_column, species, model, effort, learn_from, boundary_penalty
+        The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags),
+        every one of them: nothing is written without ``out``; an existing output is an
+        error, raised before any work, unless ``overwrite``; ``map=False`` draws no map.
     exclude_novel : bool
         Never select a candidate whose habitat lies outside the training cells' range
         (negative MESS, :mod:`reserve.novelty`): they are locked out. Off: they are flagged.
@@ -352,10 +353,25 @@ def select_reserve(
     if config is not None and not isinstance(config, Mapping):
         raise InvalidInputError(f"config must be a mapping of option names; received {config!r}")
     opts = SelectOptions(
+        budget=budget,
+        cells=cells,
+        method=method,
+        C=C,
+        seed=seed,
+        out=out,
+        map=map,
+        overwrite=overwrite,
+        time_limit=time_limit,
+        locked_in=locked_in,
+        locked_out=locked_out,
+        bootstrap=bootstrap,
         exclude_novel=exclude_novel,
-        budget=budget, cells=cells, method=method, C=C, seed=seed, out=out, map=map,
-        overwrite=overwrite, time_limit=time_limit, locked_in=locked_in,
-        locked_out=locked_out, bootstrap=bootstrap, n_jobs=n_jobs, cost_column=cost_column,
-        species=species, model=model, effort=effort, learn_from=learn_from,
-    )  # fmt: skip
+        n_jobs=n_jobs,
+        cost_column=cost_column,
+        species=species,
+        model=model,
+        effort=effort,
+        boundary_penalty=boundary_penalty,
+        learn_from=learn_from,
+    )
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)
