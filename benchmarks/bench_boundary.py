@@ -49,8 +49,15 @@ def _region(seed: int, work: Path, k: int) -> dict[str, Any]:
     rows = np.array([where[c] for c in prob.context["cell_id"]])
     adj = grid_adjacency(units.geometry.to_numpy())
     full = Boundary(4 * adj.cell_size - (1 - EDGE_FACTOR) * adj.outer(), adj.matrix())
-    return {"X": prob.X, "y": prob.y, "truth": prob.truth, "rows": rows, "adj": adj,
-            "full": full, "term": full.take(rows)}  # fmt: skip
+    return {
+        "X": prob.X,
+        "y": prob.y,
+        "truth": prob.truth,
+        "rows": rows,
+        "adj": adj,
+        "full": full,
+        "term": full.take(rows),
+    }
 
 
 def _measure(reg: dict[str, Any], picked: np.ndarray, seconds: float) -> dict[str, Any]:
@@ -59,10 +66,13 @@ def _measure(reg: dict[str, Any], picked: np.ndarray, seconds: float) -> dict[st
     mask = np.zeros(reg["adj"].n, dtype=bool)
     mask[reg["rows"][picked]] = True
     patches = patch_labels(reg["adj"], mask)
-    return {"precision": float(reg["truth"][picked].mean()),
-            "boundary_km": reg["full"].length(mask) / 1000.0,
-            "n_patches": int(patches.max()), "largest": int(np.bincount(patches)[1:].max()),
-            "seconds": round(seconds, 2)}  # fmt: skip
+    return {
+        "precision": float(reg["truth"][picked].mean()),
+        "boundary_km": reg["full"].length(mask) / 1000.0,
+        "n_patches": int(patches.max()),
+        "largest": int(np.bincount(patches)[1:].max()),
+        "seconds": round(seconds, 2),
+    }
 
 
 def ttk_curve(reg: dict[str, Any], k: int, seed: int) -> list[dict[str, Any]]:
@@ -106,8 +116,12 @@ def rf_curve(reg: dict[str, Any], k: int, seed: int, time_limit: float) -> list[
     def fit(lam: float) -> dict[str, Any]:
         res = select_compact(p, term, k, lam, time_limit=time_limit, max_pool=3000)
         out = _measure(reg, cand[res.selected], res.runtime)
-        return {"objective": -float(p[res.selected].sum()), "boundary": res.boundary,
-                "status": res.status, **out}  # fmt: skip
+        return {
+            "objective": -float(p[res.selected].sum()),
+            "boundary": res.boundary,
+            "status": res.status,
+            **out,
+        }
 
     return calibrate_penalty(fit)[1]
 
@@ -129,17 +143,22 @@ def time_fit(reg: dict[str, Any], k: int, seed: int, penalty: float, reps: int) 
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             seen[lam].append((wall, cpu))
             ttk = pipe.named_steps["ttk"]
-            print(f"penalty {lam:.3g}: wall {wall:.2f} s, CPU {cpu:.2f} s, objective "
-                  f"{ttk.objective_:.6f}, boundary {ttk.boundary_length_ / 1000:.1f} km",
-                  flush=True)  # fmt: skip
+            print(
+                f"penalty {lam:.3g}: wall {wall:.2f} s, CPU {cpu:.2f} s, objective "
+                f"{ttk.objective_:.6f}, boundary {ttk.boundary_length_ / 1000:.1f} km",
+                flush=True,
+            )
     for lam, rows in seen.items():
         wall, cpu = np.median(np.asarray(rows), axis=0)
         print(f"median at penalty {lam:.3g}: wall {wall:.2f} s, CPU {cpu:.2f} s")
 
 
 def _table(records: list[dict[str, Any]]) -> list[str]:
-    lines = ["| method | k | seed | penalty | chosen | precision | boundary km | patches | "
-             "largest | s |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| method | k | seed | penalty | chosen | precision | boundary km | patches | "
+        "largest | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in records:
         lines.append(
             f"| {r['method']} | {r['k']} | {r['seed']} | {r['penalty']:.3g} | "
@@ -151,9 +170,11 @@ def _table(records: list[dict[str, Any]]) -> list[str]:
 
 def _summary(records: list[dict[str, Any]]) -> list[str]:
     """Per method and k, the chosen (knee) fit against the unpenalised one, means over seeds."""
-    lines = ["| method | k | seeds | precision at 0 | at the knee | boundary km at 0 | "
-             "at the knee | patches at 0 | at the knee |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| method | k | seeds | precision at 0 | at the knee | boundary km at 0 | "
+        "at the knee | patches at 0 | at the knee |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     keys = sorted({(r["method"], r["k"]) for r in records})
     for method, k in keys:
         rs = [r for r in records if r["method"] == method and r["k"] == k]
@@ -179,8 +200,10 @@ def _multiples(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     that seeds line up although their penalties differ; the large end is ``inf``."""
     out = []
     for key in sorted({(r["method"], r["k"], r["seed"]) for r in records}):
-        rs = sorted((r for r in records if (r["method"], r["k"], r["seed"]) == key),
-                    key=lambda r: float(r["penalty"]))  # fmt: skip
+        rs = sorted(
+            (r for r in records if (r["method"], r["k"], r["seed"]) == key),
+            key=lambda r: float(r["penalty"]),
+        )
         cohon = float(rs[len(rs) // 2]["penalty"]) if len(rs) == 7 else float("nan")
         for i, r in enumerate(rs):
             mult = float(r["penalty"]) / cohon if i < len(rs) - 1 else float("inf")
@@ -195,22 +218,29 @@ def target_table(records: list[dict[str, Any]]) -> list[str]:
     than 10 patches and costs at most 0.05 of precision, means over the seeds.
     """
     recs = _multiples(records)
-    lines = ["| method | k | x Cohon | seeds | precision - at 0 | boundary / at 0 | patches | "
-             "target met |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| method | k | x Cohon | seeds | precision - at 0 | boundary / at 0 | patches | "
+        "target met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for method, k, mult in sorted({(r["method"], r["k"], r["multiple"]) for r in recs}):
         rows = [r for r in recs if (r["method"], r["k"], r["multiple"]) == (method, k, mult)]
-        zero = {r["seed"]: r for r in recs
-                if (r["method"], r["k"], r["multiple"]) == (method, k, 0.0)}  # fmt: skip
+        zero = {
+            r["seed"]: r for r in recs if (r["method"], r["k"], r["multiple"]) == (method, k, 0.0)
+        }
         rows = [r for r in rows if r["seed"] in zero]
         if not rows or mult == 0.0:
             continue
         dp = np.mean([float(r["precision"]) - float(zero[r["seed"]]["precision"]) for r in rows])
-        ratio = np.mean([float(r["boundary_km"]) / float(zero[r["seed"]]["boundary_km"])
-                         for r in rows])  # fmt: skip
+        ratio = np.mean(
+            [float(r["boundary_km"]) / float(zero[r["seed"]]["boundary_km"]) for r in rows]
+        )
         patches = np.mean([float(r["n_patches"]) for r in rows])
         met = ratio <= 0.5 and patches < 10 and dp >= -0.05
-        lines.append(f"| {method} | {k} | {mult:g} | {len(rows)} | {dp:+.3f} | {ratio:.2f} | "
-                     f"{patches:.1f} | {'yes' if met else 'no'} |")  # fmt: skip
+        lines.append(
+            f"| {method} | {k} | {mult:g} | {len(rows)} | {dp:+.3f} | {ratio:.2f} | "
+            f"{patches:.1f} | {'yes' if met else 'no'} |"
+        )
     return lines
 
 
@@ -247,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if args.from_csv is not None:
         with args.from_csv.open() as fh:
-            records = [{**r, "chosen": r["chosen"] == "True", "penalty": float(r["penalty"])}
-                       for r in csv.DictReader(fh)]  # fmt: skip
+            records = [
+                {**r, "chosen": r["chosen"] == "True", "penalty": float(r["penalty"])}
+                for r in csv.DictReader(fh)
+            ]
         _report(args.out, argv, records)
         return 0
     if args.time_penalty is not None:
@@ -261,8 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         for k in (int(v) for v in args.ks.split(",")):
             reg = _region(seed, args.work, k)
             for method in methods:
-                rows = (ttk_curve(reg, k, seed) if method == "ttk"
-                        else rf_curve(reg, k, seed, args.time_limit))  # fmt: skip
+                rows = (
+                    ttk_curve(reg, k, seed)
+                    if method == "ttk"
+                    else rf_curve(reg, k, seed, args.time_limit)
+                )
                 new = [{"method": method, "k": k, "seed": seed, **r} for r in rows]
                 records.extend(new)
                 for line in _table(new)[2:]:
@@ -279,17 +314,43 @@ def _report(out: Path, argv: list[str] | None, records: list[dict[str, Any]]) ->
             r[key] = float(r[key])
         for key in ("n_patches", "largest", "k", "seed"):
             r[key] = int(float(r[key]))
-    text = ["# Compact reserves: boundary penalty on the default region", "",
-            f"Command: `python -m benchmarks.bench_boundary {' '.join(argv or [])}`".rstrip(),
-            "", "## The knee (means over seeds)", "", *_summary(records), "",
-            "## Each multiple of Cohon's penalty against none (means over seeds)", "",
-            *target_table(records), "", "## Every fit", "", *_table(records), ""]  # fmt: skip
+    text = [
+        "# Compact reserves: boundary penalty on the default region",
+        "",
+        f"Command: `python -m benchmarks.bench_boundary {' '.join(argv or [])}`".rstrip(),
+        "",
+        "## The knee (means over seeds)",
+        "",
+        *_summary(records),
+        "",
+        "## Each multiple of Cohon's penalty against none (means over seeds)",
+        "",
+        *target_table(records),
+        "",
+        "## Every fit",
+        "",
+        *_table(records),
+        "",
+    ]
     out.write_text("\n".join(text))
 
 
 def _append(path: Path, rows: list[dict[str, Any]]) -> None:
-    fields = ["method", "k", "seed", "penalty", "chosen", "precision", "boundary_km",
-              "n_patches", "largest", "seconds", "objective", "boundary", "status"]  # fmt: skip
+    fields = [
+        "method",
+        "k",
+        "seed",
+        "penalty",
+        "chosen",
+        "precision",
+        "boundary_km",
+        "n_patches",
+        "largest",
+        "seconds",
+        "objective",
+        "boundary",
+        "status",
+    ]
     new = not path.exists()
     with path.open("a", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")

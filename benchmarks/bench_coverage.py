@@ -53,14 +53,45 @@ OUT = Path(__file__).resolve().parent / "results" / "coverage.md"
 WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "reserve-bench-coverage"
 #: Columns of the per-run records, in the CSV's order.
 FIELDS = (
-    "seed", "species", "k", "expected", "low", "high", "true", "covered", "signal", "check_auc",
-    "seconds", "detection", "n_known_detection", "n_surveyed_no_detection", "n_unsurveyed",
-    "expected_unsurveyed", "true_unsurveyed", "expected_no_detection", "true_no_detection",
-    "beyond_calibration", "n_calibration", "detection_truth", "psi_unsurveyed",
-)  # fmt: skip
+    "seed",
+    "species",
+    "k",
+    "expected",
+    "low",
+    "high",
+    "true",
+    "covered",
+    "signal",
+    "check_auc",
+    "seconds",
+    "detection",
+    "n_known_detection",
+    "n_surveyed_no_detection",
+    "n_unsurveyed",
+    "expected_unsurveyed",
+    "true_unsurveyed",
+    "expected_no_detection",
+    "true_no_detection",
+    "beyond_calibration",
+    "n_calibration",
+    "detection_truth",
+    "psi_unsurveyed",
+)
 #: Columns of the report's table of runs.
-RUN_COLUMNS = ["seed", "species", "k", "expected", "low", "high", "true", "covered", "signal",
-               "check_auc", "detection", "seconds"]  # fmt: skip
+RUN_COLUMNS = [
+    "seed",
+    "species",
+    "k",
+    "expected",
+    "low",
+    "high",
+    "true",
+    "covered",
+    "signal",
+    "check_auc",
+    "detection",
+    "seconds",
+]
 #: Quantities pooled over runs for the calibration figure (one array per run).
 CALIB_KEYS = ("prob", "occupied", "psi", "chosen", "surveyed", "score", "n_checklists", "label")
 #: ``--calibration``: what ``--from-csv`` recomputes the counts with (``library``: none).
@@ -86,13 +117,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-9"))
-    parser.add_argument("--budgets", type=lambda s: [int(k) for k in s.split(",")],
-                        default=[10, 30, 100])  # fmt: skip
-    parser.add_argument("--species", type=lambda s: s.split(","),
-                        default=list(DEFAULT_REGION.species_all))  # fmt: skip
-    parser.add_argument("--csv", type=Path, default=None,
-                        help="write every record as its run ends (and the calibration arrays "
-                        "beside it, FILE.npz)")  # fmt: skip
+    parser.add_argument(
+        "--budgets", type=lambda s: [int(k) for k in s.split(",")], default=[10, 30, 100]
+    )
+    parser.add_argument(
+        "--species", type=lambda s: s.split(","), default=list(DEFAULT_REGION.species_all)
+    )
+    parser.add_argument(
+        "--csv",
+        type=Path,
+        default=None,
+        help="write every record as its run ends (and the calibration arrays beside it, FILE.npz)",
+    )
     parser.add_argument(
         "--from-csv",
         type=Path,
@@ -202,9 +238,16 @@ def run_record(res: Any, species: str, truth_file: Path) -> tuple[dict, dict]:
         "psi_unsurveyed": float(t["psi"].to_numpy()[unsurveyed].sum()),
     }
     rec["covered"] = bool(rec["low"] <= true <= rec["high"])
-    arrays = {"prob": prob[cand], "occupied": occupied[cand], "psi": t["psi"].to_numpy()[cand],
-              "chosen": chosen[cand], "surveyed": surveyed[cand], "score": score[cand],
-              "n_checklists": n_chk[cand], "label": label[cand]}  # fmt: skip
+    arrays = {
+        "prob": prob[cand],
+        "occupied": occupied[cand],
+        "psi": t["psi"].to_numpy()[cand],
+        "chosen": chosen[cand],
+        "surveyed": surveyed[cand],
+        "score": score[cand],
+        "n_checklists": n_chk[cand],
+        "label": label[cand],
+    }
     return rec, arrays
 
 
@@ -240,15 +283,22 @@ def recalibrate(rec: dict, arrays: dict, name: str) -> tuple[dict, dict]:
     ch = arrays["chosen"]
     e, lo, hi = cal.expected_count(s[ch], known_n[ch], (label == 1)[ch], LEVEL, 0)
     un, no_det = ch & ~arrays["surveyed"], ch & arrays["surveyed"] & (label == 0)
-    out = {**rec, "expected": e, "low": lo, "high": hi, "detection": cal.detection_,
-           "covered": bool(lo <= float(rec["true"]) <= hi),
-           "expected_unsurveyed": float(prob[un].sum()),
-           "expected_no_detection": float(prob[no_det].sum())}  # fmt: skip
+    out = {
+        **rec,
+        "expected": e,
+        "low": lo,
+        "high": hi,
+        "detection": cal.detection_,
+        "covered": bool(lo <= float(rec["true"]) <= hi),
+        "expected_unsurveyed": float(prob[un].sum()),
+        "expected_no_detection": float(prob[no_det].sum()),
+    }
     return out, {**arrays, "prob": prob}
 
 
-def run_seed(seed: int, budgets: list[int], species_list: list[str],
-             work: Path) -> list[tuple[dict, dict]]:  # fmt: skip
+def run_seed(
+    seed: int, budgets: list[int], species_list: list[str], work: Path
+) -> list[tuple[dict, dict]]:
     """Every species and budget of one simulation seed: (record, calibration arrays) each."""
     from reserve.select import select_reserve
 
@@ -261,10 +311,13 @@ def run_seed(seed: int, budgets: list[int], species_list: list[str],
             seconds = time.perf_counter() - t0
             rec, arrays = run_record(res, species, truth_path(folder, species))
             rec = {"seed": seed, "species": species, "k": k, **rec, "seconds": seconds}
-            print(f"seed {seed} {species} k {k:>3}: expected {rec['expected']:.1f} "
-                  f"[{rec['low']:.0f}, {rec['high']:.0f}], true {rec['true']} "
-                  f"({'covered' if rec['covered'] else 'MISSED'}; signal {rec['signal']}; "
-                  f"{seconds:.0f} s)", flush=True)  # fmt: skip
+            print(
+                f"seed {seed} {species} k {k:>3}: expected {rec['expected']:.1f} "
+                f"[{rec['low']:.0f}, {rec['high']:.0f}], true {rec['true']} "
+                f"({'covered' if rec['covered'] else 'MISSED'}; signal {rec['signal']}; "
+                f"{seconds:.0f} s)",
+                flush=True,
+            )
             out.append(({f: rec[f] for f in FIELDS}, arrays))
     return out
 
@@ -299,14 +352,24 @@ def coverage_rows(records: list[dict], by: str | None = None) -> list[dict]:
         groups.setdefault("all" if by is None else r[by], []).append(r)
     rows = []
     for group, rs in groups.items():
-        e, lo, hi, t = (np.array([float(r[f]) for r in rs]) for f in ("expected", "low", "high",
-                                                                      "true"))  # fmt: skip
+        e, lo, hi, t = (
+            np.array([float(r[f]) for r in rs]) for f in ("expected", "low", "high", "true")
+        )
         covered = (lo <= t) & (t <= hi)
-        rows.append({"group": group, "n": len(rs), "covered": int(covered.sum()),
-                     "coverage": float(covered.mean()), "bias": float((e - t).mean()),
-                     "width": float((hi - lo).mean()), "expected": float(e.mean()),
-                     "true": float(t.mean()), "below": int((t < lo).sum()),
-                     "above": int((t > hi).sum())})  # fmt: skip
+        rows.append(
+            {
+                "group": group,
+                "n": len(rs),
+                "covered": int(covered.sum()),
+                "coverage": float(covered.mean()),
+                "bias": float((e - t).mean()),
+                "width": float((hi - lo).mean()),
+                "expected": float(e.mean()),
+                "true": float(t.mean()),
+                "below": int((t < lo).sum()),
+                "above": int((t > hi).sum()),
+            }
+        )
     return rows
 
 
@@ -326,10 +389,15 @@ def reliability(prob: np.ndarray, occupied: np.ndarray, bins: int = 10) -> list[
     rows = []
     for part in np.array_split(order, bins):
         if part.size:
-            rows.append({"n": int(part.size), "low": float(prob[part].min()),
-                         "high": float(prob[part].max()),
-                         "mean_probability": float(prob[part].mean()),
-                         "occupied_share": float(occupied[part].mean())})  # fmt: skip
+            rows.append(
+                {
+                    "n": int(part.size),
+                    "low": float(prob[part].min()),
+                    "high": float(prob[part].max()),
+                    "mean_probability": float(prob[part].mean()),
+                    "occupied_share": float(occupied[part].mean()),
+                }
+            )
     return rows
 
 
@@ -357,12 +425,26 @@ def _table(rows: list[dict], columns: list[str]) -> list[str]:
 
 
 def _coverage_section(records: list[dict]) -> list[str]:
-    cols = ["group", "n", "covered", "coverage", "below", "above", "bias", "width", "expected",
-            "true"]  # fmt: skip
+    cols = [
+        "group",
+        "n",
+        "covered",
+        "coverage",
+        "below",
+        "above",
+        "bias",
+        "width",
+        "expected",
+        "true",
+    ]
     rows = coverage_rows(records) + coverage_rows(records, "k") + coverage_rows(records, "species")
-    lines = ["## Coverage of the 90 % interval of the expected occupied chosen cells", "",
-             "bias = mean (expected - true); width = mean (high - low); below / above: runs "
-             "whose true count lies below / above the interval.", ""]  # fmt: skip
+    lines = [
+        "## Coverage of the 90 % interval of the expected occupied chosen cells",
+        "",
+        "bias = mean (expected - true); width = mean (high - low); below / above: runs "
+        "whose true count lies below / above the interval.",
+        "",
+    ]
     lines += _table(rows, cols)
     lines += ["", "By signal (the run's verdict):", ""]
     lines += _table(coverage_rows(records, "signal"), cols)
@@ -376,14 +458,20 @@ def _parts_row(k: Any, rs: list[dict]) -> dict:
         return float(np.mean([float(r[key]) for r in rs]))
 
     return {
-        "k": k, "known detection": m("n_known_detection"),
+        "k": k,
+        "known detection": m("n_known_detection"),
         "no detection: n": m("n_surveyed_no_detection"),
-        "expected": m("expected_no_detection"), "true": m("true_no_detection"),
-        "unsurveyed: n": m("n_unsurveyed"), "expected ": m("expected_unsurveyed"),
-        "true psi sum": m("psi_unsurveyed"), "true ": m("true_unsurveyed"),
-        "beyond calibration": m("beyond_calibration"), "calibration cells": m("n_calibration"),
-        "p fitted": m("detection"), "p truth": m("detection_truth"),
-    }  # fmt: skip
+        "expected": m("expected_no_detection"),
+        "true": m("true_no_detection"),
+        "unsurveyed: n": m("n_unsurveyed"),
+        "expected ": m("expected_unsurveyed"),
+        "true psi sum": m("psi_unsurveyed"),
+        "true ": m("true_unsurveyed"),
+        "beyond calibration": m("beyond_calibration"),
+        "calibration cells": m("n_calibration"),
+        "p fitted": m("detection"),
+        "p truth": m("detection_truth"),
+    }
 
 
 def _parts_section(records: list[dict]) -> list[str]:
@@ -391,14 +479,18 @@ def _parts_section(records: list[dict]) -> list[str]:
     ks = dict.fromkeys(r["k"] for r in records)
     groups = [("all", records), *((k, [r for r in records if r["k"] == k]) for k in ks)]
     rows = [_parts_row(k, rs) for k, rs in groups]
-    lines = ["## Diagnosis: the count by kind of chosen cell (means over runs)", "",
-             "Known detection: occupied for certain. No detection: surveyed private cells "
-             "without a detection (their posterior). Unsurveyed: the calibrated probability; "
-             "`true psi sum` is the simulation's occupancy probability summed over them (the "
-             "count a perfect model expects). `beyond calibration`: chosen cells scored above "
-             "every calibration cell. `p fitted`: the calibration's detection per checklist; "
-             "`p truth`: the constant per-checklist detection the truth implies on the "
-             "calibration cells (ML of 1 - (1 - p)^n on the truly occupied ones).", ""]  # fmt: skip
+    lines = [
+        "## Diagnosis: the count by kind of chosen cell (means over runs)",
+        "",
+        "Known detection: occupied for certain. No detection: surveyed private cells "
+        "without a detection (their posterior). Unsurveyed: the calibrated probability; "
+        "`true psi sum` is the simulation's occupancy probability summed over them (the "
+        "count a perfect model expects). `beyond calibration`: chosen cells scored above "
+        "every calibration cell. `p fitted`: the calibration's detection per checklist; "
+        "`p truth`: the constant per-checklist detection the truth implies on the "
+        "calibration cells (ML of 1 - (1 - p)^n on the truly occupied ones).",
+        "",
+    ]
     return lines + _table(rows, list(rows[0]))
 
 
@@ -411,33 +503,47 @@ def _calibration_section(arrays: list[dict]) -> list[str]:
         "Pooled over the runs (each run's candidate cells; a cell appears once per run).",
     ]
     cols = ["n", "low", "high", "mean_probability", "occupied_share"]
-    for name, mask in (("unsurveyed candidate cells", un),
-                       ("chosen unsurveyed cells", un & pooled["chosen"]),
-                       ("surveyed candidate cells without a detection",
-                        pooled["surveyed"] & (pooled["label"] == 0))):  # fmt: skip
+    for name, mask in (
+        ("unsurveyed candidate cells", un),
+        ("chosen unsurveyed cells", un & pooled["chosen"]),
+        (
+            "surveyed candidate cells without a detection",
+            pooled["surveyed"] & (pooled["label"] == 0),
+        ),
+    ):
         p, occ = pooled["prob"][mask], pooled["occupied"][mask]
         if not p.size:
             continue
         psi = pooled["psi"][mask]
-        lines += ["", f"### {name}", "",
-                  f"Brier score {brier(p, occ):.4f} (the truth's psi: {brier(psi, occ):.4f}; "
-                  f"the constant mean occupancy: {brier(np.full(occ.size, occ.mean()), occ):.4f})"
-                  f"; mean probability {np.nanmean(p):.3f}, occupied share {occ.mean():.3f}, "
-                  f"mean true psi {psi.mean():.3f}. Deciles of probability:", ""]  # fmt: skip
+        lines += [
+            "",
+            f"### {name}",
+            "",
+            f"Brier score {brier(p, occ):.4f} (the truth's psi: {brier(psi, occ):.4f}; "
+            f"the constant mean occupancy: {brier(np.full(occ.size, occ.mean()), occ):.4f})"
+            f"; mean probability {np.nanmean(p):.3f}, occupied share {occ.mean():.3f}, "
+            f"mean true psi {psi.mean():.3f}. Deciles of probability:",
+            "",
+        ]
         lines += _table(reliability(p, occ), cols)
     return lines
 
 
 def report(records: list[dict], arrays: list[dict], command: str) -> str:
     """The markdown report (see the module)."""
-    lines = ["# Coverage of the expected occupied cells against the truth (default region)", "",
-             f"`{command}`", "",
-             f"{datetime.date.today().isoformat()}, {platform.node()}, "
-             f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-             f"{platform.python_version()}. Each simulation seed redraws both virtual species "
-             "and the birders on the shipped landscape; `select_reserve(k, cells, "
-             "species=..., seed=0, n_jobs=1)`, defaults otherwise. Requirement: coverage "
-             ">= 0.90.", ""]  # fmt: skip
+    lines = [
+        "# Coverage of the expected occupied cells against the truth (default region)",
+        "",
+        f"`{command}`",
+        "",
+        f"{datetime.date.today().isoformat()}, {platform.node()}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}. Each simulation seed redraws both virtual species "
+        "and the birders on the shipped landscape; `select_reserve(k, cells, "
+        "species=..., seed=0, n_jobs=1)`, defaults otherwise. Requirement: coverage "
+        ">= 0.90.",
+        "",
+    ]
     lines += [*_coverage_section(records), "", *_parts_section(records), ""]
     lines += [*_calibration_section(arrays), "", "## Runs", ""]
     lines += _table(records, RUN_COLUMNS)
@@ -458,16 +564,16 @@ def _read_csv(path: Path) -> tuple[list[dict], list[dict]]:
     table = pd.read_csv(path)
     records = table.to_dict("records")
     data = np.load(path.with_suffix(".npz"))
-    arrays = [{key: data[key][data["run"] == i] for key in CALIB_KEYS}
-              for i in range(len(records))]  # fmt: skip
+    arrays = [{key: data[key][data["run"] == i] for key in CALIB_KEYS} for i in range(len(records))]
     return records, arrays
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     args = parse_args(argv)
-    command = "python -m benchmarks.bench_coverage " + " ".join(sys.argv[1:] if argv is None
-                                                                 else argv)  # fmt: skip
+    command = "python -m benchmarks.bench_coverage " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     if args.from_csv is not None:
         records, arrays = _read_csv(args.from_csv)
         redone = [recalibrate(r, a, args.calibration) for r, a in zip(records, arrays, strict=True)]

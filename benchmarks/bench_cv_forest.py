@@ -72,8 +72,15 @@ def fold_scores(s: np.ndarray, y_held: np.ndarray, k: int, m: int) -> dict[str, 
     return {"auto": float(prec[-1]), "true": float(prec[share - 1]), "mean": float(prec.mean())}
 
 
-def model_scores(name: str, X: np.ndarray, y: np.ndarray, train: np.ndarray,
-                 held: np.ndarray, k: int, polish: bool = False) -> np.ndarray:  # fmt: skip
+def model_scores(
+    name: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    train: np.ndarray,
+    held: np.ndarray,
+    k: int,
+    polish: bool = False,
+) -> np.ndarray:
     """Scores of the ``held`` rows by model ``name`` fitted on the ``train`` rows (TTK:
     selecting ``k`` of the held rows, with or without its ``polish``)."""
     if name == "forest":
@@ -100,8 +107,9 @@ def cv_means(X: np.ndarray, y: np.ndarray, k: int, m: int) -> dict[tuple, float]
     return {key: float(np.mean(v)) for key, v in out.items()}
 
 
-def candidate_precision(name: str, X: np.ndarray, y: np.ndarray, truth: np.ndarray,
-                        k: int) -> float:  # fmt: skip
+def candidate_precision(
+    name: str, X: np.ndarray, y: np.ndarray, truth: np.ndarray, k: int
+) -> float:
     """Precision at ``k`` on the candidates (``y == -1``) of model ``name`` fitted on the rest
     (TTK as the peers benchmark fits it: with the polish)."""
     lab, cand = np.flatnonzero(y != -1), np.flatnonzero(y == -1)
@@ -124,14 +132,25 @@ def run(datasets: list[str], n_splits: int) -> list[dict]:
             for score in SCORES:
                 f, t = cv[("forest", n_folds, repeats, score)], cv[("ttk", n_folds, repeats, score)]
                 pick = "forest" if f > t else "ttk"
-                records.append({
-                    "dataset": p.group, "split": p.name, "design": f"{n_folds}x{repeats}",
-                    "score": score, "cv_forest": f, "cv_ttk": t, "pick": pick,
-                    "test_pick": test[pick], "test_forest": test["forest"],
-                    "test_ttk": test["ttk"],
-                })  # fmt: skip
-        print(f"{p.group} {p.name}: forest {test['forest']:.3f}, ttk {test['ttk']:.3f} "
-              f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+                records.append(
+                    {
+                        "dataset": p.group,
+                        "split": p.name,
+                        "design": f"{n_folds}x{repeats}",
+                        "score": score,
+                        "cv_forest": f,
+                        "cv_ttk": t,
+                        "pick": pick,
+                        "test_pick": test[pick],
+                        "test_forest": test["forest"],
+                        "test_ttk": test["ttk"],
+                    }
+                )
+        print(
+            f"{p.group} {p.name}: forest {test['forest']:.3f}, ttk {test['ttk']:.3f} "
+            f"({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     return records
 
 
@@ -143,9 +162,11 @@ def summary(records: list[dict]) -> list[str]:
         rs = [r for r in records if (r["dataset"], r["design"], r["score"]) == (ds, design, score)]
         n_f = sum(r["pick"] == "forest" for r in rs)
         mean = {c: np.mean([r[c] for r in rs]) for c in ("test_pick", "test_forest", "test_ttk")}
-        lines.append(f"{ds} | {design} | {score} | {n_f} of {len(rs)} | "
-                     f"{mean['test_pick']:.3f} / {mean['test_forest']:.3f} / "
-                     f"{mean['test_ttk']:.3f}")  # fmt: skip
+        lines.append(
+            f"{ds} | {design} | {score} | {n_f} of {len(rs)} | "
+            f"{mean['test_pick']:.3f} / {mean['test_forest']:.3f} / "
+            f"{mean['test_ttk']:.3f}"
+        )
     return lines
 
 

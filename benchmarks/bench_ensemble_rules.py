@@ -80,9 +80,13 @@ def evaluate(problem: Problem, k: int) -> dict[str, object]:
     t0 = time.perf_counter()
     est = AutoTTK(k=k, random_state=0).fit(problem.X, problem.y)
     rec: dict[str, object] = {
-        "suite": problem.suite, "group": problem.group, "problem": problem.name, "k": k,
-        "members": len(est.members_), "auto": float(problem.truth[est.selected_].mean()),
-    }  # fmt: skip
+        "suite": problem.suite,
+        "group": problem.group,
+        "problem": problem.name,
+        "k": k,
+        "members": len(est.members_),
+        "auto": float(problem.truth[est.selected_].mean()),
+    }
     if isinstance(est.best_estimator_, MapMean):
         S = np.vstack([m.decision_function(problem.X[cand]) for m in est.best_estimator_.members])
         for rule, score in combinations(S).items():
@@ -113,14 +117,17 @@ def problems(args: argparse.Namespace) -> Iterator[Problem]:
 
 def summary(records: list[dict]) -> list[str]:
     """Per suite: problems, those with several members, and each rule's mean precision."""
-    lines = ["| suite | problems | several members | " + " | ".join(RULES) + " |",
-             "|---|---|---|" + "---|" * len(RULES)]  # fmt: skip
+    lines = [
+        "| suite | problems | several members | " + " | ".join(RULES) + " |",
+        "|---|---|---|" + "---|" * len(RULES),
+    ]
     for suite in dict.fromkeys(r["suite"] for r in records):
         rs = [r for r in records if r["suite"] == suite]
         means = [np.mean([r.get(rule, r["auto"]) for r in rs]) for rule in RULES]
         multi = sum(r["members"] > 1 for r in rs)
-        lines.append(f"| {suite} | {len(rs)} | {multi} | "
-                     + " | ".join(f"{v:.3f}" for v in means) + " |")  # fmt: skip
+        lines.append(
+            f"| {suite} | {len(rs)} | {multi} | " + " | ".join(f"{v:.3f}" for v in means) + " |"
+        )
     return lines
 
 
@@ -140,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             rec = evaluate(problem, k)
             records.append(rec)
             shown = "  ".join(f"{key} {v:.2f}" for key, v in rec.items() if isinstance(v, float))
-            print(f"{rec['suite']} | {rec['group']} | {rec['problem']} | k {k}: {shown}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{rec['suite']} | {rec['group']} | {rec['problem']} | k {k}: {shown}", flush=True
+            )
     if args.csv and records:
         keys = list(dict.fromkeys(key for r in records for key in r))
         with open(args.csv, "w", newline="") as fh:

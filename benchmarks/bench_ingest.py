@@ -159,9 +159,17 @@ def _write_raster_and_polygon(lc: Path, public: Path, rng: np.random.Generator) 
     h = int((REGION[3] - REGION[1]) / res) + 20
     values = rng.integers(0, 16, (h // 10 + 1, w // 10 + 1)).repeat(10, 0).repeat(10, 1)[:h, :w]
     with rasterio.open(
-        lc, "w", driver="GTiff", width=w, height=h, count=1, dtype="uint8", crs="EPSG:4326",
-        transform=from_origin(REGION[0] - 10 * res, REGION[3] + 10 * res, res, res), nodata=255,
-    ) as dst:  # fmt: skip
+        lc,
+        "w",
+        driver="GTiff",
+        width=w,
+        height=h,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:4326",
+        transform=from_origin(REGION[0] - 10 * res, REGION[3] + 10 * res, res, res),
+        nodata=255,
+    ) as dst:
         dst.write(values.astype("uint8"), 1)
     centres = rng.uniform([REGION[0], REGION[1]], [REGION[2], REGION[3]], (40, 2))
     blobs = shapely.buffer(shapely.points(centres), rng.uniform(0.05, 0.25, 40))

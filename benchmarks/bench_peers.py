@@ -299,8 +299,9 @@ def with_effort(raw: np.ndarray, effort: pd.DataFrame, labelled: np.ndarray) -> 
     return np.hstack([raw, cov.to_numpy(dtype=np.float64)])
 
 
-def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...],
-                    effort: bool = False) -> Iterator[Problem]:  # fmt: skip
+def region_problems(
+    seeds: list[int], work: Path, budgets: tuple[int, ...], effort: bool = False
+) -> Iterator[Problem]:
     """The default region, redrawn per seed: both species, features and rows as select's."""
     import pyogrio
 
@@ -322,8 +323,9 @@ def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...],
         raw = units[features].to_numpy(dtype=np.float64)[rows]
         n_habitat = raw.shape[1]
         if effort:
-            raw = with_effort(raw, units[list(EFFORT_COLUMNS)].iloc[rows].reset_index(drop=True),
-                              ~is_cand)  # fmt: skip
+            raw = with_effort(
+                raw, units[list(EFFORT_COLUMNS)].iloc[rows].reset_index(drop=True), ~is_cand
+            )
         X = standardise(raw)
         ids = units["cell_id"].to_numpy()[rows]
         context = {"cell_id": ids, "effort_columns": tuple(range(n_habitat, X.shape[1]))}
@@ -332,8 +334,16 @@ def region_problems(seeds: list[int], work: Path, budgets: tuple[int, ...],
             y = np.where(is_cand, -1, label).astype(np.int64)
             key = "truth" if i == 0 else f"truth_{species_slug(species)}"
             truth = read_truth(folder / FILES[key]).loc[ids, "occupied"].to_numpy(dtype=np.int64)
-            yield Problem("region" + effort_suffix(effort), species, f"seed {seed}", X, y,
-                          truth, budgets, context)  # fmt: skip
+            yield Problem(
+                "region" + effort_suffix(effort),
+                species,
+                f"seed {seed}",
+                X,
+                y,
+                truth,
+                budgets,
+                context,
+            )
 
 
 def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.ndarray]:
@@ -343,8 +353,9 @@ def _bcr27_folds(inst: Any, n_folds: int, blocked: bool, seed: int) -> list[np.n
     return [np.sort(f) for f in np.array_split(order, n_folds)]
 
 
-def bcr27_problems(n_folds: int, min_checklists: int = 5,
-                   effort: bool = False) -> Iterator[Problem]:  # fmt: skip
+def bcr27_problems(
+    n_folds: int, min_checklists: int = 5, effort: bool = False
+) -> Iterator[Problem]:
     """BCR 27 surrogates: random folds (all / well-surveyed candidates) and blocked folds.
 
     With ``effort`` the covariate is the checklists per cell (the surrogates keep no hours or
@@ -357,8 +368,11 @@ def bcr27_problems(n_folds: int, min_checklists: int = 5,
         lab = np.flatnonzero(inst.y != -1)
         cand = np.flatnonzero(inst.y == -1)
         raw = inst.features.to_numpy(dtype=np.float64)
-        variants = (("random", False, 1), (f"random, >= {min_checklists}", False, min_checklists),
-                    ("blocked", True, 1))  # fmt: skip
+        variants = (
+            ("random", False, 1),
+            (f"random, >= {min_checklists}", False, min_checklists),
+            ("blocked", True, 1),
+        )
         for variant, blocked, least in variants:
             for j, fold in enumerate(_bcr27_folds(inst, n_folds, blocked, seed=0)):
                 fold = fold[inst.n_checklists[cand[fold]] >= least]
@@ -373,8 +387,16 @@ def bcr27_problems(n_folds: int, min_checklists: int = 5,
                     Xr = with_effort(Xr, frame, y != -1)
                 context["effort_columns"] = tuple(range(raw.shape[1], Xr.shape[1]))
                 X = standardise(Xr)
-                yield Problem(f"bcr27 ({variant}){effort_suffix(effort)}", common, f"fold {j}", X,
-                              y, truth, (k,), context)  # fmt: skip
+                yield Problem(
+                    f"bcr27 ({variant}){effort_suffix(effort)}",
+                    common,
+                    f"fold {j}",
+                    X,
+                    y,
+                    truth,
+                    (k,),
+                    context,
+                )
 
 
 def uci_problems(n_splits: int, first: int = 0) -> Iterator[Problem]:
@@ -403,13 +425,20 @@ def run_problem(problem: Problem, methods: dict[str, FitAndRank], seed: int = 0)
             seconds = time.perf_counter() - t0
             if rows.size != k or (problem.y[rows] != -1).any():
                 raise RuntimeError(f"{name} returned {rows.size} rows, not {k} candidates")
-            records.append({
-                "suite": problem.suite, "group": problem.group, "problem": problem.name,
-                "k": k, "method": name, "precision": float(problem.truth[rows].mean()),
-                "seconds": seconds, "n_labelled": int((problem.y != -1).sum()),
-                "n_positive": int((problem.y == 1).sum()),
-                "n_candidates": int((problem.y == -1).sum()),
-            })  # fmt: skip
+            records.append(
+                {
+                    "suite": problem.suite,
+                    "group": problem.group,
+                    "problem": problem.name,
+                    "k": k,
+                    "method": name,
+                    "precision": float(problem.truth[rows].mean()),
+                    "seconds": seconds,
+                    "n_labelled": int((problem.y != -1).sum()),
+                    "n_positive": int((problem.y == 1).sum()),
+                    "n_candidates": int((problem.y == -1).sum()),
+                }
+            )
         line = "  ".join(f"{r['method']} {r['precision']:.2f}" for r in records if r["k"] == k)
         print(f"{problem.suite} | {problem.group} | {problem.name} | k {k}: {line}", flush=True)
     return records
@@ -425,8 +454,11 @@ def wilcoxon_p(diff: np.ndarray) -> float:
 
 
 def _paired(records: list[dict], method: str, key: str = "precision") -> dict[tuple, float]:
-    return {(r["group"], r["problem"], r["k"]): r[key] for r in records
-            if r["method"] == method and np.isfinite(r[key])}  # fmt: skip
+    return {
+        (r["group"], r["problem"], r["k"]): r[key]
+        for r in records
+        if r["method"] == method and np.isfinite(r[key])
+    }
 
 
 def _mean(records: list[dict], key: str, **match: Any) -> float:
@@ -436,8 +468,9 @@ def _mean(records: list[dict], key: str, **match: Any) -> float:
     return float(np.mean(v)) if v else float("nan")
 
 
-def mean_table(records: list[dict], methods: list[str], reference: str,
-               key: str = "precision") -> list[str]:  # fmt: skip
+def mean_table(
+    records: list[dict], methods: list[str], reference: str, key: str = "precision"
+) -> list[str]:
     """Markdown table of the mean ``key`` per method and group (and k when several)."""
     groups = list(dict.fromkeys((r["group"], r["k"]) for r in records if r["method"] == reference))
     per_problem = {(r["group"], r["problem"]) for r in records}
@@ -448,8 +481,9 @@ def mean_table(records: list[dict], methods: list[str], reference: str,
         match = {"group": group} if k is None else {"group": group, "k": k}
         cells = [_mean(records, key, method=m, **match) for m in methods]
         label = f"{group}, k = {k}" if multi_k else group
-        lines.append(f"| {label} | " + " | ".join("-" if np.isnan(c) else f"{c:.3f}"
-                                                   for c in cells) + " |")  # fmt: skip
+        lines.append(
+            f"| {label} | " + " | ".join("-" if np.isnan(c) else f"{c:.3f}" for c in cells) + " |"
+        )
     best = {m: _mean(records, key, method=m) for m in methods}
     top = np.nanmax(list(best.values()))
     lines.append(
@@ -460,15 +494,19 @@ def mean_table(records: list[dict], methods: list[str], reference: str,
     return lines
 
 
-def paired_table(records: list[dict], methods: list[str], reference: str,
-                 key: str = "precision") -> list[str]:  # fmt: skip
+def paired_table(
+    records: list[dict], methods: list[str], reference: str, key: str = "precision"
+) -> list[str]:
     """Markdown: ``reference`` against each method, paired per problem and k."""
     ref = _paired(records, reference, key)
     word = "precision" if key == "precision" else key
-    lines = [f"Paired, {reference} against each method ({len(ref)} problems): wins / ties / "
-             "losses, Wilcoxon p; mean seconds per fit.", "",
-             f"| method | mean {word} | wins/ties/losses | Wilcoxon p | s per fit |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"Paired, {reference} against each method ({len(ref)} problems): wins / ties / "
+        "losses, Wilcoxon p; mean seconds per fit.",
+        "",
+        f"| method | mean {word} | wins/ties/losses | Wilcoxon p | s per fit |",
+        "|---|---|---|---|---|",
+    ]
     for m in methods:
         other = _paired(records, m, key)
         common = [c for c in ref if c in other]
@@ -488,8 +526,14 @@ def paired_table(records: list[dict], methods: list[str], reference: str,
 
 def suite_report(records: list[dict], methods: list[str], reference: str) -> list[str]:
     """Markdown of one suite: means per group and k, paired comparison, seconds per fit."""
-    return [f"## {records[0]['suite']}", "", *mean_table(records, methods, reference), "",
-            *paired_table(records, methods, reference), ""]  # fmt: skip
+    return [
+        f"## {records[0]['suite']}",
+        "",
+        *mean_table(records, methods, reference),
+        "",
+        *paired_table(records, methods, reference),
+        "",
+    ]
 
 
 def _wtl(records: list[dict], reference: str, method: str, key: str) -> str:
@@ -499,8 +543,9 @@ def _wtl(records: list[dict], reference: str, method: str, key: str) -> str:
     return f"{int((d > 1e-12).sum())}/{int((abs(d) <= 1e-12).sum())}/{int((d < -1e-12).sum())}"
 
 
-def summary_table(records: list[dict], methods: list[str], reference: str,
-                  key: str = "precision") -> list[str]:  # fmt: skip
+def summary_table(
+    records: list[dict], methods: list[str], reference: str, key: str = "precision"
+) -> list[str]:
     """Markdown: the mean ``key`` of every method in every suite of ``records``, with the
     wins / ties / losses of ``reference`` against it (of ``reference + "+surveyed"`` against a
     ``+surveyed`` method; of ``reference`` against ``reference + "+surveyed"``)."""
@@ -525,10 +570,16 @@ def ebird_report(records: list[dict], methods: list[str], reference: str) -> lis
     ``reference + "+surveyed"`` (the same model learning from the surveyed private cells)."""
     refs = [m for m in (reference, reference + "+surveyed") if m in methods]
     lines = [f"## {records[0]['suite']}", ""]
-    for key, what in (("precision", "effort-stratified precision in the top 5 %"),
-                      ("auc", "effort-stratified AUC")):  # fmt: skip
-        lines += [f"**{what}** (mean per species)", "",
-                  *mean_table(records, methods, reference, key), ""]  # fmt: skip
+    for key, what in (
+        ("precision", "effort-stratified precision in the top 5 %"),
+        ("auc", "effort-stratified AUC"),
+    ):
+        lines += [
+            f"**{what}** (mean per species)",
+            "",
+            *mean_table(records, methods, reference, key),
+            "",
+        ]
         for ref in refs:
             lines += [*paired_table(records, methods, ref, key), ""]
     return lines
@@ -547,12 +598,16 @@ def effort_report(records: list[dict], methods: list[str], key: str = "precision
     lines: list[str] = []
     for off, on in pairs:
         title = "" if key == "precision" else f" ({key})"
-        lines += [f"## Effort covariates: {on} against {off}{title}", "",
-                  f"Per method: mean {word} without and with the covariates, and the paired "
-                  "wins / ties / losses and Wilcoxon p of *with* against *without* (same "
-                  "problems and k).", "",
-                  "| method | without | with | with - without | wins/ties/losses | Wilcoxon p |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"## Effort covariates: {on} against {off}{title}",
+            "",
+            f"Per method: mean {word} without and with the covariates, and the paired "
+            "wins / ties / losses and Wilcoxon p of *with* against *without* (same "
+            "problems and k).",
+            "",
+            "| method | without | with | with - without | wins/ties/losses | Wilcoxon p |",
+            "|---|---|---|---|---|---|",
+        ]
         for m in methods:
             a = _paired([r for r in records if r["suite"] == off], m, key)
             b = _paired([r for r in records if r["suite"] == on], m, key)
@@ -563,14 +618,16 @@ def effort_report(records: list[dict], methods: list[str], key: str = "precision
             d = np.where(abs(d) <= 1e-12, 0.0, d)
             wtl = f"{int((d > 0).sum())}/{int((d == 0).sum())}/{int((d < 0).sum())}"
             ma, mb = np.mean([a[c] for c in common]), np.mean([b[c] for c in common])
-            lines.append(f"| {m} | {ma:.3f} | {mb:.3f} | {mb - ma:+.3f} | {wtl} | "
-                         f"{wilcoxon_p(d):.3g} |")  # fmt: skip
+            lines.append(
+                f"| {m} | {ma:.3f} | {mb:.3f} | {mb - ma:+.3f} | {wtl} | {wilcoxon_p(d):.3g} |"
+            )
         lines.append("")
     return lines
 
 
-def report(records: list[dict], methods: list[str], reference: str, command: str,
-           notes: list[str]) -> str:  # fmt: skip
+def report(
+    records: list[dict], methods: list[str], reference: str, command: str, notes: list[str]
+) -> str:
     """The whole markdown report: one section per suite (the methods that ran in it)."""
     lines = [
         "# Peers: precision at k of TTK and a planner's alternatives",
@@ -588,13 +645,21 @@ def report(records: list[dict], methods: list[str], reference: str, command: str
     lines += effort_report([r for r in records if "auc" not in r], methods)
     ebird = [r for r in records if "auc" in r]
     if ebird:
-        lines[lines.index("## " + ebird[0]["suite"]):0] = [
-            "## ebird: summary", "",
+        lines[lines.index("## " + ebird[0]["suite"]) : 0] = [
+            "## ebird: summary",
+            "",
             f"Mean per method and suite, in brackets {reference}'s wins / ties / losses against "
-            f"it ({reference}+surveyed's against a +surveyed method).", "",
-            "**effort-stratified precision in the top 5 %**", "",
-            *summary_table(ebird, methods, reference), "", "**effort-stratified AUC**", "",
-            *summary_table(ebird, methods, reference, "auc"), ""]  # fmt: skip
+            f"it ({reference}+surveyed's against a +surveyed method).",
+            "",
+            "**effort-stratified precision in the top 5 %**",
+            "",
+            *summary_table(ebird, methods, reference),
+            "",
+            "**effort-stratified AUC**",
+            "",
+            *summary_table(ebird, methods, reference, "auc"),
+            "",
+        ]
     lines += effort_report(ebird, methods) + effort_report(ebird, methods, "auc")
     return "\n".join(lines)
 
@@ -703,8 +768,14 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
         chosen = [m for m in chosen if any(r["method"] == m for r in records)]
     else:
         records = _run_all(args, run, notes)
-        chosen = [*chosen, *(m + "+surveyed" for m in chosen
-                             if any(r["method"] == m + "+surveyed" for r in records))]  # fmt: skip
+        chosen = [
+            *chosen,
+            *(
+                m + "+surveyed"
+                for m in chosen
+                if any(r["method"] == m + "+surveyed" for r in records)
+            ),
+        ]
     command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
     text = report(records, chosen, args.reference, command.strip(), notes)
     print(text)
@@ -730,8 +801,9 @@ def _run_all(args: argparse.Namespace, run: dict[str, FitAndRank], notes: list[s
     return records
 
 
-def _check_ebird_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                      chosen: list[str]) -> None:  # fmt: skip
+def _check_ebird_args(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, chosen: list[str]
+) -> None:
     """Refuse what the ``ebird`` suite cannot run: methods without a scorer, a shared CSV."""
     missing = [m for m in chosen if m not in SCORERS]
     if missing:
@@ -740,8 +812,9 @@ def _check_ebird_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
         parser.error("with --csv run --suites ebird on its own (its records have more columns)")
 
 
-def _ebird_batches(args: argparse.Namespace, chosen: list[str], work: Path,
-                   notes: list[str]) -> Iterator[list[dict]]:  # fmt: skip
+def _ebird_batches(
+    args: argparse.Namespace, chosen: list[str], work: Path, notes: list[str]
+) -> Iterator[list[dict]]:
     """The ``ebird`` suite's records, one list per state, species, cell size and effort."""
     if "ebird" not in args.suites.split(","):
         return
@@ -754,12 +827,21 @@ def _ebird_batches(args: argparse.Namespace, chosen: list[str], work: Path,
     states = tuple(args.states.split(",")) if args.states else STATES
     sizes = tuple(int(v) for v in args.sizes.split(","))
     scorers = {m: SCORERS[m] for m in chosen}
-    for batch in ebird_records(scorers, work / "ebird", effort_variants(args.effort), notes,
-                               source=source, states=states, sizes=sizes,
-                               n_folds=args.surveyed_folds):  # fmt: skip
+    for batch in ebird_records(
+        scorers,
+        work / "ebird",
+        effort_variants(args.effort),
+        notes,
+        source=source,
+        states=states,
+        sizes=sizes,
+        n_folds=args.surveyed_folds,
+    ):
         first = batch[0] if batch else {}
-        line = "  ".join(f"{m} {_mean(batch, 'precision', method=m):.2f}"
-                         for m in dict.fromkeys(r["method"] for r in batch))  # fmt: skip
+        line = "  ".join(
+            f"{m} {_mean(batch, 'precision', method=m):.2f}"
+            for m in dict.fromkeys(r["method"] for r in batch)
+        )
         print(
             f"{first.get('suite', '')} | {first.get('group', '')} | "
             f"{first.get('problem', '')}: {line}",
@@ -768,9 +850,17 @@ def _ebird_batches(args: argparse.Namespace, chosen: list[str], work: Path,
         yield batch
 
 
-_NUMERIC = {"k": int, "precision": float, "seconds": float, "n_labelled": int,
-            "n_positive": int, "n_candidates": int, "auc": float, "n_surveyed": int,
-            "n_detected": int}  # fmt: skip
+_NUMERIC = {
+    "k": int,
+    "precision": float,
+    "seconds": float,
+    "n_labelled": int,
+    "n_positive": int,
+    "n_candidates": int,
+    "auc": float,
+    "n_surveyed": int,
+    "n_detected": int,
+}
 
 
 def append_records(path: Path, records: list[dict], *, fresh: bool) -> None:

@@ -74,8 +74,9 @@ def largest_drop(ks: list[int], precision: list[float]) -> tuple[float, int]:
     return best, where
 
 
-def fold_budget_groups(ks: list[int], n_labelled: int, n_positive: int, n_candidates: int,
-                       cv: int = 3) -> list[list[int]]:  # fmt: skip
+def fold_budget_groups(
+    ks: list[int], n_labelled: int, n_positive: int, n_candidates: int, cv: int = 3
+) -> list[list[int]]:
     """The ``ks`` grouped by the budgets their cross-validation folds get (first seen first).
 
     AutoTTK's folds hold ``n_labelled / cv`` rows (one more or less) with ``n_positive / cv``
@@ -174,8 +175,10 @@ def report(rows: list[dict], command: str, notes: list[str]) -> str:
         mine = [r for r in rows if r["model"] == model]
         met = sum(r["drop"] <= TARGET_DROP for r in mine)
         lines.append("")
-        lines.append(f"- {model}: target met on {met} of {len(mine)} curves; worst drop "
-                     f"{max(r['drop'] for r in mine):.3f}.")  # fmt: skip
+        lines.append(
+            f"- {model}: target met on {met} of {len(mine)} curves; worst drop "
+            f"{max(r['drop'] for r in mine):.3f}."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -213,11 +216,22 @@ def main(argv: list[str] | None = None) -> int:
                     seconds = time.perf_counter() - t0
                     prec = {k: float(pr.truth[sel[k]].mean()) for k in ks}
                     drop, at = largest_drop(ks, [prec[k] for k in ks])
-                    rows.append({"model": model, "species": pr.group, "seed": seed,
-                                 "precision": prec, "drop": drop, "at": at,
-                                 "seconds": seconds})  # fmt: skip
-                    print(f"{model} | {pr.group} | seed {seed}: largest drop {drop:.3f} at k "
-                          f"{at}; {seconds:.0f} s", flush=True)  # fmt: skip
+                    rows.append(
+                        {
+                            "model": model,
+                            "species": pr.group,
+                            "seed": seed,
+                            "precision": prec,
+                            "drop": drop,
+                            "at": at,
+                            "seconds": seconds,
+                        }
+                    )
+                    print(
+                        f"{model} | {pr.group} | seed {seed}: largest drop {drop:.3f} at k "
+                        f"{at}; {seconds:.0f} s",
+                        flush=True,
+                    )
                     if args.csv is not None:
                         _append(args.csv, rows[-1], fresh=len(rows) == 1)
                     write_atomic(args.out, report(rows, command.strip(), notes))

@@ -55,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             t_c, ref = _cpu(args.repeat, solve_fixed_set, Z, y_pm, C, method="clarabel")
             t_d, ours = _cpu(args.repeat, solve_fixed_set, Z, y_pm, C, method="dense")
             rel = (ours.objective - ref.objective) / ref.objective
-            print(f"{model:8s} {Z.shape[1]:4d}  {C:<5g} {t_c:7.2f} s {t_d:6.2f} s "
-                  f"{t_d / t_c:6.3f}  {rel:+.1e}")  # fmt: skip
+            print(
+                f"{model:8s} {Z.shape[1]:4d}  {C:<5g} {t_c:7.2f} s {t_d:6.2f} s "
+                f"{t_d / t_c:6.3f}  {rel:+.1e}"
+            )
     return 0
 
 

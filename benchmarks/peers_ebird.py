@@ -65,8 +65,7 @@ def bundle_dir() -> Path:
     return Path(env) if env else root.parent / "shared" / "real" / "ebird-bcr27"
 
 
-def build_units(work: Path, state: str, species: str, cell_size: int,
-                source: Path) -> pd.DataFrame:  # fmt: skip
+def build_units(work: Path, state: str, species: str, cell_size: int, source: Path) -> pd.DataFrame:
     """The planning units of one state, species and cell size, ingested once and cached.
 
     Parameters
@@ -95,10 +94,17 @@ def build_units(work: Path, state: str, species: str, cell_size: int,
     if not units.is_file():
         if not (folder / "public.gpkg").is_file():
             rebuild(folder, state, species, source)
-        ingest(folder / "ebd.txt", folder / "sed.txt", species, units,
-               region=folder / "region.gpkg", public=folder / "public.gpkg",
-               categorical={"landcover": source / LANDCOVER},
-               legend={"landcover": source / LEGEND}, cell_size=cell_size)  # fmt: skip
+        ingest(
+            folder / "ebd.txt",
+            folder / "sed.txt",
+            species,
+            units,
+            region=folder / "region.gpkg",
+            public=folder / "public.gpkg",
+            categorical={"landcover": source / LANDCOVER},
+            legend={"landcover": source / LEGEND},
+            cell_size=cell_size,
+        )
     return pyogrio.read_dataframe(units, layer="planning_units")
 
 
@@ -168,8 +174,7 @@ def splits(units: pd.DataFrame, n_folds: int = N_FOLDS) -> Iterator[tuple[str, S
     label = units["label"].to_numpy(dtype=np.int64)
     surveyed = np.flatnonzero((role == "candidate") & (label >= 0))  # cell-id order
     settings = ("blocked", "random") if n_folds else ()  # 0 folds: the public fit alone
-    folds = {name: surveyed_folds(surveyed.size, n_folds, name == "blocked")
-             for name in settings}  # fmt: skip
+    folds = {name: surveyed_folds(surveyed.size, n_folds, name == "blocked") for name in settings}
     rows, y = fit_rows(units, surveyed[:0])
     checks = {("public", "all"): surveyed}
     for name, parts in folds.items():
@@ -243,13 +248,20 @@ def skip_reason(units: pd.DataFrame) -> str:
     label = units["label"].to_numpy()
     pos, neg = int((label[train] == 1).sum()), int((label[train] == 0).sum())
     if min(pos, neg) < MIN_TRAIN_CLASS:
-        return (f"{pos} detected and {neg} undetected public training cells (fewer than "
-                f"{MIN_TRAIN_CLASS} of a class)")  # fmt: skip
+        return (
+            f"{pos} detected and {neg} undetected public training cells (fewer than "
+            f"{MIN_TRAIN_CLASS} of a class)"
+        )
     return ""
 
 
-def score_splits(units: pd.DataFrame, scorers: dict[str, Scorer], effort: bool,
-                 n_folds: int = N_FOLDS, seed: int = 0) -> Iterator[dict]:  # fmt: skip
+def score_splits(
+    units: pd.DataFrame,
+    scorers: dict[str, Scorer],
+    effort: bool,
+    n_folds: int = N_FOLDS,
+    seed: int = 0,
+) -> Iterator[dict]:
     """One record per (fit, method, check) of one set of units (:func:`splits`).
 
     A check whose cells do not allow the private-land check (too few detected or undetected
@@ -264,8 +276,9 @@ def score_splits(units: pd.DataFrame, scorers: dict[str, Scorer], effort: bool,
         cand = split.rows[split.y == -1]
         where = np.full(len(units), -1)
         where[cand] = np.arange(cand.size)
-        checks = {key: cells for key, cells in split.checks.items()
-                  if checkable(label[cells], n[cells])}  # fmt: skip
+        checks = {
+            key: cells for key, cells in split.checks.items() if checkable(label[cells], n[cells])
+        }
         for name, scorer in scorers.items():
             t0 = time.perf_counter()
             score = np.asarray(scorer(X, split.y, BUDGET, seed, **context), dtype=np.float64)
@@ -273,22 +286,38 @@ def score_splits(units: pd.DataFrame, scorers: dict[str, Scorer], effort: bool,
             if score.shape != cand.shape:
                 raise RuntimeError(f"{name} scored {score.size} rows, not {cand.size} candidates")
             for (variant, problem), cells in checks.items():
-                yield {"variant": variant, "problem": problem, "method": name + kind,
-                       "seconds": seconds, "n_labelled": int((split.y != -1).sum()),
-                       "n_positive": int((split.y == 1).sum()), "n_candidates": int(cand.size),
-                       **check_scores(score[where[cells]], label[cells], n[cells])}  # fmt: skip
+                yield {
+                    "variant": variant,
+                    "problem": problem,
+                    "method": name + kind,
+                    "seconds": seconds,
+                    "n_labelled": int((split.y != -1).sum()),
+                    "n_positive": int((split.y == 1).sum()),
+                    "n_candidates": int(cand.size),
+                    **check_scores(score[where[cells]], label[cells], n[cells]),
+                }
 
 
 #: Suite name of each setting (``variant`` of :func:`splits`).
-SUITES = {"public": "ebird (public)", "blocked": "ebird (surveyed, blocked)",
-          "random": "ebird (surveyed, random)"}  # fmt: skip
+SUITES = {
+    "public": "ebird (public)",
+    "blocked": "ebird (surveyed, blocked)",
+    "random": "ebird (surveyed, random)",
+}
 
 
-def ebird_records(scorers: dict[str, Scorer], work: Path, efforts: tuple[bool, ...],
-                  notes: list[str], *, source: Path | None = None,
-                  states: tuple[str, ...] = STATES, sizes: tuple[int, ...] = CELL_SIZES,
-                  species: tuple[str, ...] | None = None,
-                  n_folds: int = N_FOLDS) -> Iterator[list[dict]]:  # fmt: skip
+def ebird_records(
+    scorers: dict[str, Scorer],
+    work: Path,
+    efforts: tuple[bool, ...],
+    notes: list[str],
+    *,
+    source: Path | None = None,
+    states: tuple[str, ...] = STATES,
+    sizes: tuple[int, ...] = CELL_SIZES,
+    species: tuple[str, ...] | None = None,
+    n_folds: int = N_FOLDS,
+) -> Iterator[list[dict]]:
     """The records of the suite, one list per (state, species, cell size, effort).
 
     Records carry the keys of :func:`benchmarks.bench_peers.run_problem`'s (``precision`` is
@@ -308,10 +337,18 @@ def ebird_records(scorers: dict[str, Scorer], work: Path, efforts: tuple[bool, .
                     notes.append(f"{name}, {place} skipped: {why}")
                     continue
                 if n_bad:
-                    notes.append(f"{name}, {place}: {n_bad} cells the land cover covers "
-                                 "partly set aside")  # fmt: skip
+                    notes.append(
+                        f"{name}, {place}: {n_bad} cells the land cover covers partly set aside"
+                    )
                 for effort in efforts:
                     suffix = " + effort" if effort else ""
-                    yield [{"suite": SUITES[r.pop("variant")] + suffix, "group": name,
-                            "problem": f"{place}, {r.pop('problem')}", "k": BUDGET, **r}
-                           for r in score_splits(units, scorers, effort, n_folds)]  # fmt: skip
+                    yield [
+                        {
+                            "suite": SUITES[r.pop("variant")] + suffix,
+                            "group": name,
+                            "problem": f"{place}, {r.pop('problem')}",
+                            "k": BUDGET,
+                            **r,
+                        }
+                        for r in score_splits(units, scorers, effort, n_folds)
+                    ]

@@ -133,10 +133,17 @@ def build_landscape(source: Path, out: Path) -> None:
         values = src.read(band, window=win)
         lc = np.where(np.isfinite(values), values, 255).astype(np.uint8)
         profile = {
-            "driver": "GTiff", "width": lc.shape[1], "height": lc.shape[0], "count": 1,
-            "dtype": "uint8", "nodata": 255, "crs": src.crs,
-            "transform": src.window_transform(win), "compress": "deflate", "predictor": 2,
-        }  # fmt: skip
+            "driver": "GTiff",
+            "width": lc.shape[1],
+            "height": lc.shape[0],
+            "count": 1,
+            "dtype": "uint8",
+            "nodata": 255,
+            "crs": src.crs,
+            "transform": src.window_transform(win),
+            "compress": "deflate",
+            "predictor": 2,
+        }
     _write_raster(out / FILES["landcover"], lc, profile)
     lines = ["class,name"] + [f"{k},{v}" for k, v in LANDCOVER_CLASSES.items()]
     _atomic_bytes(out / FILES["legend"], ("\n".join(lines) + "\n").encode())
@@ -148,10 +155,17 @@ def build_landscape(source: Path, out: Path) -> None:
         values = src.read(1, window=win)
         elev = np.where(np.isfinite(values), np.round(values), -32768).astype(np.int16)
         profile = {
-            "driver": "GTiff", "width": elev.shape[1], "height": elev.shape[0], "count": 1,
-            "dtype": "int16", "nodata": -32768, "crs": src.crs,
-            "transform": src.window_transform(win), "compress": "deflate", "predictor": 2,
-        }  # fmt: skip
+            "driver": "GTiff",
+            "width": elev.shape[1],
+            "height": elev.shape[0],
+            "count": 1,
+            "dtype": "int16",
+            "nodata": -32768,
+            "crs": src.crs,
+            "transform": src.window_transform(win),
+            "compress": "deflate",
+            "predictor": 2,
+        }
     _write_raster(out / FILES["elevation"], elev, profile)
 
 

@@ -110,8 +110,13 @@ def land_price(
     return price * np.exp(noise * e)
 
 
-def priced_cells(cells: str | os.PathLike[str], out: str | os.PathLike[str], seed: int = 0,
-                 *, overwrite: bool = False) -> Path:  # fmt: skip
+def priced_cells(
+    cells: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    seed: int = 0,
+    *,
+    overwrite: bool = False,
+) -> Path:
     """Write ``cells``' ``planning_units`` with a :data:`PRICE_COLUMN` column to ``out``.
 
     The GeoPackage is written to a temporary file beside ``out`` and renamed.

@@ -170,8 +170,9 @@ def grid_adjacency(geometry: object, *, queen: bool = False) -> Adjacency:
     lo, hi, length = lo[srt], hi[srt], length[srt]
     rook = length > 0
     degree = np.bincount(lo[rook], minlength=row.size) + np.bincount(hi[rook], minlength=row.size)
-    return Adjacency(n=int(row.size), i=lo, j=hi, length=length, degree=degree,
-                     cell_size=size, queen=queen)  # fmt: skip
+    return Adjacency(
+        n=int(row.size), i=lo, j=hi, length=length, degree=degree, cell_size=size, queen=queen
+    )
 
 
 def _mask(adj: Adjacency, selected: object) -> np.ndarray:

@@ -112,10 +112,14 @@ def calibrate_boundary(
         length = float(e.boundary_length_)
         picked = np.asarray(e.selected_, dtype=np.int64)
         expected = float(presence[picked].mean()) if picked.size else float("nan")
-        return {"objective": float(e.objective_) - lam * length, "boundary_length": length,
-                "boundary": length, "n_patches": int(sizes.size),
-                "largest_patch_cells": int(sizes.max(initial=0)),
-                "expected_precision": expected}  # fmt: skip
+        return {
+            "objective": float(e.objective_) - lam * length,
+            "boundary_length": length,
+            "boundary": length,
+            "n_patches": int(sizes.size),
+            "largest_patch_cells": int(sizes.max(initial=0)),
+            "expected_precision": expected,
+        }
 
     lam, rows = calibrate_penalty(fit)
     table = pd.DataFrame(rows).drop(columns="boundary")

@@ -220,9 +220,12 @@ def ingest_command(**kw: Any) -> None:
     )
     for line in filter_report(result.summary):
         click.echo(line, err=True)
-    notes = (_repeated_rows(result.summary), _unlinked(result.summary),
-             _no_legend(kw["categorical"], kw["legend"]),
-             _few_training_cells(result.planning_units))  # fmt: skip
+    notes = (
+        _repeated_rows(result.summary),
+        _unlinked(result.summary),
+        _no_legend(kw["categorical"], kw["legend"]),
+        _few_training_cells(result.planning_units),
+    )
     for warning in notes:
         if warning:
             click.echo(f"reserve: warning: {warning}", err=True)
@@ -355,8 +358,9 @@ def select_command(config: str | None, **kw: object) -> None:
     try:
         from reserve.select import run_selection
 
-        result = run_selection(options, progress=progress, config=options.to_dict(),
-                               map_drawer=drawer)  # fmt: skip
+        result = run_selection(
+            options, progress=progress, config=options.to_dict(), map_drawer=drawer
+        )
     finally:
         if drawer is not None:
             drawer.cancel()
@@ -540,9 +544,12 @@ def benchmark_paper_command(**kw: Any) -> None:
     def tick(rec: Any, total: int) -> None:
         if "bar" not in state:
             bar = Progress(
-                "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), console=Console(stderr=True),
-            )  # fmt: skip
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
             bar.start()
             state["bar"], state["task"] = bar, bar.add_task("runs", total=total)
         state["bar"].update(

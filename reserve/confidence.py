@@ -87,8 +87,9 @@ def _weights(strata: np.ndarray, s: int, boot: dict | None) -> np.ndarray:
     return np.ones((1, m)) if boot is None else boot[s]
 
 
-def _strata_auc(score: np.ndarray, label: np.ndarray, strata: np.ndarray,
-                boot: dict | None) -> np.ndarray:  # fmt: skip
+def _strata_auc(
+    score: np.ndarray, label: np.ndarray, strata: np.ndarray, boot: dict | None
+) -> np.ndarray:
     """Stratified AUC of the sample (``boot`` None) or of each bootstrap replicate.
 
     A replicate weighs each cell by how often it was drawn, so that no replicate is sorted:
@@ -112,8 +113,9 @@ def _strata_auc(score: np.ndarray, label: np.ndarray, strata: np.ndarray,
         return np.where(pairs > 0, u_sum / np.where(pairs > 0, pairs, 1.0), np.nan)
 
 
-def _strata_precision(score: np.ndarray, label: np.ndarray, strata: np.ndarray, share: float,
-                      boot: dict | None) -> np.ndarray:  # fmt: skip
+def _strata_precision(
+    score: np.ndarray, label: np.ndarray, strata: np.ndarray, share: float, boot: dict | None
+) -> np.ndarray:
     """Stratified precision at ``share`` of the sample (``boot`` None) or of each replicate:
     the cells of a stratum by decreasing score (ties in row order), weighted by their draws,
     taken until ``share`` of the stratum's weight, the last one fractionally."""
@@ -329,10 +331,14 @@ def private_land_check(
     for key, q in (("precision_share", share), ("precision_top", TOP_SHARE)):
         point = _strata_precision(score, label, strata, q, None)[0]
         out[key] = (point, *_interval(_strata_precision(score, label, strata, q, boot)))
-    figures = {f"{key}{end}": float(v) for key, vals in out.items()
-               for end, v in zip(("", "_low", "_high"), vals, strict=True)}  # fmt: skip
-    return PrivateCheck(True, "", n, n_det, share=float(share), blind=n_det / n,
-                        n_strata=len(mixed), **figures)  # fmt: skip
+    figures = {
+        f"{key}{end}": float(v)
+        for key, vals in out.items()
+        for end, v in zip(("", "_low", "_high"), vals, strict=True)
+    }
+    return PrivateCheck(
+        True, "", n, n_det, share=float(share), blind=n_det / n, n_strata=len(mixed), **figures
+    )
 
 
 @dataclass(frozen=True)

@@ -262,8 +262,10 @@ class Problem:
         samples = []
         for child in np.random.SeedSequence(seed).spawn(n):
             rng = np.random.default_rng(child)
-            draw = [rng.choice(pos, pos.size, replace=True),
-                    rng.choice(neg, neg.size, replace=True)]  # fmt: skip
+            draw = [
+                rng.choice(pos, pos.size, replace=True),
+                rng.choice(neg, neg.size, replace=True),
+            ]
             samples.append(np.concatenate([*draw, cand]))
         return samples
 
@@ -626,9 +628,13 @@ def _cost_hint(units: pd.DataFrame, column: str) -> str:
     Habitat features, labels and counts are never suggested: a land-cover fraction is no price.
     """
     geometry = units.geometry.name if isinstance(units, gpd.GeoDataFrame) else None
-    numeric = [str(c) for c in units.columns
-               if c != geometry and pd.api.types.is_numeric_dtype(units[c])
-               and not pd.api.types.is_bool_dtype(units[c])]  # fmt: skip
+    numeric = [
+        str(c)
+        for c in units.columns
+        if c != geometry
+        and pd.api.types.is_numeric_dtype(units[c])
+        and not pd.api.types.is_bool_dtype(units[c])
+    ]
     money = [c for c in numeric if _MONEY_WORDS.search(c)]
     close = difflib.get_close_matches(column, numeric, n=3, cutoff=0.75)
     shown = list(dict.fromkeys([*close, *money]))[:5]
@@ -702,8 +708,11 @@ def species_labels(units: pd.DataFrame, species: tuple[str, ...]) -> tuple[np.nd
         raise InvalidInputError(
             f"species {dup} name the same species column twice; pass each species once"
         )
-    have = [str(c)[len(SPECIES_LABEL_PREFIX) :] for c in units.columns
-            if str(c).startswith(SPECIES_LABEL_PREFIX)]  # fmt: skip
+    have = [
+        str(c)[len(SPECIES_LABEL_PREFIX) :]
+        for c in units.columns
+        if str(c).startswith(SPECIES_LABEL_PREFIX)
+    ]
     missing = [n for n, sl in zip(species, slugs, strict=True) if sl not in have]
     if missing:
         known = ", ".join(have) if have else "none (a single-species ingest)"
@@ -821,9 +830,12 @@ def _check_species_classes(
 
 
 def _allocate(
-    opts: SelectOptions, n_in: int, cand_cost: np.ndarray | None, n_cand: int,
+    opts: SelectOptions,
+    n_in: int,
+    cand_cost: np.ndarray | None,
+    n_cand: int,
     free_budget: float | None,
-) -> tuple[int, int]:  # fmt: skip
+) -> tuple[int, int]:
     """``(k_free, k_fit)``: cells still to choose and the fitted estimator's ``k``."""
     if cand_cost is None:
         k_free = int(opts.budget) - n_in
@@ -968,10 +980,15 @@ def habitat_novelty(
 
 
 def _novelty(
-    units: pd.DataFrame, features: list[str], train: np.ndarray, cand: np.ndarray,
-    opts: SelectOptions, lock_in: np.ndarray, cost: np.ndarray | None,
+    units: pd.DataFrame,
+    features: list[str],
+    train: np.ndarray,
+    cand: np.ndarray,
+    opts: SelectOptions,
+    lock_in: np.ndarray,
+    cost: np.ndarray | None,
     free_budget: float | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every cell's MESS and most dissimilar feature, and the candidates kept out.
 
     ``train`` holds the cells whose labels the fit learns from: the training cells, and the
@@ -983,9 +1000,13 @@ def _novelty(
 
 
 def _keep_out_novel(
-    opts: SelectOptions, cand: np.ndarray, novel: np.ndarray, lock_in: np.ndarray,
-    cost: np.ndarray | None, free_budget: float | None,
-) -> np.ndarray:  # fmt: skip
+    opts: SelectOptions,
+    cand: np.ndarray,
+    novel: np.ndarray,
+    lock_in: np.ndarray,
+    cost: np.ndarray | None,
+    free_budget: float | None,
+) -> np.ndarray:
     """Candidates kept out for novel habitat (``exclude_novel``); refused when too few remain."""
     out = cand & novel if opts.exclude_novel else np.zeros_like(cand)
     left = cand & ~out
@@ -1030,9 +1051,14 @@ def boundary_term(units: gpd.GeoDataFrame, source: str) -> Boundary:
 
 
 def _fit_arrays(
-    raw: np.ndarray, features: list[str], label: np.ndarray, train: np.ndarray,
-    cand: np.ndarray, learned: np.ndarray | None, effort: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    raw: np.ndarray,
+    features: list[str],
+    label: np.ndarray,
+    train: np.ndarray,
+    cand: np.ndarray,
+    learned: np.ndarray | None,
+    effort: dict[str, float],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every cell's ``X`` and the fit's ``rows``, ``y``, ``X_fit``; ``learned`` cells twice.
 
     Every training and candidate cell is a row (candidates unlabelled). Each ``learned`` cell
@@ -1100,8 +1126,9 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         features = [*features, *effort]
     values = units[features].to_numpy(dtype=np.float64, na_value=np.nan)
     _check_magnitude(units, features, values, train | cand, source)
-    mess_value, mess_variable, novel_out = _novelty(units, features, labelled, cand, opts,
-                                                    lock_in, cost, free_budget)  # fmt: skip
+    mess_value, mess_variable, novel_out = _novelty(
+        units, features, labelled, cand, opts, lock_in, cost, free_budget
+    )
     cand = cand & ~novel_out
     raw = _feature_values(units, features, train | cand, source)
     raw, rows, y, X_fit = _fit_arrays(raw, features, label, train, cand, learned, effort)
@@ -1112,15 +1139,35 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     if opts.boundary_penalty != 0.0:
         boundary = boundary_term(units, source).take(rows, np.flatnonzero(lock_in))
     n_in = int(lock_in.sum())
-    k_free, k_fit = _allocate(opts, n_in, None if cost is None else cost[cand],
-                              int(cand.sum()), free_budget)  # fmt: skip
+    k_free, k_fit = _allocate(
+        opts, n_in, None if cost is None else cost[cand], int(cand.sum()), free_budget
+    )
     problem = Problem(
-        mess=mess_value, mess_variable=mess_variable, novel_out=novel_out,
-        units=units, source=source, features=features, X=raw, rows=rows, y=y, label=label,
-        train=train, candidate=cand, locked_in=lock_in, locked_out=lock_out, cost=cost,
-        labels=labels, species=tuple(opts.species or ()), slugs=tuple(slugs),
-        k_free=k_free, k_fit=k_fit, free_budget=free_budget, effort=effort, boundary=boundary,
-        X_fit=X_fit, learned=learned,
-    )  # fmt: skip
+        mess=mess_value,
+        mess_variable=mess_variable,
+        novel_out=novel_out,
+        units=units,
+        source=source,
+        features=features,
+        X=raw,
+        rows=rows,
+        y=y,
+        label=label,
+        train=train,
+        candidate=cand,
+        locked_in=lock_in,
+        locked_out=lock_out,
+        cost=cost,
+        labels=labels,
+        species=tuple(opts.species or ()),
+        slugs=tuple(slugs),
+        k_free=k_free,
+        k_fit=k_fit,
+        free_budget=free_budget,
+        effort=effort,
+        boundary=boundary,
+        X_fit=X_fit,
+        learned=learned,
+    )
     penalty = opts.boundary_penalty if opts.boundary_penalty != "auto" else 0.0
     return replace(problem, selection=problem.selection_problem(float(penalty)))

@@ -72,7 +72,7 @@ __all__ = [
     "write_geopackage",
     "write_ranking_csv",
     "write_result",
-]  # fmt: skip
+]
 
 #: File name of the selection's GeoPackage in the output folder.
 GPKG_NAME = "reserve.gpkg"
@@ -326,6 +326,12 @@ def write_result(
     -------
     Path
     """
-    return write_geopackage(result.planning_units, result.selected, result.summary, path,
-                            overwrite=overwrite, ranking=result.ranking,
-                            tradeoff=result.tradeoff)  # fmt: skip
+    return write_geopackage(
+        result.planning_units,
+        result.selected,
+        result.summary,
+        path,
+        overwrite=overwrite,
+        ranking=result.ranking,
+        tradeoff=result.tradeoff,
+    )

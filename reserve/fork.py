@@ -128,13 +128,15 @@ class Forked:
         ctx = multiprocessing.get_context("fork")
         self._conn, child_conn = ctx.Pipe(duplex=False)
         try:
-            self._proc = ctx.Process(target=_run_child, daemon=True,
-                                     args=(child_conn, os.getpid(), fn, args))  # fmt: skip
+            self._proc = ctx.Process(
+                target=_run_child, daemon=True, args=(child_conn, os.getpid(), fn, args)
+            )
             with warnings.catch_warnings():
                 # Python 3.12+ warns at every fork of a process with threads; here those are
                 # BLAS's (no other Python thread: can_fork), and the child only computes.
-                warnings.filterwarnings("ignore", "This process .* multi-threaded",
-                                        DeprecationWarning)  # fmt: skip
+                warnings.filterwarnings(
+                    "ignore", "This process .* multi-threaded", DeprecationWarning
+                )
                 self._proc.start()
         except BaseException:
             self._conn.close()
@@ -163,8 +165,10 @@ class Forked:
         _, exc, trace = message
         cause = _ChildTraceback(trace)
         if exc is None:
-            raise WorkerError("a worker process failed; its result or error could not be "
-                              "sent back (see the cause)") from cause  # fmt: skip
+            raise WorkerError(
+                "a worker process failed; its result or error could not be "
+                "sent back (see the cause)"
+            ) from cause
         raise exc from cause
 
     def poll(self, timeout: float = 0.0) -> bool:
@@ -312,8 +316,9 @@ class _Tally:
             self.on_done(n)
 
 
-def _run_claimed(fn: Callable, tasks: Sequence[tuple], counter: Any,
-                 tally: _Tally | None = None) -> dict[int, Any]:  # fmt: skip
+def _run_claimed(
+    fn: Callable, tasks: Sequence[tuple], counter: Any, tally: _Tally | None = None
+) -> dict[int, Any]:
     """Run the tasks not yet claimed by another process, one at a time; ``{index: value}``."""
     out = {}
     while (i := _claim(counter)) < len(tasks):
@@ -323,8 +328,9 @@ def _run_claimed(fn: Callable, tasks: Sequence[tuple], counter: Any,
     return out
 
 
-def fork_map(fn: Callable, tasks: Sequence[tuple], jobs: int,
-             on_done: Callable[[int], None] | None = None) -> list:  # fmt: skip
+def fork_map(
+    fn: Callable, tasks: Sequence[tuple], jobs: int, on_done: Callable[[int], None] | None = None
+) -> list:
     """``[fn(*task) for task in tasks]``, shared between this process and forked children.
 
     ``jobs`` processes (this one and ``jobs - 1`` children) each take the next task not yet
@@ -354,8 +360,11 @@ def fork_map(fn: Callable, tasks: Sequence[tuple], jobs: int,
     children: list[Forked] = []
     try:
         # a child that cannot be forked leaves its share to the others
-        children = [c for c in (_start(_run_claimed, (fn, tasks, counter, tally))
-                                for _ in range(jobs - 1)) if c is not None]  # fmt: skip
+        children = [
+            c
+            for c in (_start(_run_claimed, (fn, tasks, counter, tally)) for _ in range(jobs - 1))
+            if c is not None
+        ]
         done = _run_claimed(fn, tasks, counter, tally)
         if tally is not None:  # tell the children's tasks as they finish
             while not all(child.poll(0.2 / len(children)) for child in children):

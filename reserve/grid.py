@@ -289,8 +289,10 @@ def cell_locations(geometry: np.ndarray, crs: pyproj.CRS | str | int) -> pd.Data
     if crs.is_geographic:
         to_area = pyproj.Transformer.from_crs(crs, 6933, always_xy=True)
         flat = shapely.transform(geometry, lambda xy: np.column_stack(to_area.transform(*xy.T)))
-    return pd.DataFrame({
-        "longitude": np.round(np.asarray(lon, dtype=np.float64), 6),
-        "latitude": np.round(np.asarray(lat, dtype=np.float64), 6),
-        "area_ha": shapely.area(flat) / 1e4,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "longitude": np.round(np.asarray(lon, dtype=np.float64), 6),
+            "latitude": np.round(np.asarray(lat, dtype=np.float64), 6),
+            "area_ha": shapely.area(flat) / 1e4,
+        }
+    )

@@ -395,8 +395,16 @@ def ingest(
     """
     names, slugs = _species_columns(species)
     _check_numbers(cell_size, chunksize, engine, overwrite)
-    _check_kinds(filters, progress, categorical=categorical, continuous=continuous,
-                 legend=legend, public=public, locked_out=locked_out, output=output)  # fmt: skip
+    _check_kinds(
+        filters,
+        progress,
+        categorical=categorical,
+        continuous=continuous,
+        legend=legend,
+        public=public,
+        locked_out=locked_out,
+        output=output,
+    )
     thresholds = _check_thresholds(public_threshold, locked_threshold, region_threshold)
     layers = _layers(categorical, continuous, legend)
     region_ll = parse_region(region, region_layer)

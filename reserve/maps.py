@@ -130,8 +130,11 @@ def _survey_data(frame: gpd.GeoDataFrame) -> dict[str, Any]:
     """A layer's calibrated probability (2 decimals) and survey flags, when present."""
     if "probability" not in frame.columns:
         return {}
-    flag = np.where(frame["known_detection"].astype(bool), 1,
-                    np.where(frame["surveyed_no_detection"].astype(bool), 2, 0))  # fmt: skip
+    flag = np.where(
+        frame["known_detection"].astype(bool),
+        1,
+        np.where(frame["surveyed_no_detection"].astype(bool), 2, 0),
+    )
     return {"p": _round(frame["probability"].to_numpy(), 2), "sv": flag.tolist()}
 
 
@@ -139,8 +142,10 @@ def _novelty_data(frame: gpd.GeoDataFrame) -> dict[str, Any]:
     """A layer's MESS (1 decimal), novel flags and most dissimilar feature, when present."""
     if "mess" not in frame.columns or "novel" not in frame.columns:
         return {}
-    out = {"mess": _round(frame["mess"].to_numpy(), 1),
-           "novel": frame["novel"].astype(bool).astype(np.int64).tolist()}  # fmt: skip
+    out = {
+        "mess": _round(frame["mess"].to_numpy(), 1),
+        "novel": frame["novel"].astype(bool).astype(np.int64).tolist(),
+    }
     if "mess_variable" in frame.columns:  # names, until _index_mess_names numbers them
         out["mv"] = frame["mess_variable"].fillna("").astype(str).tolist()
     return out
@@ -257,8 +262,10 @@ def build_map(
 
     # the counts the summary box states, from the cells themselves when the summary lacks them
     role = planning_units["role"].astype(str)
-    counts = {"n_selected": int(planning_units["selected"].astype(bool).sum()),
-              "n_candidates": int((role == "candidate").sum())}  # fmt: skip
+    counts = {
+        "n_selected": int(planning_units["selected"].astype(bool).sum()),
+        "n_candidates": int((role == "candidate").sum()),
+    }
     summary = {**counts, **(summary or {})}
     # the ranking's figures, for the popups
     where = cell_locations(planning_units.geometry.to_numpy(), planning_units.crs)
@@ -315,8 +322,15 @@ def _map_data(
     xy, n = _rings(other.geometry.to_numpy()[: int(max_cells)])
     data["others"] = {"xy": xy, "n": n, "count": len(other)}
     data["n_novel"] = sum(sum(data[k].get("novel", [])) for k in ("candidates", "selected"))
-    _add_areas(data, {"candidates": cand, "detected": train[detected],
-                      "undetected": train[~detected], "selected": sel})  # fmt: skip
+    _add_areas(
+        data,
+        {
+            "candidates": cand,
+            "detected": train[detected],
+            "undetected": train[~detected],
+            "selected": sel,
+        },
+    )
     _index_mess_names(data)
     return data, sel, thinned
 
@@ -378,9 +392,13 @@ def _offline_leaflet(m: Any) -> None:
 
 
 def _add_layers(
-    m: Any, data: dict[str, Any], units: gpd.GeoDataFrame, n_sel: int,
-    public: str | os.PathLike[str] | None, outline: str | os.PathLike[str] | None,
-) -> None:  # fmt: skip
+    m: Any,
+    data: dict[str, Any],
+    units: gpd.GeoDataFrame,
+    n_sel: int,
+    public: str | os.PathLike[str] | None,
+    outline: str | os.PathLike[str] | None,
+) -> None:
     """The layer groups and the script that fills them from ``data``."""
     import folium
     from branca.element import Element, MacroElement
@@ -395,8 +413,10 @@ def _add_layers(
     if n_other:
         fg_other.add_to(m)
     fg_cand = folium.FeatureGroup(name="candidate cells (score)").add_to(m)
-    fg_novel = folium.FeatureGroup(name=f"outside the surveyed habitat ({data['n_novel']}, "
-                                   "hatched)", show=bool(data["n_novel"]))  # fmt: skip
+    fg_novel = folium.FeatureGroup(
+        name=f"outside the surveyed habitat ({data['n_novel']}, hatched)",
+        show=bool(data["n_novel"]),
+    )
     if data["n_novel"]:
         fg_novel.add_to(m)
         m.get_root().html.add_child(Element(_HATCH), name="reserve_hatch")
@@ -444,8 +464,13 @@ def _patches_geojson(units: gpd.GeoDataFrame) -> str | None:
     feats = []
     for p in np.unique(pid[pid > 0]):
         shape = shapely.union_all(units.geometry.to_numpy()[pid == p])
-        feats.append({"type": "Feature", "geometry": shapely.geometry.mapping(shape),
-                      "properties": {"patch": int(p), "cells": int((pid == p).sum())}})  # fmt: skip
+        feats.append(
+            {
+                "type": "Feature",
+                "geometry": shapely.geometry.mapping(shape),
+                "properties": {"patch": int(p), "cells": int((pid == p).sum())},
+            }
+        )
     if not feats:
         return None
     return json.dumps({"type": "FeatureCollection", "features": feats}, separators=(",", ":"))
@@ -526,8 +551,9 @@ def _certainty(summary: Mapping[str, Any]) -> str:
             f"{summary['expected_occupied_high']:.0f})."
         )
     if signal != "ok":
-        parts.append("This does not show that the model can rank these cells: treat the "
-                     "choice as unproven.")  # fmt: skip
+        parts.append(
+            "This does not show that the model can rank these cells: treat the choice as unproven."
+        )
     return " ".join(parts) or (
         f"Not measured in this run; {n_pos} of the {n_train} surveyed public cells had a detection."
     )
@@ -548,30 +574,43 @@ def _solver_certainty(summary: Mapping[str, Any]) -> str:
 def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, str]]:
     """The summary box's plain-language rows (label, value); solver figures come after."""
     n_in = int(summary.get("n_locked_in") or 0)
-    chosen = (f"{_fmt(summary, 'n_selected')} cells chosen out of "
-              f"{_fmt(summary, 'n_candidates')} private candidate cells"
-              + (f" ({n_in} locked in: already owned)" if n_in else "") + ".")  # fmt: skip
+    chosen = (
+        f"{_fmt(summary, 'n_selected')} cells chosen out of "
+        f"{_fmt(summary, 'n_candidates')} private candidate cells"
+        + (f" ({n_in} locked in: already owned)" if n_in else "")
+        + "."
+    )
     n_patches = summary.get("n_patches")
     patches = []
     if isinstance(n_patches, int | np.integer) and n_patches > 0:
         km = float(summary.get("boundary_length", float("nan"))) / 1000.0
         largest = int(summary.get("largest_patch_cells") or 0)
-        patches = [("patches", f"{n_patches} patch{'es' if n_patches > 1 else ''} of touching "
-                               f"cells (largest {largest} cell{'s' if largest > 1 else ''}); "
-                               f"their outer boundary {km:.4g} km.")]  # fmt: skip
+        patches = [
+            (
+                "patches",
+                f"{n_patches} patch{'es' if n_patches > 1 else ''} of touching "
+                f"cells (largest {largest} cell{'s' if largest > 1 else ''}); "
+                f"their outer boundary {km:.4g} km.",
+            )
+        ]
     penalised = float(summary.get("boundary_penalty") or 0.0) > 0.0
     which = "the chosen cells are the best-scoring candidates."
     if penalised:
-        which = ("the chosen cells trade a little score for compact patches (boundary "
-                 f"penalty {_fmt(summary, 'boundary_penalty', '.3g')}), so some score below "
-                 "unchosen cells.")  # fmt: skip
+        which = (
+            "the chosen cells trade a little score for compact patches (boundary "
+            f"penalty {_fmt(summary, 'boundary_penalty', '.3g')}), so some score below "
+            "unchosen cells."
+        )
     rows = [
         ("chosen", chosen),
         *patches,
-        ("score", "How closely a cell's habitat matches the surveyed cells where the species "
-                  f"was found: higher is better; {which}"),
+        (
+            "score",
+            "How closely a cell's habitat matches the surveyed cells where the species "
+            f"was found: higher is better; {which}",
+        ),
         ("how sure", f"{_certainty(summary)} {_solver_certainty(summary)}".strip()),
-    ]  # fmt: skip
+    ]
     if thinned:
         rows.append(("not drawn", f"{thinned} lowest-scoring candidates (page size)."))
     return rows
@@ -586,9 +625,11 @@ def _solver_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("solver status", _fmt(summary, "solver_status")),
         ("objective", _fmt(summary, "objective", ".4g")),
         ("tied at cut", _fmt(summary, "n_tied_at_cutoff")),
-        ("cells", f"{_fmt(summary, 'n_candidates')} candidates, {_fmt(summary, 'n_train')} "
-                  "training"),
-    ]  # fmt: skip
+        (
+            "cells",
+            f"{_fmt(summary, 'n_candidates')} candidates, {_fmt(summary, 'n_train')} training",
+        ),
+    ]
 
 
 def _banner(summary: Mapping[str, Any]) -> str:
@@ -661,8 +702,10 @@ def _novel_legend(data: dict[str, Any]) -> list[str]:
     """The legend's row of the hatched cells, when any is drawn."""
     if not data.get("n_novel"):
         return []
-    return ['<span class="sw novel"></span>outside the surveyed habitat (MESS &lt; 0): the '
-            "score there is an extrapolation"]  # fmt: skip
+    return [
+        '<span class="sw novel"></span>outside the surveyed habitat (MESS &lt; 0): the '
+        "score there is an extrapolation"
+    ]
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -698,8 +741,10 @@ def _tradeoff_svg(summary: Mapping[str, Any], width: int = 260, height: int = 13
         f"{_expected(r, ', expected precision ')}</title></circle>"
         for x, y, bx, r in zip(px, py, xs, rows, strict=True)
     )
-    axes = (f'<text x="{width - 8}" y="{height - 6}" text-anchor="end">boundary (km)</text>'
-            f'<text x="4" y="12">objective</text>')  # fmt: skip
+    axes = (
+        f'<text x="{width - 8}" y="{height - 6}" text-anchor="end">boundary (km)</text>'
+        f'<text x="4" y="12">objective</text>'
+    )
     return (
         '<details class="reserve-tradeoff"><summary>boundary penalty trade-off</summary>'
         f'<svg width="{width}" height="{height}" font-size="10" role="img" '
@@ -717,9 +762,11 @@ def _expected(row: Mapping[str, Any], prefix: str = "") -> str:
 
 def _tradeoff_list(rows: list[dict[str, Any]]) -> str:
     """The calibration's fits as a small table: penalty, boundary, patches, expected precision."""
-    head = ("<tr><th>penalty</th><th>boundary km</th><th>patches</th>"
-            '<th title="mean presence probability of the selected cells, from a logistic '
-            'regression on the training cells">expected precision</th></tr>')  # fmt: skip
+    head = (
+        "<tr><th>penalty</th><th>boundary km</th><th>patches</th>"
+        '<th title="mean presence probability of the selected cells, from a logistic '
+        'regression on the training cells">expected precision</th></tr>'
+    )
     cells = []
     for r in sorted(rows, key=lambda r: r["penalty"]):
         mark = " (chosen)" if r["chosen"] else ""
@@ -732,9 +779,13 @@ def _tradeoff_list(rows: list[dict[str, Any]]) -> str:
 
 
 def _add_panels(
-    m: Any, summary: Mapping[str, Any], data: dict[str, Any], n_sel: int, thinned: int,
+    m: Any,
+    summary: Mapping[str, Any],
+    data: dict[str, Any],
+    n_sel: int,
+    thinned: int,
     with_public: bool,
-) -> None:  # fmt: skip
+) -> None:
     """The title, the warning banner, the summary, the legend, the ranked list, the config."""
     from branca.element import Element
 
@@ -760,8 +811,9 @@ def _add_panels(
     )
 
 
-def write_page(path: str | os.PathLike[str], planning_units: gpd.GeoDataFrame,
-               **kwargs: Any) -> None:  # fmt: skip
+def write_page(
+    path: str | os.PathLike[str], planning_units: gpd.GeoDataFrame, **kwargs: Any
+) -> None:
     """Write :func:`build_map`'s page to ``path`` as it is (the caller's temporary file).
 
     Parameters

@@ -178,8 +178,13 @@ class OccupancyCalibration:
                 cols.append(np.maximum(z - self.knot_, 0.0))
         return np.column_stack(cols)
 
-    def fit(self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray,
-            reference: np.ndarray | None = None):  # fmt: skip
+    def fit(
+        self,
+        score: np.ndarray,
+        n_checklists: np.ndarray,
+        detected: np.ndarray,
+        reference: np.ndarray | None = None,
+    ):
         """Fit the occupancy model on surveyed cells.
 
         Parameters
@@ -222,8 +227,9 @@ class OccupancyCalibration:
         """Log likelihood of surveyed cells under the fitted parameters (held-out cells)."""
         return float(self.cell_loglik(score, n_checklists, detected).sum())
 
-    def cell_loglik(self, score: np.ndarray, n_checklists: np.ndarray,
-                    detected: np.ndarray) -> np.ndarray:  # fmt: skip
+    def cell_loglik(
+        self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray
+    ) -> np.ndarray:
         """Each surveyed cell's log likelihood under the fitted parameters."""
         n = np.maximum(np.asarray(n_checklists, dtype=np.float64), 1.0)
         y = np.asarray(detected).astype(bool)
@@ -246,8 +252,13 @@ class OccupancyCalibration:
         """Probability that a cell with ``score`` is occupied (before its own survey)."""
         return self._psi(score, self.params_)[0]
 
-    def posterior(self, score: np.ndarray, n_checklists: np.ndarray,
-                  detected: np.ndarray, theta: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    def posterior(
+        self,
+        score: np.ndarray,
+        n_checklists: np.ndarray,
+        detected: np.ndarray,
+        theta: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Probability of presence given the cell's own survey (``n_checklists`` 0: none).
 
         Parameters
@@ -270,9 +281,14 @@ class OccupancyCalibration:
         out = np.where(np.asarray(detected, dtype=bool)[None, :], 1.0, missed)
         return out[0] if theta is None else out
 
-    def expected_count(self, score: np.ndarray, n_checklists: np.ndarray,
-                       detected: np.ndarray, level: float = 0.9,
-                       seed: int | None = 0) -> tuple[float, float, float]:  # fmt: skip
+    def expected_count(
+        self,
+        score: np.ndarray,
+        n_checklists: np.ndarray,
+        detected: np.ndarray,
+        level: float = 0.9,
+        seed: int | None = 0,
+    ) -> tuple[float, float, float]:
         """Expected occupied cells among the given ones, with a ``level`` interval.
 
         Parameters
@@ -295,8 +311,9 @@ class OccupancyCalibration:
         return _count_interval(prob, level, rng)
 
 
-def _count_interval(prob: np.ndarray, level: float,
-                    rng: np.random.Generator) -> tuple[float, float, float]:  # fmt: skip
+def _count_interval(
+    prob: np.ndarray, level: float, rng: np.random.Generator
+) -> tuple[float, float, float]:
     """The occupied count's mean and interval: presences drawn from each row of probabilities
     (one row per parameter draw), so the mean and the interval come from one distribution."""
     counts = (rng.random(prob.shape) < prob).sum(axis=1)
@@ -374,23 +391,28 @@ class LinkAverage:
     weights_: np.ndarray = field(init=False, repr=False, default=None)
     cv_loglik_: np.ndarray = field(init=False, repr=False, default=None)
 
-    def fit(self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray,
-            reference: np.ndarray | None = None):  # fmt: skip
+    def fit(
+        self,
+        score: np.ndarray,
+        n_checklists: np.ndarray,
+        detected: np.ndarray,
+        reference: np.ndarray | None = None,
+    ):
         """Fit every link and weigh them (parameters as :meth:`OccupancyCalibration.fit`)."""
         s = np.asarray(score, dtype=np.float64)
         n = np.asarray(n_checklists, dtype=np.float64)
         y = np.asarray(detected).astype(bool)
         ref = s if reference is None else np.asarray(reference, dtype=np.float64)
         links = self.links if self.slope else ("score",)
-        self.members_ = [OccupancyCalibration(self.slope, link).fit(s, n, y, ref)
-                         for link in links]  # fmt: skip
+        self.members_ = [OccupancyCalibration(self.slope, link).fit(s, n, y, ref) for link in links]
         held = np.array([self._held_out(link, s, n, y, ref) for link in links])
         self.cv_loglik_ = held.sum(axis=1)
         self.weights_ = _stacking_weights(held)
         return self
 
-    def _held_out(self, link: str, s: np.ndarray, n: np.ndarray, y: np.ndarray,
-                  ref: np.ndarray) -> np.ndarray:  # fmt: skip
+    def _held_out(
+        self, link: str, s: np.ndarray, n: np.ndarray, y: np.ndarray, ref: np.ndarray
+    ) -> np.ndarray:
         """Each cell's cross-validated log likelihood under one link (0 with too few cells
         to fold)."""
         out = np.zeros(s.size)
@@ -422,18 +444,31 @@ class LinkAverage:
             w * m.probability(score) for w, m in zip(self.weights_, self.members_, strict=True)
         )
 
-    def posterior(self, score: np.ndarray, n_checklists: np.ndarray,
-                  detected: np.ndarray) -> np.ndarray:  # fmt: skip
+    def posterior(
+        self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray
+    ) -> np.ndarray:
         """Weighted mean of the links' :meth:`OccupancyCalibration.posterior`."""
-        return sum(w * m.posterior(score, n_checklists, detected)
-                   for w, m in zip(self.weights_, self.members_, strict=True))  # fmt: skip
+        return sum(
+            w * m.posterior(score, n_checklists, detected)
+            for w, m in zip(self.weights_, self.members_, strict=True)
+        )
 
-    def expected_count(self, score: np.ndarray, n_checklists: np.ndarray,
-                       detected: np.ndarray, level: float = 0.9,
-                       seed: int | None = 0) -> tuple[float, float, float]:  # fmt: skip
+    def expected_count(
+        self,
+        score: np.ndarray,
+        n_checklists: np.ndarray,
+        detected: np.ndarray,
+        level: float = 0.9,
+        seed: int | None = 0,
+    ) -> tuple[float, float, float]:
         """As :meth:`OccupancyCalibration.expected_count`, over the links by weight."""
         rng = np.random.default_rng(seed)
         per = rng.multinomial(N_DRAWS, self.weights_)
-        prob = np.vstack([m.posterior(score, n_checklists, detected, m.draws(int(b), rng))
-                          for m, b in zip(self.members_, per, strict=True) if b > 0])  # fmt: skip
+        prob = np.vstack(
+            [
+                m.posterior(score, n_checklists, detected, m.draws(int(b), rng))
+                for m, b in zip(self.members_, per, strict=True)
+                if b > 0
+            ]
+        )
         return _count_interval(prob, level, rng)

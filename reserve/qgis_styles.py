@@ -26,9 +26,19 @@ __all__ = ["STYLE_COLUMNS", "describe_crs", "style_table"]
 
 #: Columns of QGIS's ``layer_styles`` table, in its order.
 STYLE_COLUMNS = (
-    "f_table_catalog", "f_table_schema", "f_table_name", "f_geometry_column", "styleName",
-    "styleQML", "styleSLD", "useAsDefault", "description", "owner", "ui", "update_time",
-)  # fmt: skip
+    "f_table_catalog",
+    "f_table_schema",
+    "f_table_name",
+    "f_geometry_column",
+    "styleName",
+    "styleQML",
+    "styleSLD",
+    "useAsDefault",
+    "description",
+    "owner",
+    "ui",
+    "update_time",
+)
 
 #: viridis at five steps (low to high), as QGIS "r,g,b,a" colours.
 _VIRIDIS5 = ("68,1,84,255", "59,82,139,255", "33,145,140,255", "94,201,98,255", "253,231,37,255")
@@ -129,12 +139,24 @@ def style_table(
     }
     return pd.DataFrame(
         [
-            ("", "", name, geometry_column, f"reserve {name}", qml, "", True, desc, "", "",
-             update_time)
+            (
+                "",
+                "",
+                name,
+                geometry_column,
+                f"reserve {name}",
+                qml,
+                "",
+                True,
+                desc,
+                "",
+                "",
+                update_time,
+            )
             for name, (qml, desc) in styles.items()
         ],
         columns=list(STYLE_COLUMNS),
-    )  # fmt: skip
+    )
 
 
 def _crs_description(crs: Any) -> str:

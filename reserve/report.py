@@ -259,13 +259,26 @@ def confidence_lines(r: RunReport) -> list[str]:
 
 
 #: The chosen cells' columns in the printable summary, those present.
-SUMMARY_COLUMNS = ("rank", "cell_id", "longitude", "latitude", "area_ha", "score",
-                   "probability", "surveyed")  # fmt: skip
+SUMMARY_COLUMNS = (
+    "rank",
+    "cell_id",
+    "longitude",
+    "latitude",
+    "area_ha",
+    "score",
+    "probability",
+    "surveyed",
+)
 
 
 #: How the printable summary writes each number.
-SPECS = {"longitude": ".5f", "latitude": ".5f", "area_ha": ".1f", "score": ".3f",
-         "probability": ".2f"}  # fmt: skip
+SPECS = {
+    "longitude": ".5f",
+    "latitude": ".5f",
+    "area_ha": ".1f",
+    "score": ".3f",
+    "probability": ".2f",
+}
 
 
 def _surveyed(selected: pd.DataFrame) -> pd.Series:
@@ -273,8 +286,9 @@ def _surveyed(selected: pd.DataFrame) -> pd.Series:
     if "known_detection" not in selected.columns:
         return pd.Series([""] * len(selected), index=selected.index)
     never = np.where(selected["surveyed_no_detection"].astype(bool), "never detected", "")
-    return pd.Series(np.where(selected["known_detection"].astype(bool), "detected", never),
-                     index=selected.index)  # fmt: skip
+    return pd.Series(
+        np.where(selected["known_detection"].astype(bool), "detected", never), index=selected.index
+    )
 
 
 def summary_text(summary: Mapping[str, Any] | RunReport, selected: pd.DataFrame) -> str:
@@ -301,9 +315,14 @@ def summary_text(summary: Mapping[str, Any] | RunReport, selected: pd.DataFrame)
     )
     table = pd.DataFrame(selected).assign(surveyed=_surveyed(selected))
     cols = [c for c in SUMMARY_COLUMNS if c in table.columns]
-    body = table[cols].to_string(index=False, formatters={
-        name: (lambda v, spec=spec: format(v, spec)) for name, spec in SPECS.items()
-        if name in cols})  # fmt: skip
+    body = table[cols].to_string(
+        index=False,
+        formatters={
+            name: (lambda v, spec=spec: format(v, spec))
+            for name, spec in SPECS.items()
+            if name in cols
+        },
+    )
     note = r.signal_note  # stderr's warning, kept with the file
     warning = [f"warning: {note}", ""] if note else []
     return "\n".join([head, "", *warning, *confidence_lines(r), "", body, ""])

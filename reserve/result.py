@@ -228,8 +228,11 @@ def _tables(
     selected = np.zeros(len(units), dtype=bool)
     selected[sel_rows] = True
     added = ("score", "rank", "selected", "locked_in", "selection_frequency")
-    fixed = [c for c in units.columns
-             if c not in features and c != units.geometry.name and c not in added]  # fmt: skip
+    fixed = [
+        c
+        for c in units.columns
+        if c not in features and c != units.geometry.name and c not in added
+    ]
     table = units[fixed].copy()
     table["locked_out"] = problem.locked_out
     table["locked_in"] = problem.locked_in
@@ -249,16 +252,30 @@ def _tables(
     # the extra columns only when used, so a plain run's selected layer is as before
     extra = cost_col + freq_col + (["locked_in"] if problem.n_locked_in else [])
     sel = result_units.iloc[sel_rows].copy()
-    cols = ["rank", "cell_id", "score", *score_cols, *extra, "role", "label", *features,
-            sel.geometry.name]  # fmt: skip
+    cols = [
+        "rank",
+        "cell_id",
+        "score",
+        *score_cols,
+        *extra,
+        "role",
+        "label",
+        *features,
+        sel.geometry.name,
+    ]
     sel = sel[cols].reset_index(drop=True)
-    ranking = pd.DataFrame(result_units.iloc[order][
-        ["rank", "cell_id", "score", *score_cols, "selected", "locked_in", *cost_col, *freq_col]
-    ]).reset_index(drop=True)  # fmt: skip
+    ranking = pd.DataFrame(
+        result_units.iloc[order][
+            ["rank", "cell_id", "score", *score_cols, "selected", "locked_in", *cost_col, *freq_col]
+        ]
+    ).reset_index(drop=True)
     if problem.cost is not None:
         # what buying down the ranking would cost: the runners-up priced for the planner
-        ranking.insert(ranking.columns.get_loc(opts.cost_column) + 1, "cumulative_cost",
-                       np.cumsum(problem.cost[order]))  # fmt: skip
+        ranking.insert(
+            ranking.columns.get_loc(opts.cost_column) + 1,
+            "cumulative_cost",
+            np.cumsum(problem.cost[order]),
+        )
     return result_units, sel, ranking, sel_rows, ties
 
 
@@ -267,9 +284,12 @@ NOVELTY_COLUMNS = ("mess", "novel", "mess_variable")
 
 
 def _with_novelty(
-    problem: Problem, units: gpd.GeoDataFrame, sel: gpd.GeoDataFrame, ranking: pd.DataFrame,
+    problem: Problem,
+    units: gpd.GeoDataFrame,
+    sel: gpd.GeoDataFrame,
+    ranking: pd.DataFrame,
     sel_rows: np.ndarray,
-) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame, pd.DataFrame, dict[str, int]]:  # fmt: skip
+) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame, pd.DataFrame, dict[str, int]]:
     """The tables with ``mess``, ``novel`` and ``mess_variable``, and the summary's counts.
 
     ``planning_units`` takes them before the features, ``selected`` before ``role`` and
@@ -328,8 +348,18 @@ def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {}
-    for pkg in ("reserve", "numpy", "scipy", "scikit-learn", "geopandas", "pyogrio", "shapely",
-                "folium", "clarabel", "pyscipopt"):  # fmt: skip
+    for pkg in (
+        "reserve",
+        "numpy",
+        "scipy",
+        "scikit-learn",
+        "geopandas",
+        "pyogrio",
+        "shapely",
+        "folium",
+        "clarabel",
+        "pyscipopt",
+    ):
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -350,9 +380,9 @@ def _solver_summary(opts: SelectOptions, fit: FitOutcome) -> dict[str, Any]:
         "method": opts.method,
         "c": fit.C,
         "c_source": fit.C_source,
-        "c_cv_scores": "" if cv is None else json.dumps(
-            {f"{c:g}": _nan_or(s) for c, s in zip(cv.Cs, cv.mean_scores, strict=True)}
-        ),
+        "c_cv_scores": ""
+        if cv is None
+        else json.dumps({f"{c:g}": _nan_or(s) for c, s in zip(cv.Cs, cv.mean_scores, strict=True)}),
         "solver_status": str(getattr(est, "status_", "fitted")),
         "objective": _nan_or(getattr(est, "objective_", np.nan)),
         "bound": _nan_or(getattr(est, "bound_", np.nan)),
@@ -362,7 +392,7 @@ def _solver_summary(opts: SelectOptions, fit: FitOutcome) -> dict[str, Any]:
         "runtime_seconds": np.nan,  # set by the caller, after the outputs are written
         "seed": opts.seed,
         **_model_summary(opts, est if fit.model_choice is None else fit.model_choice),
-    }  # fmt: skip
+    }
 
 
 def _tied_at_cutoff(problem: Problem, fit: FitOutcome, score: np.ndarray) -> int:
@@ -440,9 +470,13 @@ def _cross_validation(problem: Problem, fit: FitOutcome) -> CrossValidation:
 
 
 def _private_check(
-    problem: Problem, score: np.ndarray, visits: np.ndarray, surveyed: np.ndarray,
-    n_chosen: int, seed: int | None,
-) -> PrivateCheck:  # fmt: skip
+    problem: Problem,
+    score: np.ndarray,
+    visits: np.ndarray,
+    surveyed: np.ndarray,
+    n_chosen: int,
+    seed: int | None,
+) -> PrivateCheck:
     """The private-land check of the ranking (:func:`reserve.confidence.private_land_check`)
     on the ``surveyed`` candidates."""
     if problem.multi:
@@ -450,34 +484,50 @@ def _private_check(
     if not surveyed.any():
         return PrivateCheck(False, "not available: no candidate cell was surveyed")
     share = min(max(n_chosen, 1) / max(int(problem.candidate.sum()), 1), 1.0)
-    return private_land_check(score[surveyed], problem.label[surveyed], visits[surveyed],
-                              share, seed=seed)  # fmt: skip
+    return private_land_check(
+        score[surveyed], problem.label[surveyed], visits[surveyed], share, seed=seed
+    )
 
 
-def _calibrate(problem: Problem, score: np.ndarray, visits: np.ndarray, surveyed: np.ndarray,
-               check: PrivateCheck, slope: bool) -> tuple[LinkAverage, str]:  # fmt: skip
+def _calibrate(
+    problem: Problem,
+    score: np.ndarray,
+    visits: np.ndarray,
+    surveyed: np.ndarray,
+    check: PrivateCheck,
+    slope: bool,
+) -> tuple[LinkAverage, str]:
     """The occupancy calibration, on the surveyed private cells when the check allows it."""
     if check.available:
         cells = surveyed
         source = f"the {int(cells.sum())} surveyed private cells, scored out of sample"
     else:
         cells = problem.train & np.isfinite(score)
-        source = (f"the {int(cells.sum())} training cells, scored in sample (optimistic: no "
-                  "surveyed private cells to calibrate on)")  # fmt: skip
+        source = (
+            f"the {int(cells.sum())} training cells, scored in sample (optimistic: no "
+            "surveyed private cells to calibrate on)"
+        )
     ranked = problem.candidate & np.isfinite(score)  # the percentiles of the rank links
     cal = LinkAverage(slope=slope)
     cal.fit(score[cells], visits[cells], problem.label[cells] == 1, reference=score[ranked])
     if slope:
-        links = ", ".join(f"{m.link} {w:.2f}" for m, w in zip(cal.members_, cal.weights_,
-                                                              strict=True))  # fmt: skip
+        links = ", ".join(
+            f"{m.link} {w:.2f}" for m, w in zip(cal.members_, cal.weights_, strict=True)
+        )
         source += f"; links stacked by held-out likelihood: {links}"
     else:
         source += "; the model ranks nothing, so every probability is the occupancy prevalence"
     return cal, source
 
 
-def assess_evidence(problem: Problem, opts: SelectOptions, fit: FitOutcome, score: np.ndarray,
-                    sel_rows: np.ndarray, ties: CutoffTies) -> Evidence:  # fmt: skip
+def assess_evidence(
+    problem: Problem,
+    opts: SelectOptions,
+    fit: FitOutcome,
+    score: np.ndarray,
+    sel_rows: np.ndarray,
+    ties: CutoffTies,
+) -> Evidence:
     """The private-land check, cross-validation, verdict and calibrated probabilities.
 
     Parameters
@@ -500,25 +550,36 @@ def assess_evidence(problem: Problem, opts: SelectOptions, fit: FitOutcome, scor
     # each cell's checklists where its label is known (0: unsurveyed, or label unknown)
     visits = np.where(np.isin(problem.label, (0, 1)), _checklists(problem), 0.0)
     surveyed = problem.candidate & (visits >= 1) & np.isfinite(check_score)
-    check = _private_check(problem, check_score, visits, surveyed, int(problem.k_free),
-                           opts.seed)  # fmt: skip
+    check = _private_check(problem, check_score, visits, surveyed, int(problem.k_free), opts.seed)
     cv = _cross_validation(problem, fit)
     train = problem.train
     n_pos = int((problem.label[train] == 1).sum())
-    verdict = assess_signal(ties, int(problem.k_free), check, cv, int(train.sum()), n_pos,
-                            opts.seed, learned=problem.learned is not None)  # fmt: skip
-    cal, source = _calibrate(problem, check_score, visits, surveyed, check,
-                             slope=verdict.signal != "none")  # fmt: skip
+    verdict = assess_signal(
+        ties,
+        int(problem.k_free),
+        check,
+        cv,
+        int(train.sum()),
+        n_pos,
+        opts.seed,
+        learned=problem.learned is not None,
+    )
+    cal, source = _calibrate(
+        problem, check_score, visits, surveyed, check, slope=verdict.signal != "none"
+    )
     detected = problem.label == 1
     finite = np.isfinite(score)
     probability = np.full(score.shape, np.nan)
     probability[finite] = cal.posterior(score[finite], visits[finite], detected[finite])
-    expected = cal.expected_count(score[sel_rows], visits[sel_rows], detected[sel_rows], LEVEL,
-                                  opts.seed)  # fmt: skip
+    expected = cal.expected_count(
+        score[sel_rows], visits[sel_rows], detected[sel_rows], LEVEL, opts.seed
+    )
     q = max(1.0 - cal.detection_, 1e-12)
     many = max(int(np.ceil(np.log(MISS_CHANCE) / np.log(q))), 1) if q < 1 else 10**9
-    flags = {"known_detection": detected,
-             "surveyed_no_detection": (problem.label == 0) & (visits >= many)}  # fmt: skip
+    flags = {
+        "known_detection": detected,
+        "surveyed_no_detection": (problem.label == 0) & (visits >= many),
+    }
     return Evidence(check, cv, verdict, cal, source, probability, expected, many, flags)
 
 
@@ -527,8 +588,9 @@ def evidence_columns(evidence: Evidence) -> dict[str, np.ndarray]:
     return {"probability": evidence.probability, **evidence.flags}
 
 
-def evidence_summary(evidence: Evidence, sel_rows: np.ndarray,
-                     columns: Mapping[str, np.ndarray]) -> dict[str, Any]:  # fmt: skip
+def evidence_summary(
+    evidence: Evidence, sel_rows: np.ndarray, columns: Mapping[str, np.ndarray]
+) -> dict[str, Any]:
     """The ``run_summary`` keys of the evidence (``check_*``, ``cv_*``, ``signal*``,
     ``expected_occupied*``, ``n_selected_known_detection``, ...)."""
     c, cv, v = evidence.check, evidence.cv, evidence.verdict
@@ -542,20 +604,27 @@ def evidence_summary(evidence: Evidence, sel_rows: np.ndarray,
     out.update(
         {f"check_{key}": value for key, value in asdict(c).items() if isinstance(value, float)}
     )  # the figures and their interval ends
-    out.update({
-        "cv_precision_low": cv.low, "cv_precision_high": cv.high, "cv_n_splits": cv.n_splits,
-        "cv_blind": cv.blind, "interval_level": LEVEL,
-        "signal": v.signal, "signal_evidence": v.evidence, "signal_reason": v.reason,
-        "signal_note": v.note,
-        "expected_occupied": evidence.expected[0],
-        "expected_occupied_low": evidence.expected[1],
-        "expected_occupied_high": evidence.expected[2],
-        "calibration_source": evidence.calibration_source,
-        "detection_per_checklist": evidence.calibration.detection_,
-        "no_detection_checklists": evidence.many_checklists,
-        "n_selected_known_detection": int(columns["known_detection"][sel_rows].sum()),
-        "n_selected_no_detection": int(columns["surveyed_no_detection"][sel_rows].sum()),
-    })  # fmt: skip
+    out.update(
+        {
+            "cv_precision_low": cv.low,
+            "cv_precision_high": cv.high,
+            "cv_n_splits": cv.n_splits,
+            "cv_blind": cv.blind,
+            "interval_level": LEVEL,
+            "signal": v.signal,
+            "signal_evidence": v.evidence,
+            "signal_reason": v.reason,
+            "signal_note": v.note,
+            "expected_occupied": evidence.expected[0],
+            "expected_occupied_low": evidence.expected[1],
+            "expected_occupied_high": evidence.expected[2],
+            "calibration_source": evidence.calibration_source,
+            "detection_per_checklist": evidence.calibration.detection_,
+            "no_detection_checklists": evidence.many_checklists,
+            "n_selected_known_detection": int(columns["known_detection"][sel_rows].sum()),
+            "n_selected_no_detection": int(columns["surveyed_no_detection"][sel_rows].sum()),
+        }
+    )
     return out
 
 
@@ -563,20 +632,31 @@ def _model_summary(opts: SelectOptions, est: Any) -> dict[str, Any]:
     """What was learned from the features: the model asked for and chosen, and the CV."""
     best = getattr(est, "best_params_", None)
     if best is None:
-        return {"model": opts.model, "model_fitted": "linear", "cv_precision": np.nan,
-                "cv_note": ""}  # fmt: skip
+        return {
+            "model": opts.model,
+            "model_fitted": "linear",
+            "cv_precision": np.nan,
+            "cv_note": "",
+        }
     res = est.cv_results_
     i = int(np.flatnonzero(res["rank_test_score"] == 1)[0])
     members = getattr(est, "members_", None) or ((best["model"], None, None),)
-    return {"model": opts.model, "model_fitted": "+".join(m for m, _, _ in members),
-            "cv_precision": _nan_or(res["mean_test_score"][i]),
-            "cv_note": est.cv_note_}  # fmt: skip
+    return {
+        "model": opts.model,
+        "model_fitted": "+".join(m for m, _, _ in members),
+        "cv_precision": _nan_or(res["mean_test_score"][i]),
+        "cv_note": est.cv_note_,
+    }
 
 
 def _summary(
-    problem: Problem, opts: SelectOptions, fit: FitOutcome, sel_rows: np.ndarray,
-    inputs: Mapping[str, str], config: Mapping[str, Any],
-) -> dict[str, Any]:  # fmt: skip
+    problem: Problem,
+    opts: SelectOptions,
+    fit: FitOutcome,
+    sel_rows: np.ndarray,
+    inputs: Mapping[str, str],
+    config: Mapping[str, Any],
+) -> dict[str, Any]:
     cost, train = problem.cost, problem.train
     summary: dict[str, Any] = {
         "budget": opts.budget,
@@ -656,9 +736,11 @@ def patch_report(geometry: np.ndarray, sel_rows: np.ndarray) -> tuple[np.ndarray
         adj = grid_adjacency(geometry)
     except InvalidInputError:
         return np.full(mask.size, -1, dtype=np.int64), {
-            "n_patches": -1, "largest_patch_cells": -1, "boundary_length": nan,
+            "n_patches": -1,
+            "largest_patch_cells": -1,
+            "boundary_length": nan,
             "edge_factor": EDGE_FACTOR,
-        }  # fmt: skip
+        }
     patch = patch_labels(adj, mask)
     sizes = np.bincount(patch)[1:]
     return patch, {
@@ -669,8 +751,9 @@ def patch_report(geometry: np.ndarray, sel_rows: np.ndarray) -> tuple[np.ndarray
     }
 
 
-def _add_columns(units: pd.DataFrame, sel: pd.DataFrame, ranking: pd.DataFrame,
-                 columns: Mapping[str, np.ndarray]) -> None:  # fmt: skip
+def _add_columns(
+    units: pd.DataFrame, sel: pd.DataFrame, ranking: pd.DataFrame, columns: Mapping[str, np.ndarray]
+) -> None:
     """Put each per-cell column after ``score`` in the three tables (rows by ``cell_id``)."""
     ids = pd.Index(units["cell_id"])
     for table in (units, sel, ranking):
@@ -681,9 +764,13 @@ def _add_columns(units: pd.DataFrame, sel: pd.DataFrame, ranking: pd.DataFrame,
 
 
 def build_result(
-    problem: Problem, opts: SelectOptions, fit: FitOutcome, *,
-    inputs: Mapping[str, str], config: Mapping[str, Any],
-) -> SelectionResult:  # fmt: skip
+    problem: Problem,
+    opts: SelectOptions,
+    fit: FitOutcome,
+    *,
+    inputs: Mapping[str, str],
+    config: Mapping[str, Any],
+) -> SelectionResult:
     """The :class:`SelectionResult` of a fitted problem.
 
     Parameters
@@ -704,8 +791,7 @@ def build_result(
     SelectionResult
     """
     result_units, sel, ranking, sel_rows, ties = _tables(problem, opts, fit, opts.method)
-    evidence = assess_evidence(problem, opts, fit, result_units["score"].to_numpy(), sel_rows,
-                               ties)  # fmt: skip
+    evidence = assess_evidence(problem, opts, fit, result_units["score"].to_numpy(), sel_rows, ties)
     columns = evidence_columns(evidence)
     _add_columns(result_units, sel, ranking, columns)
     config = {**config, "C_searched": list(SELECT_DEFAULTS.Cs) if opts.C == "cv" else None}
@@ -718,8 +804,9 @@ def build_result(
         summary["boundary_tradeoff"] = fit.tradeoff.to_json(orient="records")
     result_units.insert(result_units.columns.get_loc("selected") + 1, "patch_id", patch)
     sel.insert(1, "patch_id", patch[sel_rows])
-    result_units, sel, ranking, novelty = _with_novelty(problem, result_units, sel, ranking,
-                                                        sel_rows)  # fmt: skip
+    result_units, sel, ranking, novelty = _with_novelty(
+        problem, result_units, sel, ranking, sel_rows
+    )
     summary.update(novelty, exclude_novel=opts.exclude_novel)
     sel, ranking = _with_location(problem.units, sel, ranking, sel_rows)
     if hasattr(fit.estimator, "coef_"):
@@ -729,8 +816,9 @@ def build_result(
     else:  # not linear: how far the selected cells sit from an average cell, in sd
         contributions = np.nan_to_num(fit.Z[sel_rows].mean(axis=0)) if sel_rows.size else None
     if contributions is not None and problem.effort:  # effort is no reason a cell was chosen
-        contributions = np.where(np.isin(problem.features, list(problem.effort)), 0.0,
-                                 contributions)  # fmt: skip
+        contributions = np.where(
+            np.isin(problem.features, list(problem.effort)), 0.0, contributions
+        )
     result = SelectionResult(
         planning_units=result_units,
         selected=sel,

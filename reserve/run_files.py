@@ -220,8 +220,13 @@ def write_outputs(
     if result.map_path is not None:
         from reserve.maps import write_page
 
-        page = partial(write_page, summary=result.summary, main_features=result.main_features(),
-                       public=public, outline=outline)  # fmt: skip
+        page = partial(
+            write_page,
+            summary=result.summary,
+            main_features=result.main_features(),
+            public=public,
+            outline=outline,
+        )
 
         def draw(tmp: Path) -> Forked | None:
             say(f"drawing the map {result.map_path}")
@@ -236,8 +241,9 @@ def write_outputs(
         jobs.insert(0, (result.csv_path, ".csv", lambda tmp: write_ranking_csv(ranking, tmp)))
     if result.summary_path is not None:
         text = summary_text(result.summary, result.selected)
-        jobs.insert(0, (result.summary_path, ".txt",
-                        lambda tmp: tmp.write_text(text, encoding="utf-8")))  # fmt: skip
+        jobs.insert(
+            0, (result.summary_path, ".txt", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        )
     if result.gpkg_path is not None:
 
         def store(tmp: Path) -> None:

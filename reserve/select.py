@@ -90,9 +90,19 @@ def _estimator(opts: SelectOptions, problem: Problem, C: float) -> Any:
     knapsack = problem.selection.money and capabilities(opts.method).money_budget
     budget = problem.selection.budget.budget if knapsack else None
     effort = problem.selection.effort_columns or None
-    return make_estimator(opts.method, k=problem.k_fit, C=C, budget=budget, n_species=n_species,
-                          random_state=opts.seed, time_limit=opts.time_limit, model=model,
-                          Cs=Cs, n_jobs=opts.n_jobs, effort_columns=effort)  # fmt: skip
+    return make_estimator(
+        opts.method,
+        k=problem.k_fit,
+        C=C,
+        budget=budget,
+        n_species=n_species,
+        random_state=opts.seed,
+        time_limit=opts.time_limit,
+        model=model,
+        Cs=Cs,
+        n_jobs=opts.n_jobs,
+        effort_columns=effort,
+    )
 
 
 def standardised(selection: SelectionProblem) -> tuple[StandardScaler, SelectionProblem]:
@@ -121,12 +131,20 @@ def _choose_C(
     from reserve.model_selection import select_C
 
     say(f"choosing C by cross-validation over {list(SELECT_DEFAULTS.Cs)}")
-    est0 = make_estimator(opts.method, k=problem.k_fit, C=1.0, random_state=opts.seed,
-                          time_limit=opts.time_limit)  # fmt: skip
-    cv = select_C(est0, fitted.X, fitted.y, Cs=SELECT_DEFAULTS.Cs,
-                  n_repeats=SELECT_DEFAULTS.cv_repeats, n_folds=SELECT_DEFAULTS.cv_folds,
-                  k_fraction=SELECT_DEFAULTS.cv_k_fraction, random_state=opts.seed,
-                  effort_columns=fitted.effort_columns)  # fmt: skip
+    est0 = make_estimator(
+        opts.method, k=problem.k_fit, C=1.0, random_state=opts.seed, time_limit=opts.time_limit
+    )
+    cv = select_C(
+        est0,
+        fitted.X,
+        fitted.y,
+        Cs=SELECT_DEFAULTS.Cs,
+        n_repeats=SELECT_DEFAULTS.cv_repeats,
+        n_folds=SELECT_DEFAULTS.cv_folds,
+        k_fraction=SELECT_DEFAULTS.cv_k_fraction,
+        random_state=opts.seed,
+        effort_columns=fitted.effort_columns,
+    )
     return float(cv.best_C), "cv", cv
 
 
@@ -135,8 +153,10 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     scaler, fitted = standardised(problem.selection)
     C, C_source, cv = _choose_C(opts, problem, fitted, say)
     what = f"C={C:g}" if C is not None else f"model {opts.model}"
-    say(f"fitting {opts.method} (k={problem.k_fit}, {what}) on {int(problem.train.sum())} "
-        f"training and {int(problem.candidate.sum())} candidate cells")  # fmt: skip
+    say(
+        f"fitting {opts.method} (k={problem.k_fit}, {what}) on {int(problem.train.sum())} "
+        f"training and {int(problem.candidate.sum())} candidate cells"
+    )
     t_fit = time.perf_counter()
     est = _estimator(opts, problem, SELECT_DEFAULTS.C if C is None else C)
     penalty = opts.boundary_penalty
@@ -160,10 +180,20 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = scaler.transform(X_all)
     held_out = cross_fitted_scores(opts, problem, est, X_all, say)
-    return FitOutcome(estimator=est, Z=Z, picked=picked, C=C, C_source=C_source, cv=cv,
-                      fit_seconds=fit_seconds, frequency=frequency, tradeoff=tradeoff,
-                      boundary_penalty=float(penalty), model_choice=chooser,
-                      held_out=held_out)  # fmt: skip
+    return FitOutcome(
+        estimator=est,
+        Z=Z,
+        picked=picked,
+        C=C,
+        C_source=C_source,
+        cv=cv,
+        fit_seconds=fit_seconds,
+        frequency=frequency,
+        tradeoff=tradeoff,
+        boundary_penalty=float(penalty),
+        model_choice=chooser,
+        held_out=held_out,
+    )
 
 
 #: Folds of the cross-fitting that scores learned cells without their own labels.
@@ -248,21 +278,32 @@ def run_selection(
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
     problem = build_problem(units, opts, str(cells_path))
-    say(f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
-        f"{int(problem.candidate.sum())} candidates")  # fmt: skip
+    say(
+        f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
+        f"{int(problem.candidate.sum())} candidates"
+    )
     n_out = int(problem.locked_out.sum())
     if problem.n_locked_in or n_out:
-        choosing = (f"choosing {problem.k_free} more" if not opts.money
-                    else f"choosing more for {problem.free_budget:g} of the budget")  # fmt: skip
+        choosing = (
+            f"choosing {problem.k_free} more"
+            if not opts.money
+            else f"choosing more for {problem.free_budget:g} of the budget"
+        )
         say(f"{problem.n_locked_in} cells locked in, {n_out} locked out; {choosing}")
     if problem.novel_out is not None and problem.novel_out.any():
         say(f"{int(problem.novel_out.sum())} novel candidate cells kept out (exclude_novel)")
     if problem.effort:
-        say(f"effort covariates {', '.join(problem.effort)}; candidates scored at the training "
-            "median")  # fmt: skip
+        say(
+            f"effort covariates {', '.join(problem.effort)}; candidates scored at the training "
+            "median"
+        )
     fit = _fit(opts, problem, say)
-    inputs = {"cells_path": str(cells_path), "cells_sha256": file_sha256(cells_path),
-              "public_path": drawn["public"], "outline_path": drawn["outline"]}  # fmt: skip
+    inputs = {
+        "cells_path": str(cells_path),
+        "cells_sha256": file_sha256(cells_path),
+        "public_path": drawn["public"],
+        "outline_path": drawn["outline"],
+    }
     recorded = dict(config) if config is not None else opts.recorded(map_path)
     result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
     if not result.summary.get("species"):  # one species: named by the ingest, for the map

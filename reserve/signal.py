@@ -95,13 +95,17 @@ class Verdict:
 def _ties_verdict(ties: CutoffTies, k_free: int, seed: int | None) -> Verdict | None:
     """The verdict when a tie at the cut decides (part of) the selection, else None."""
     if ties.flat:
-        reason = (f"the habitat model ranks nothing: every candidate has the same score, so "
-                  f"the {k_free} cells are a random draw (seed {seed})")  # fmt: skip
+        reason = (
+            f"the habitat model ranks nothing: every candidate has the same score, so "
+            f"the {k_free} cells are a random draw (seed {seed})"
+        )
         return Verdict("none", "ties", reason, f"{reason}; {FIX}")
     if ties.n_drawn and ties.n_tied_chosen >= k_free:
-        reason = (f"the habitat model ranks nothing here: {ties.n_tied} candidates tie at the "
-                  f"top score and all {k_free} cells are a random draw among them "
-                  f"(seed {seed})")  # fmt: skip
+        reason = (
+            f"the habitat model ranks nothing here: {ties.n_tied} candidates tie at the "
+            f"top score and all {k_free} cells are a random draw among them "
+            f"(seed {seed})"
+        )
         return Verdict("none", "ties", reason, f"{reason}; {FIX}")
     return None
 
@@ -117,12 +121,24 @@ def _check_verdict(check: PrivateCheck, hint: str) -> Verdict:
     if check.auc_low > 0.5:
         return Verdict("ok", "private-land check", reason)
     if check.auc_high < 0.5:
-        return Verdict("none", "private-land check", reason, (
-            f"the habitat model ranks the surveyed private land worse than a blind pick: "
-            f"{reason}; {hint}"))  # fmt: skip
-    return Verdict("weak", "private-land check", reason, (
-        f"weak signal: the habitat model does not rank the surveyed private land better than "
-        f"a blind pick: {reason}; {hint}"))  # fmt: skip
+        return Verdict(
+            "none",
+            "private-land check",
+            reason,
+            (
+                f"the habitat model ranks the surveyed private land worse than a blind pick: "
+                f"{reason}; {hint}"
+            ),
+        )
+    return Verdict(
+        "weak",
+        "private-land check",
+        reason,
+        (
+            f"weak signal: the habitat model does not rank the surveyed private land better than "
+            f"a blind pick: {reason}; {hint}"
+        ),
+    )
 
 
 def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int, hint: str) -> Verdict:
@@ -137,26 +153,42 @@ def _cv_verdict(cv: CrossValidation, n_train: int, n_positive: int, hint: str) -
     if not cv.measured:
         reason = "nothing measured how well the model ranks (no cross-validation, no surveyed "
         reason += "private cells)"
-        return Verdict("weak", "nothing measured", reason,
-                       f"weak signal: {reason}; use --model auto or --C cv")  # fmt: skip
+        return Verdict(
+            "weak", "nothing measured", reason, f"weak signal: {reason}; use --model auto or --C cv"
+        )
     pct = round(LEVEL * 100)
-    interval = (f" ({pct}% interval {cv.low:.2f}-{cv.high:.2f})" if np.isfinite(cv.low)
-                else " (one fold: no interval)")  # fmt: skip
+    interval = (
+        f" ({pct}% interval {cv.low:.2f}-{cv.high:.2f})"
+        if np.isfinite(cv.low)
+        else " (one fold: no interval)"
+    )
     reason = (
         f"in cross-validation on the {n_train} training cells, {cv.precision:.2f} of the "
         f"held-out picks had a detection{interval} against {cv.blind:.2f} for a blind pick"
     )
     if np.isfinite(cv.low) and cv.low > cv.blind:
         return Verdict("ok", "cross-validation", reason)
-    return Verdict("weak", "cross-validation", reason, (
-        f"weak signal: the cross-validated precision is not clearly above a blind pick's: "
-        f"{reason}; {hint}"))  # fmt: skip
+    return Verdict(
+        "weak",
+        "cross-validation",
+        reason,
+        (
+            f"weak signal: the cross-validated precision is not clearly above a blind pick's: "
+            f"{reason}; {hint}"
+        ),
+    )
 
 
 def assess_signal(
-    ties: CutoffTies, k_free: int, check: PrivateCheck, cv: CrossValidation,
-    n_train: int, n_positive: int, seed: int | None, learned: bool = False,
-) -> Verdict:  # fmt: skip
+    ties: CutoffTies,
+    k_free: int,
+    check: PrivateCheck,
+    cv: CrossValidation,
+    n_train: int,
+    n_positive: int,
+    seed: int | None,
+    learned: bool = False,
+) -> Verdict:
     """Does the fitted model rank the candidates? Intervals decide, the land being bought first.
 
     In order: a tie that decides every chosen cell gives ``"none"``; then the private-land
@@ -213,8 +245,10 @@ def assess_signal(
     else:
         verdict = _cv_verdict(cv, n_train, n_positive, hint)
     if ties.n_drawn and verdict.signal == "ok":
-        reason = (f"{ties.n_tied} candidates tie at the last chosen cell's score; "
-                  f"{ties.n_drawn} of the {k_free} cells are a random draw among them "
-                  f"(seed {seed})")  # fmt: skip
+        reason = (
+            f"{ties.n_tied} candidates tie at the last chosen cell's score; "
+            f"{ties.n_drawn} of the {k_free} cells are a random draw among them "
+            f"(seed {seed})"
+        )
         return Verdict("weak", "ties", reason, f"{reason}; {FIX}")
     return verdict

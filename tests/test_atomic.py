@@ -73,8 +73,7 @@ def _handed_to_a_child(write):
 
 @pytest.mark.skipif(not fork.can_fork(), reason="forked children are Linux only")
 @pytest.mark.parametrize("first", [True, False])
-def test_a_write_handed_to_a_child_is_waited_for_before_the_renames(only_thread, tmp_path,
-                                                                    first):  # fmt: skip
+def test_a_write_handed_to_a_child_is_waited_for_before_the_renames(only_thread, tmp_path, first):
     handed = (tmp_path / "m.html", ".html", _handed_to_a_child(_late_writer))
     here = (tmp_path / "r.gpkg", ".gpkg", _pid_writer)
     write_together([handed, here] if first else [here, handed])
@@ -85,8 +84,10 @@ def test_a_write_handed_to_a_child_is_waited_for_before_the_renames(only_thread,
 @pytest.mark.skipif(not fork.can_fork(), reason="forked children are Linux only")
 def test_a_failed_write_handed_to_a_child_renames_nothing(only_thread, tmp_path):
     (tmp_path / "r.gpkg").write_text("previous")
-    jobs = [(tmp_path / "m.html", ".html", _handed_to_a_child(_refuse)),
-            (tmp_path / "r.gpkg", ".gpkg", _pid_writer)]  # fmt: skip
+    jobs = [
+        (tmp_path / "m.html", ".html", _handed_to_a_child(_refuse)),
+        (tmp_path / "r.gpkg", ".gpkg", _pid_writer),
+    ]
     with pytest.raises(DataFileError, match="cannot write the map"):
         write_together(jobs)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.gpkg"]

@@ -57,8 +57,15 @@ def test_cv_prefers_the_spline_on_a_hump_and_beats_linear():
 
 def test_cv_results_describe_every_grid_point():
     X, y, _ = quadratic_problem(5, n=90, m=60)
-    est = AutoTTK(k=5, models=("linear", "stack"), Cs=(0.1, 1.0), cv=3, n_repeats=2,
-                  random_state=0, class_weight="auto").fit(X, y)  # fmt: skip
+    est = AutoTTK(
+        k=5,
+        models=("linear", "stack"),
+        Cs=(0.1, 1.0),
+        cv=3,
+        n_repeats=2,
+        random_state=0,
+        class_weight="auto",
+    ).fit(X, y)
     res = est.cv_results_
     assert [p["model"] for p in res["params"]] == ["linear", "linear", "stack", "stack"]
     assert sorted(res["rank_test_score"].tolist()) == [1, 2, 3, 4]
@@ -246,8 +253,9 @@ def test_progress_tells_each_fold_and_changes_nothing(n_jobs, monkeypatch):
     est = AutoTTK(**kw).fit(X, y, progress=told.append)
     assert "progress" not in est.get_params()  # a fit argument, not a parameter
     np.testing.assert_array_equal(est.selected_, quiet.selected_)
-    assert told[0] == ("cross-validating the habitat models: 2 settings (2 feature maps) "
-                       "on 6 folds of 90 cells")  # fmt: skip
+    assert told[0] == (
+        "cross-validating the habitat models: 2 settings (2 feature maps) on 6 folds of 90 cells"
+    )
     folds = [int(m.split(": ")[1].split()[0]) for m in told if m.endswith(" of 6 folds")]
     assert folds == sorted(set(folds)) and folds[-1] == 6
     assert (len(folds) == 6) if n_jobs == 1 else (len(folds) >= 2)  # two finish together
@@ -330,8 +338,9 @@ def test_the_forest_map_has_one_grid_point_and_never_leads():
 def test_autottk_fits_one_forest_per_fold_for_stack_and_forest(monkeypatch):
     fits = []
     real_fit = ForestScore.fit
-    monkeypatch.setattr(ForestScore, "fit", lambda self, X, y=None: fits.append(1) or
-                        real_fit(self, X, y))  # fmt: skip
+    monkeypatch.setattr(
+        ForestScore, "fit", lambda self, X, y=None: fits.append(1) or real_fit(self, X, y)
+    )
     X, y, _ = quadratic_problem(2, n=120, m=200)
     kw = {"k": 10, "Cs": (1.0,), "class_weight": "auto", "random_state": 0, "n_jobs": 1}
     AutoTTK(models=("stack", "forest"), cv=3, n_repeats=1, **kw).fit(X, y)
@@ -446,7 +455,10 @@ def test_ensemble_none_fits_the_winner_alone():
     one = AutoTTK(k=12, Cs=(0.1, 1.0), random_state=0, ensemble="none").fit(X, y)
     model, C, cw = one.members_[0]
     assert len(one.members_) == 1 and one.best_params_ == {
-        "model": model, "C": C, "class_weight": cw}  # fmt: skip
+        "model": model,
+        "C": C,
+        "class_weight": cw,
+    }
     alone = AutoTTK(k=12, models=(model,), Cs=(C,), class_weight=cw, random_state=0).fit(X, y)
     np.testing.assert_array_equal(one.selected_, alone.selected_)
     with pytest.raises(InvalidInputError, match="ensemble must be one of"):
@@ -464,8 +476,10 @@ def test_refit_params_refit_the_members_without_cv():
     np.testing.assert_allclose(again.candidate_scores_, est.candidate_scores_)
 
 
-@pytest.mark.parametrize("members", [(("gam", 1.0, "auto"),), (("linear", -1.0, None),),
-                                     (("linear", 1.0, "cv"),), ("linear",), ()])  # fmt: skip
+@pytest.mark.parametrize(
+    "members",
+    [(("gam", 1.0, "auto"),), (("linear", -1.0, None),), (("linear", 1.0, "cv"),), ("linear",), ()],
+)
 def test_bad_members_are_refused(members):
     X, y, _ = quadratic_problem(5, n=60, m=40)
     with pytest.raises(InvalidInputError, match="members"):

@@ -22,8 +22,17 @@ from benchmarks.bench_coverage import (
 
 def _record(seed, species, k, expected, low, high, true, signal="strong"):
     rec = dict.fromkeys(FIELDS, 0.0)
-    rec.update(seed=seed, species=species, k=k, expected=expected, low=low, high=high,
-               true=true, covered=low <= true <= high, signal=signal)  # fmt: skip
+    rec.update(
+        seed=seed,
+        species=species,
+        k=k,
+        expected=expected,
+        low=low,
+        high=high,
+        true=true,
+        covered=low <= true <= high,
+        signal=signal,
+    )
     return rec
 
 
@@ -85,10 +94,16 @@ def test_reliability_deciles_and_brier():
 def _arrays(n, seed):
     rng = np.random.default_rng(seed)
     surveyed = np.arange(n) % 4 == 0
-    return {"prob": rng.random(n), "occupied": rng.random(n) < 0.3, "psi": rng.random(n),
-            "chosen": np.arange(n) < 3, "surveyed": surveyed, "score": rng.normal(size=n),
-            "n_checklists": np.where(surveyed, rng.integers(1, 6, n), 0),
-            "label": np.where(surveyed, rng.random(n) < 0.3, -1)}  # fmt: skip
+    return {
+        "prob": rng.random(n),
+        "occupied": rng.random(n) < 0.3,
+        "psi": rng.random(n),
+        "chosen": np.arange(n) < 3,
+        "surveyed": surveyed,
+        "score": rng.normal(size=n),
+        "n_checklists": np.where(surveyed, rng.integers(1, 6, n), 0),
+        "label": np.where(surveyed, rng.random(n) < 0.3, -1),
+    }
 
 
 def test_csv_round_trip_and_report(tmp_path: Path):

@@ -60,14 +60,29 @@ def test_with_effort_sets_unlabelled_rows_to_the_labelled_median():
 
 
 def _rec(method, problem, precision, k=5):
-    return {"suite": "s", "group": "g", "problem": problem, "k": k, "method": method,
-            "precision": precision, "seconds": 0.5, "n_labelled": 10, "n_positive": 3,
-            "n_candidates": 20}  # fmt: skip
+    return {
+        "suite": "s",
+        "group": "g",
+        "problem": problem,
+        "k": k,
+        "method": method,
+        "precision": precision,
+        "seconds": 0.5,
+        "n_labelled": 10,
+        "n_positive": 3,
+        "n_candidates": 20,
+    }
 
 
 def test_records_round_trip_and_paired_counts(tmp_path):
-    recs = [_rec("auto", "p1", 0.6), _rec("rf", "p1", 0.4), _rec("auto", "p2", 0.2),
-            _rec("rf", "p2", 0.2), _rec("auto", "p3", 0.1), _rec("rf", "p3", 0.3)]  # fmt: skip
+    recs = [
+        _rec("auto", "p1", 0.6),
+        _rec("rf", "p1", 0.4),
+        _rec("auto", "p2", 0.2),
+        _rec("rf", "p2", 0.2),
+        _rec("auto", "p3", 0.1),
+        _rec("rf", "p3", 0.3),
+    ]
     path = tmp_path / "r.csv"
     append_records(path, recs[:2], fresh=True)
     append_records(path, recs[2:], fresh=False)
@@ -81,8 +96,10 @@ def test_records_round_trip_and_paired_counts(tmp_path):
 
 def test_effort_report_pairs_each_suite_with_its_effort_variant():
     recs = [_rec("auto", "p1", 0.5), _rec("auto", "p2", 0.5)]
-    recs += [{**_rec("auto", "p1", 0.7), "suite": "s + effort"},
-             {**_rec("auto", "p2", 0.4), "suite": "s + effort"}]  # fmt: skip
+    recs += [
+        {**_rec("auto", "p1", 0.7), "suite": "s + effort"},
+        {**_rec("auto", "p2", 0.4), "suite": "s + effort"},
+    ]
     from benchmarks.bench_peers import effort_report
 
     text = "\n".join(effort_report(recs, ["auto", "rf"]))

@@ -62,8 +62,9 @@ def test_missing_label_single_class_and_big_k_exit_2(tmp_path):
     assert res.exit_code == 2 and "single class" in res.output
     (data / "sonar.csv").unlink()
     _write(data / "sonar.csv", np.random.default_rng(1).normal(size=(80, 2)), [1, -1] * 40)
-    res = _invoke(["--datasets", "sonar", "--data-dir", str(data), "--out", str(out),
-                   "--k-fraction", "0.999"])  # fmt: skip
+    res = _invoke(
+        ["--datasets", "sonar", "--data-dir", str(data), "--out", str(out), "--k-fraction", "0.999"]
+    )
     assert res.exit_code == 2 and "test half" in res.output
     assert not out.exists()
 
@@ -110,8 +111,9 @@ def test_bold_and_wins_ties_losses():
 
 
 def test_bad_input_with_progress_bar_is_still_one_line(tmp_path):
-    res = CliRunner().invoke(main, ["benchmark", "paper", "--datasets", "nope",
-                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["benchmark", "paper", "--datasets", "nope", "--out", str(tmp_path / "o")]
+    )
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
         next(line for line in res.output.splitlines() if "unknown dataset 'nope'" in line)
@@ -122,8 +124,22 @@ def test_bcr27_skipped_with_a_note_when_the_folder_is_absent(tmp_path, monkeypat
     monkeypatch.setenv("RESERVE_BCR27_DIR", str(tmp_path / "absent"))
     data = _tiny(tmp_path)
     out = tmp_path / "out"
-    args = ["--table", "3", "--datasets", "sonar,bcr27_woothr", "--methods", "SVM", "--splits",
-            "2", "--jobs", "1", "--data-dir", str(data), "--out", str(out)]  # fmt: skip
+    args = [
+        "--table",
+        "3",
+        "--datasets",
+        "sonar,bcr27_woothr",
+        "--methods",
+        "SVM",
+        "--splits",
+        "2",
+        "--jobs",
+        "1",
+        "--data-dir",
+        str(data),
+        "--out",
+        str(out),
+    ]
     with pytest.warns(UserWarning, match="Skipped bcr27_woothr"):
         res = _invoke(args)
     assert res.exit_code == 0, res.output
@@ -140,13 +156,26 @@ def test_bcr27_fake_folder_runs_into_its_own_files(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RESERVE_BCR27_DIR", str(make_fake_bcr27(tmp_path / "bcr27")))
     out = tmp_path / "out"
-    args = ["--table", "3", "--datasets", "bcr27_woothr", "--methods", "SVM,TopPush",
-            "--splits", "2", "--jobs", "1", "--out", str(out)]  # fmt: skip
+    args = [
+        "--table",
+        "3",
+        "--datasets",
+        "bcr27_woothr",
+        "--methods",
+        "SVM,TopPush",
+        "--splits",
+        "2",
+        "--jobs",
+        "1",
+        "--out",
+        str(out),
+    ]
     res = _invoke(args)
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == [
-        "paper_table3_bcr27.md", "paper_table3_bcr27_runs.csv"
-    ]  # fmt: skip
+        "paper_table3_bcr27.md",
+        "paper_table3_bcr27_runs.csv",
+    ]
     md = (out / "paper_table3_bcr27.md").read_text()
     assert "| bcr27_woothr |" in md and "NY16 (paper, New York; context only)" in md
     assert "disjoint candidate folds" in md
@@ -234,9 +263,26 @@ def test_bad_cv_options_are_refused_before_any_fit(kw, match):
 def test_cli_passes_cv_options_and_writes_the_elapsed_time(tmp_path):
     data = _tiny(tmp_path)
     out = tmp_path / "out"
-    args = ["--table", "3", "--datasets", "sonar", "--methods", "SVM,TTK-FD", "--splits", "2",
-            "--jobs", "1", "--cv-jobs", "2", "--cv-ttk", "full", "--data-dir", str(data),
-            "--out", str(out)]  # fmt: skip
+    args = [
+        "--table",
+        "3",
+        "--datasets",
+        "sonar",
+        "--methods",
+        "SVM,TTK-FD",
+        "--splits",
+        "2",
+        "--jobs",
+        "1",
+        "--cv-jobs",
+        "2",
+        "--cv-ttk",
+        "full",
+        "--data-dir",
+        str(data),
+        "--out",
+        str(out),
+    ]
     res = _invoke(args)
     assert res.exit_code == 0, res.output
     md = (out / "paper_table3.md").read_text()
@@ -260,11 +306,22 @@ def test_tsvm_cv_fits_get_their_own_time_limit_and_are_counted(tmp_path, monkeyp
 
     monkeypatch.setattr(bm, "make_estimator", spy)
     data = _noisy(tmp_path)
-    recs = bm.run_table3(["sonar"], ["TSVM", "TTK-FD"], n_splits=2, n_jobs=1, data_dir=data,
-                         fit_time_limit=7.0, cv_fit_time_limit=1e-9)  # fmt: skip
+    recs = bm.run_table3(
+        ["sonar"],
+        ["TSVM", "TTK-FD"],
+        n_splits=2,
+        n_jobs=1,
+        data_dir=data,
+        fit_time_limit=7.0,
+        cv_fit_time_limit=1e-9,
+    )
     # each task builds one CV estimator and one final estimator
-    expected = [("TSVM", 1e-9, True), ("TSVM", 7.0, True),
-                ("TTK-FD", 1e-9, False), ("TTK-FD", 7.0, True)]  # fmt: skip
+    expected = [
+        ("TSVM", 1e-9, True),
+        ("TSVM", 7.0, True),
+        ("TTK-FD", 1e-9, False),
+        ("TTK-FD", 7.0, True),
+    ]
     assert sorted(calls) == sorted(expected * 2)
     tsvm = [r for r in recs if r.method == "TSVM"]
     assert [r.cv_limited for r in tsvm] == [50, 50]  # every CV fit stopped at 1e-9 s

@@ -127,8 +127,15 @@ def test_the_mip_with_penalty_reaches_the_brute_force_optimum(oracle_optima, see
 def _exact_total(seed, mip_solver, cost=None, budget=None):
     """An exact fit with the penalty, its total recomputed from the outputs (shapely union)."""
     X, y, cells, k, C, penalty, ef = boundary_instance(seed)
-    model = TTK(k=None if cost is not None else k, budget=budget, C=C, solver="mip",
-                mip_solver=mip_solver, time_limit=60, boundary_penalty=penalty)  # fmt: skip
+    model = TTK(
+        k=None if cost is not None else k,
+        budget=budget,
+        C=C,
+        solver="mip",
+        mip_solver=mip_solver,
+        time_limit=60,
+        boundary_penalty=penalty,
+    )
     model.fit(X, y, boundary=_term(cells, ef), cost=cost)
     lab = y != -1
     y_pm = np.where(y[lab] == 1, 1.0, -1.0)
@@ -176,8 +183,18 @@ def _select(tmp_path, name, *extra):
     if not cells.exists():
         write_units(cells, make_units(n_side=14, seed=3))
     out = tmp_path / name
-    args = ["select", "--budget", "10", "--model", "linear", "--cells", str(cells), "--out",
-            str(out), *extra]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "10",
+        "--model",
+        "linear",
+        "--cells",
+        str(cells),
+        "--out",
+        str(out),
+        *extra,
+    ]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.stderr
     return out / "reserve.gpkg", res
@@ -194,9 +211,9 @@ def test_select_reports_patches_and_a_penalty_shortens_the_boundary(tmp_path):
         sel = pyogrio.read_dataframe(path, layer="selected")
         cells = sel.geometry.to_numpy()
         assert summary["boundary_length"] == pytest.approx(
-            union_boundary(cells, np.arange(cells.size), 1.0)
-            - 0.5 * _border_share(path, cells), rel=1e-9
-        )  # fmt: skip
+            union_boundary(cells, np.arange(cells.size), 1.0) - 0.5 * _border_share(path, cells),
+            rel=1e-9,
+        )
         assert summary["n_patches"] == sel["patch_id"].max() == sel["patch_id"].nunique()
         rows[name] = summary
     assert rows["plain"]["boundary_penalty"] == 0.0 and rows["tight"]["boundary_penalty"] == 1e-3
@@ -217,8 +234,9 @@ def test_select_ttk_bnb_with_a_penalty_proves_its_selection(tmp_path):
     assert bnb["bound"] <= bnb["objective"] <= ttk["objective"] * (1 + 1e-9)
     assert bnb["boundary_length"] == pytest.approx(
         union_boundary(sel.geometry.to_numpy(), np.arange(len(sel)), 1.0)
-        - 0.5 * _border_share(exact, sel.geometry.to_numpy()), rel=1e-9
-    )  # fmt: skip
+        - 0.5 * _border_share(exact, sel.geometry.to_numpy()),
+        rel=1e-9,
+    )
 
 
 def _border_share(path, cells):

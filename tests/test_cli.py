@@ -75,8 +75,20 @@ def mean_sel_line(res) -> str:
 
 
 def test_an_exact_method_says_what_it_proved(cells, tmp_path):
-    res = run("--budget", "5", "--cells", str(cells), "--out", str(tmp_path / "o"),
-              "--method", "ttk-mip", "--C", "1", "--map", str(tmp_path / "m.html"))  # fmt: skip
+    res = run(
+        "--budget",
+        "5",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "o"),
+        "--method",
+        "ttk-mip",
+        "--C",
+        "1",
+        "--map",
+        str(tmp_path / "m.html"),
+    )
     assert res.exit_code == 0, res.stderr
     summary = pyogrio.read_dataframe(tmp_path / "o" / "reserve.gpkg", layer="run_summary")
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith("method ttk-mip"))
@@ -86,8 +98,18 @@ def test_an_exact_method_says_what_it_proved(cells, tmp_path):
 
 
 def test_the_model_choice_tells_its_folds_on_stderr(cells, tmp_path):
-    res = run("--budget", "5", "--cells", str(cells), "--out", str(tmp_path / "o"),
-              "--map", str(tmp_path / "m.html"), "--model", "auto")  # fmt: skip
+    res = run(
+        "--budget",
+        "5",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "o"),
+        "--map",
+        str(tmp_path / "m.html"),
+        "--model",
+        "auto",
+    )
     assert res.exit_code == 0, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if "cross-validating the habitat models" in ln]
     assert re.search(r"\] cross-validating the habitat models: \d+ settings", lines[0])
@@ -216,8 +238,19 @@ main(sys.argv[1:])
 
 def test_sigkill_mid_write_keeps_previous_outputs(cells, tmp_path):
     out, html = tmp_path / "out", tmp_path / "m.html"
-    args = ["select", "--budget", "5", "--cells", str(cells), "--out", str(out),
-            "--map", str(html), "--model", "linear"]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "5",
+        "--cells",
+        str(cells),
+        "--out",
+        str(out),
+        "--map",
+        str(html),
+        "--model",
+        "linear",
+    ]
     assert run(*args[1:]).exit_code == 0
     gpkg_before, html_before = (out / "reserve.gpkg").read_bytes(), html.read_bytes()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -247,9 +280,24 @@ def test_select_with_locks_and_bootstrap(tmp_path):
     units["excl"] = np.isin(np.arange(len(units)), cand[2:6])
     cells = write_units(tmp_path / "cells.gpkg", units)
     out, html = tmp_path / "out", tmp_path / "m.html"
-    res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map", str(html),
-              "--locked-in", "mine", "--locked-out", "excl",
-              "--bootstrap", "3", "--n-jobs", "2")  # fmt: skip
+    res = run(
+        "--budget",
+        "5",
+        "--cells",
+        str(cells),
+        "--out",
+        str(out),
+        "--map",
+        str(html),
+        "--locked-in",
+        "mine",
+        "--locked-out",
+        "excl",
+        "--bootstrap",
+        "3",
+        "--n-jobs",
+        "2",
+    )
     assert res.exit_code == 0, res.stderr
     header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
     assert header.split()[2:6] == ["patch", "locked", "freq", "score"]
@@ -273,8 +321,18 @@ def test_conflicting_locks_one_line_nothing_written(tmp_path):
     units = make_units()
     units["mine"] = (units["role"] == "candidate").to_numpy()
     cells = write_units(tmp_path / "cells.gpkg", units)
-    res = run("--budget", "5", "--cells", str(cells), "--out", str(tmp_path / "out"),
-              "--locked-in", "mine", "--locked-out", "mine")  # fmt: skip
+    res = run(
+        "--budget",
+        "5",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "out"),
+        "--locked-in",
+        "mine",
+        "--locked-out",
+        "mine",
+    )
     assert res.exit_code == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert lines[-1].startswith("reserve: error: locked_in and locked_out share")
@@ -288,21 +346,43 @@ def test_select_with_a_money_budget(tmp_path):
     units["mine"] = np.isin(np.arange(len(units)), cand[:1])
     cells = write_units(tmp_path / "cells.gpkg", units)
     out = tmp_path / "out"
-    res = run("--budget", "6.5", "--cost-column", "price", "--cells", str(cells), "--out",
-              str(out), "--map", str(tmp_path / "m.html"), "--locked-in", "mine")  # fmt: skip
+    res = run(
+        "--budget",
+        "6.5",
+        "--cost-column",
+        "price",
+        "--cells",
+        str(cells),
+        "--out",
+        str(out),
+        "--map",
+        str(tmp_path / "m.html"),
+        "--locked-in",
+        "mine",
+    )
     assert res.exit_code == 0, res.stderr
     header = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["rank", "cell_id"])
     assert header.split()[2:5] == ["patch", "price", "locked"]
     summary = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary").iloc[0]
     assert summary["budget_unit"] == "cost (price)" and summary["total_cost"] <= 6.5 + 1e-9
     n, spent = summary["n_selected"], f"{summary['total_cost']:.6g}"
-    plain = (f"{n} cells chosen of {summary['n_candidates']} private candidates "
-             f"(budget 6.5 of price; spent {spent}) in ")  # fmt: skip
+    plain = (
+        f"{n} cells chosen of {summary['n_candidates']} private candidates "
+        f"(budget 6.5 of price; spent {spent}) in "
+    )
     assert plain in res.stdout
     assert "within" in res.stdout and "of the budget 6.5" in res.stdout
     assert "cost (price)" in (tmp_path / "m.html").read_text()
-    bad = run("--budget", "6.5", "--cost-column", "nope", "--cells", str(cells), "--out",
-              str(tmp_path / "bad"))  # fmt: skip
+    bad = run(
+        "--budget",
+        "6.5",
+        "--cost-column",
+        "nope",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "bad"),
+    )
     assert bad.exit_code == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines()[-1].startswith("reserve: error: --cost-column 'nope'")
     assert not (tmp_path / "bad" / "reserve.gpkg").exists()
@@ -312,9 +392,20 @@ def test_select_for_two_species(tmp_path):
     from tests.test_select import two_species
 
     cells = write_units(tmp_path / "cells.gpkg", two_species())
-    res = run("--budget", "6", "--cells", str(cells), "--species", "Forest Bird",
-              "--species", "Crop Bird", "--out", str(tmp_path / "out"), "--map",
-              str(tmp_path / "m.html"))  # fmt: skip
+    res = run(
+        "--budget",
+        "6",
+        "--cells",
+        str(cells),
+        "--species",
+        "Forest Bird",
+        "--species",
+        "Crop Bird",
+        "--out",
+        str(tmp_path / "out"),
+        "--map",
+        str(tmp_path / "m.html"),
+    )
     assert res.exit_code == 0, res.stderr
     assert "expected precision" in res.stdout and "Crop Bird" in res.stdout
     sel = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")
@@ -326,8 +417,9 @@ def _page(path: Path) -> str:
     return re.sub(r"_[0-9a-f]{32}", "_ID", path.read_text(encoding="utf-8"))
 
 
-def test_the_map_drawn_by_the_standby_child_is_the_map_drawn_here(cells, tmp_path, monkeypatch,
-                                                                   only_thread):  # fmt: skip
+def test_the_map_drawn_by_the_standby_child_is_the_map_drawn_here(
+    cells, tmp_path, monkeypatch, only_thread
+):
     from reserve import fork
 
     started = []
@@ -335,8 +427,19 @@ def test_the_map_drawn_by_the_standby_child_is_the_map_drawn_here(cells, tmp_pat
     monkeypatch.setattr(fork, "fork_standby", lambda mods: started.append(mods) or real(mods))
     pages, out = {}, tmp_path / "out"
     for jobs in ("2", "1"):
-        res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map",
-                  str(out / "m.html"), "--n-jobs", jobs, "--overwrite")  # fmt: skip
+        res = run(
+            "--budget",
+            "5",
+            "--cells",
+            str(cells),
+            "--out",
+            str(out),
+            "--map",
+            str(out / "m.html"),
+            "--n-jobs",
+            jobs,
+            "--overwrite",
+        )
         assert res.exit_code == 0, res.stderr
         pages[jobs] = _page(out / "m.html")
         assert sorted(p.name for p in out.iterdir()) == [
@@ -351,8 +454,9 @@ def test_the_map_drawn_by_the_standby_child_is_the_map_drawn_here(cells, tmp_pat
     assert strip.sub("", pages["2"]) == strip.sub("", pages["1"])
 
 
-def test_a_dead_standby_child_leaves_the_map_to_the_usual_path(cells, tmp_path, monkeypatch,
-                                                               only_thread):  # fmt: skip
+def test_a_dead_standby_child_leaves_the_map_to_the_usual_path(
+    cells, tmp_path, monkeypatch, only_thread
+):
     from reserve import fork
 
     dead = []
@@ -365,8 +469,18 @@ def test_a_dead_standby_child_leaves_the_map_to_the_usual_path(cells, tmp_path, 
 
     monkeypatch.setattr(fork, "fork_standby", cancelled)
     out = tmp_path / "out"
-    res = run("--budget", "5", "--cells", str(cells), "--out", str(out), "--map",
-              str(out / "m.html"), "--n-jobs", "2")  # fmt: skip
+    res = run(
+        "--budget",
+        "5",
+        "--cells",
+        str(cells),
+        "--out",
+        str(out),
+        "--map",
+        str(out / "m.html"),
+        "--n-jobs",
+        "2",
+    )
     assert res.exit_code == 0, res.stderr
     assert len(dead) == 1 and "Leaflet" in (out / "m.html").read_text(encoding="utf-8")
     assert sorted(p.name for p in out.iterdir()) == [

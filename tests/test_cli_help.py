@@ -32,15 +32,39 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Options whose values are words or lists, where TEXT is the proper type.
 TEXT_OPTIONS = {
-    "species", "region", "region_layer", "crs", "categorical", "continuous", "legend",
-    "protocols", "start_date", "end_date", "months", "years", "scheduler", "cost_column",
-    "method", "model", "locked_in", "cell_ids", "tables", "datasets", "methods",
-}  # fmt: skip
+    "species",
+    "region",
+    "region_layer",
+    "crs",
+    "categorical",
+    "continuous",
+    "legend",
+    "protocols",
+    "start_date",
+    "end_date",
+    "months",
+    "years",
+    "scheduler",
+    "cost_column",
+    "method",
+    "model",
+    "locked_in",
+    "cell_ids",
+    "tables",
+    "datasets",
+    "methods",
+}
 
 #: Options that must be numbers.
-NUMERIC = {"seed": "integer", "n_jobs": "integer", "bootstrap": "integer",
-           "time_limit": "float", "budget": "number", "C": "float|cv",
-           "boundary_penalty": "float|auto"}  # fmt: skip
+NUMERIC = {
+    "seed": "integer",
+    "n_jobs": "integer",
+    "bootstrap": "integer",
+    "time_limit": "float",
+    "budget": "number",
+    "C": "float|cv",
+    "boundary_penalty": "float|auto",
+}
 
 
 def _commands(group: click.Group, prefix: str = "reserve"):
@@ -64,8 +88,20 @@ def test_every_option_has_help_and_a_proper_type():
                 seen.add(p.name)
             elif (path, p.name) in (("reserve select", "locked_out"),):
                 assert p.type is click.STRING  # a column name or a polygon file
-            elif p.name in ("ebd", "sed", "output", "public", "locked_out", "cells", "out",
-                            "map", "config", "truth_path", "data_dir", "out_dir"):  # fmt: skip
+            elif p.name in (
+                "ebd",
+                "sed",
+                "output",
+                "public",
+                "locked_out",
+                "cells",
+                "out",
+                "map",
+                "config",
+                "truth_path",
+                "data_dir",
+                "out_dir",
+            ):
                 raise AssertionError(f"{path} --{p.name} must be a click.Path")
             else:
                 assert p.type is not click.STRING or p.name in TEXT_OPTIONS, (path, p.name)
@@ -74,8 +110,9 @@ def test_every_option_has_help_and_a_proper_type():
 
 def test_typed_options_convert_and_leave_bad_values_to_the_library(tmp_path):
     cmd = main.commands["select"]
-    ctx = cmd.make_context("select", ["--budget", "5", "--seed", "3", "--C", "cv",
-                                      "--time-limit", "2.5"])  # fmt: skip
+    ctx = cmd.make_context(
+        "select", ["--budget", "5", "--seed", "3", "--C", "cv", "--time-limit", "2.5"]
+    )
     assert ctx.params["budget"] == 5 and isinstance(ctx.params["budget"], int)
     assert ctx.params["seed"] == 3 and ctx.params["C"] == "cv"
     assert ctx.params["time_limit"] == 2.5
@@ -140,10 +177,23 @@ def test_package_builds_without_warnings(tmp_path):
     for name in ("reserve", "data"):
         shutil.copytree(ROOT / name, src / name, ignore=ignore)
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
-         "--no-index", str(src), "-w", str(tmp_path / "wheel")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-v",
+            "--no-index",
+            str(src),
+            "-w",
+            str(tmp_path / "wheel"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     log = out.stdout + out.stderr
     for bad in (
@@ -157,8 +207,12 @@ def test_package_builds_without_warnings(tmp_path):
 
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"reserve/static/leaflet.min.js", "reserve/data/default_region/georgia.geojson",
-            "reserve/data/uci/sonar.csv", "reserve/py.typed"} <= names  # fmt: skip
+    assert {
+        "reserve/static/leaflet.min.js",
+        "reserve/data/default_region/georgia.geojson",
+        "reserve/data/uci/sonar.csv",
+        "reserve/py.typed",
+    } <= names
 
 
 _RUN_PROBE = """
@@ -178,8 +232,13 @@ def test_console_script_freezes_objects_before_exit(args, code):
     ``main``, which the other tests call in-process, must not freeze anything.
     """
     assert pyproject_script() == "reserve.__main__:run"
-    out = subprocess.run([sys.executable, "-c", _RUN_PROBE, *args], capture_output=True,
-                         text=True, check=False, cwd=ROOT)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _RUN_PROBE, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
     assert out.returncode == code, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "frozen True"
     assert gc.get_freeze_count() == 0  # nothing in this test process was frozen
@@ -223,10 +282,13 @@ def _said(spellings: list[str], text: str) -> bool:
 _CHOICES = {"method": SELECT_METHODS, "model": SELECT_MODELS}
 
 
-@pytest.mark.parametrize(("command", "page", "section", "defaults"), [
-    ("select", "select.md", "## Options", SELECT_DEFAULTS),
-    ("ingest", "ingest.md", "## Inputs", INGEST_DEFAULTS),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("command", "page", "section", "defaults"),
+    [
+        ("select", "select.md", "## Options", SELECT_DEFAULTS),
+        ("ingest", "ingest.md", "## Inputs", INGEST_DEFAULTS),
+    ],
+)
 def test_the_docs_option_tables_agree_with_the_command(command, page, section, defaults):
     """Every option of the command has a row, and no row names another; each row gives the
     option's default and its choices as the command and reserve.config define them."""
@@ -255,8 +317,9 @@ def test_the_docs_option_tables_agree_with_the_command(command, page, section, d
         if p.is_flag:
             on = bool(getattr(defaults, p.name, click_default))
             words = [*p.opts, "on"] if on else [*p.secondary_opts, "off"]
-            assert any(re.search(rf"`{w}`|\b{w}\b" if w[0] != "-" else f"`{w}`", said)
-                       for w in words), f"{where}: the default is {words[0]}"  # fmt: skip
+            assert any(
+                re.search(rf"`{w}`|\b{w}\b" if w[0] != "-" else f"`{w}`", said) for w in words
+            ), f"{where}: the default is {words[0]}"
         elif p.name == "n_jobs":
             assert f"at most {MAX_DEFAULT_JOBS}" in said, f"{where}: the default is computed"
         elif p.name in defaults.__dataclass_fields__ or click_default is not None:

@@ -37,8 +37,13 @@ def effort_units(seed: int = 0):
 
 
 def test_effort_covariates_keep_training_effort_and_standardise_the_rest():
-    units = pd.DataFrame({"n_checklists": [1, 3, 7, 0, 50], "effort_hours": [2.0] * 5,
-                          "effort_km": [0.0, 1.0, 4.0, 9.0, 9.0]})  # fmt: skip
+    units = pd.DataFrame(
+        {
+            "n_checklists": [1, 3, 7, 0, 50],
+            "effort_hours": [2.0] * 5,
+            "effort_km": [0.0, 1.0, 4.0, 9.0, 9.0],
+        }
+    )
     train = np.array([True, True, True, False, False])
     cov, standard = effort_covariates(units, train)
     # hours are the same on every training cell: nothing to learn, left out
@@ -53,8 +58,9 @@ def test_effort_covariates_refuse_bad_training_effort():
     with pytest.raises(DataFileError, match=r"2 training cells .*'n_checklists'.*--no-effort"):
         effort_covariates(units, np.array([True, True, True]))
     # a candidate's missing effort is not read at all: it gets the standard
-    cov, standard = effort_covariates(units.assign(n_checklists=[1.0, 4.0, np.nan]),
-                                      np.array([True, True, False]))  # fmt: skip
+    cov, standard = effort_covariates(
+        units.assign(n_checklists=[1.0, 4.0, np.nan]), np.array([True, True, False])
+    )
     mid = np.median(np.log1p([1.0, 4.0]))
     np.testing.assert_allclose(cov[NAMES[0]], [np.log1p(1.0), np.log1p(4.0), mid])
     assert standard == {NAMES[0]: pytest.approx(mid)}
@@ -79,8 +85,7 @@ def test_problem_carries_the_covariates_and_candidates_at_the_standard():
 
 def test_candidates_are_scored_at_the_standard_effort(tmp_path):
     units = effort_units()
-    res = select_reserve(6, write_units(tmp_path / "a.gpkg", units), model="linear",
-                         effort=True)  # fmt: skip
+    res = select_reserve(6, write_units(tmp_path / "a.gpkg", units), model="linear", effort=True)
     # independent re-scorer: habitat + log1p effort (candidates at the training median),
     # standardised on train + candidate cells, then X @ w + b
     train = (units["role"] == "train").to_numpy()
@@ -96,8 +101,7 @@ def test_candidates_are_scored_at_the_standard_effort(tmp_path):
     cand = units["role"].to_numpy() == "candidate"
     other = units.copy()
     other.loc[cand, ["n_checklists", "effort_hours", "effort_km"]] = [[0, 0.0, 0.0]]
-    res2 = select_reserve(6, write_units(tmp_path / "b.gpkg", other), model="linear",
-                          effort=True)  # fmt: skip
+    res2 = select_reserve(6, write_units(tmp_path / "b.gpkg", other), model="linear", effort=True)
     assert res2.selected["cell_id"].tolist() == res.selected["cell_id"].tolist()
     # the run says what it did; effort is no "main feature" of the chosen cells
     assert set(json.loads(res.summary["effort_covariates"])) == set(NAMES)

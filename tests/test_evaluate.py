@@ -87,8 +87,9 @@ def test_truth_of_each_default_species():
 
 def test_read_selection_formats(tmp_path):
     gpkg = tmp_path / "reserve.gpkg"
-    pyogrio.write_dataframe(pd.DataFrame({"cell_id": [12, 10], "rank": [1, 2]}), gpkg,
-                            layer="selected", driver="GPKG")  # fmt: skip
+    pyogrio.write_dataframe(
+        pd.DataFrame({"cell_id": [12, 10], "rank": [1, 2]}), gpkg, layer="selected", driver="GPKG"
+    )
     assert read_selection(gpkg).tolist() == [12, 10]
     other = tmp_path / "other.gpkg"
     pyogrio.write_dataframe(pd.DataFrame({"cell_id": [1]}), other, layer="x", driver="GPKG")
@@ -110,8 +111,9 @@ def test_cli(truth, tmp_path):
     assert res.exit_code == 0, res.output
     assert "precision@3 = 2/3 = 0.667" in res.output
     gpkg = tmp_path / "reserve.gpkg"
-    pyogrio.write_dataframe(pd.DataFrame({"cell_id": [11, 13]}), gpkg, layer="selected",
-                            driver="GPKG")  # fmt: skip
+    pyogrio.write_dataframe(
+        pd.DataFrame({"cell_id": [11, 13]}), gpkg, layer="selected", driver="GPKG"
+    )
     res = runner.invoke(main, ["evaluate", str(gpkg), "--truth", str(truth)])
     assert res.exit_code == 0 and "precision@2 = 0/2 = 0.000" in res.output
     res = runner.invoke(main, ["evaluate", "--truth", str(truth)])

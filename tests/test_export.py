@@ -155,10 +155,22 @@ def test_layer_names_constant():
 def test_ranking_layer_lists_every_candidate_in_rank_order(written):
     ranking = pyogrio.read_dataframe(written.gpkg_path, layer="ranking")
     pu = written.planning_units
-    assert list(ranking.columns) == ["rank", "cell_id", "score", "probability",
-                                     "known_detection", "surveyed_no_detection", "selected",
-                                     "locked_in", "mess", "novel", "mess_variable",
-                                     "longitude", "latitude", "area_ha"]  # fmt: skip
+    assert list(ranking.columns) == [
+        "rank",
+        "cell_id",
+        "score",
+        "probability",
+        "known_detection",
+        "surveyed_no_detection",
+        "selected",
+        "locked_in",
+        "mess",
+        "novel",
+        "mess_variable",
+        "longitude",
+        "latitude",
+        "area_ha",
+    ]
     assert ranking["rank"].tolist() == list(range(1, int((pu["rank"] > 0).sum()) + 1))
     assert set(ranking["cell_id"]) == set(pu.loc[pu["role"] == "candidate", "cell_id"])
     assert ranking["selected"].tolist() == [True] * 5 + [False] * (len(ranking) - 5)
@@ -218,8 +230,11 @@ def test_layer_styles_open_the_layers_styled_in_qgis(written):
     cols = [c[1] for c in _sql(path, 'PRAGMA table_info("layer_styles")')]
     assert set(STYLE_COLUMNS) <= set(cols)  # the columns QGIS reads
     geom = dict(_sql(path, "SELECT table_name, column_name FROM gpkg_geometry_columns"))
-    rows = _sql(path, "SELECT f_table_name, f_geometry_column, styleQML, useAsDefault "
-                "FROM layer_styles ORDER BY f_table_name")  # fmt: skip
+    rows = _sql(
+        path,
+        "SELECT f_table_name, f_geometry_column, styleQML, useAsDefault "
+        "FROM layer_styles ORDER BY f_table_name",
+    )
     assert [r[0] for r in rows] == ["planning_units", "selected"]
     qml = {}
     for name, column, text, default in rows:
@@ -240,9 +255,12 @@ def test_layer_styles_open_the_layers_styled_in_qgis(written):
 
 
 def test_crs_is_recorded_with_its_epsg_code(written):
-    srs = _sql(written.gpkg_path, "SELECT organization, organization_coordsys_id, description "
-               "FROM gpkg_spatial_ref_sys WHERE srs_id IN (SELECT srs_id FROM "
-               "gpkg_geometry_columns)")  # fmt: skip
+    srs = _sql(
+        written.gpkg_path,
+        "SELECT organization, organization_coordsys_id, description "
+        "FROM gpkg_spatial_ref_sys WHERE srs_id IN (SELECT srs_id FROM "
+        "gpkg_geometry_columns)",
+    )
     assert {(org, code) for org, code, _ in srs} == {("EPSG", 5070)}
     assert "Albers" in srs[0][2] and "EPSG:5070" in srs[0][2]
 
@@ -255,10 +273,11 @@ def test_a_custom_grid_crs_is_named_with_wkt2_parameters(tmp_path):
     units = units.set_crs(None, allow_override=True).set_crs(laea)
     cells = write_units(tmp_path / "laea.gpkg", units)
     res = select_reserve(3, cells, out=tmp_path / "out", map=False, model="linear")
-    (_name, org, wkt2, desc), = _sql(
-        res.gpkg_path, "SELECT srs_name, organization, definition_12_063, description "
+    ((_name, org, wkt2, desc),) = _sql(
+        res.gpkg_path,
+        "SELECT srs_name, organization, definition_12_063, description "
         "FROM gpkg_spatial_ref_sys WHERE srs_id IN (SELECT srs_id FROM gpkg_geometry_columns)",
-    )  # fmt: skip
+    )
     assert org == "NONE"  # no EPSG code exists for it
     assert wkt2.startswith("PROJCRS[") and 'METHOD["Lambert Azimuthal Equal Area"' in wkt2
     assert 'PARAMETER["Latitude of natural origin",44' in wkt2

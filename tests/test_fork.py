@@ -69,8 +69,12 @@ def test_fork_map_returns_every_value_in_order_from_several_processes(only_threa
 @needs_fork
 def test_fork_map_tells_progress_here_as_tasks_finish_anywhere(only_thread):
     told = []
-    out = fork.fork_map(_slow_pid_square, [(i,) for i in range(40)], jobs=2,
-                        on_done=lambda n: told.append((n, os.getpid())))  # fmt: skip
+    out = fork.fork_map(
+        _slow_pid_square,
+        [(i,) for i in range(40)],
+        jobs=2,
+        on_done=lambda n: told.append((n, os.getpid())),
+    )
     assert [v for v, _ in out] == [i * i for i in range(40)]
     counts = [n for n, _ in told]
     assert counts == sorted(set(counts)) and counts[-1] == 40 and len(counts) >= 10

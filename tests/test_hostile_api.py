@@ -239,8 +239,10 @@ def test_api_refused(name, files, workdir):
     (workdir / "prev").mkdir()
     (workdir / "prev" / "reserve.gpkg").write_bytes(b"previous")
     before = snapshot(workdir)
-    kw = {k: str(files[v[1:]]) if isinstance(v, str) and v.startswith("@") else v
-          for k, v in kw.items()}  # fmt: skip
+    kw = {
+        k: str(files[v[1:]]) if isinstance(v, str) and v.startswith("@") else v
+        for k, v in kw.items()
+    }
     if what == "select":
         kw = {
             k: str(files[v[1:]]) if v == "@cells" else v for k, v in {**SELECT_ARGS, **kw}.items()

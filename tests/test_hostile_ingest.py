@@ -94,13 +94,29 @@ def _extra_field(text: bytes, i: int) -> bytes:
 
 def _base(inputs: dict[str, object]) -> list[str]:
     return [
-        "ingest", "--ebd", str(inputs["ebd"]), "--sed", str(inputs["sed"]),
-        "--species", "Hylocichla mustelina", "--output", "units.gpkg",
-        "--region", str(inputs["region"]), "--cell-size", "2000",
-        "--categorical", f"landcover={inputs['lc']}", "--legend", f"landcover={inputs['legend']}",
-        "--continuous", f"elevation={inputs['dem']}", "--public", str(inputs["public"]),
+        "ingest",
+        "--ebd",
+        str(inputs["ebd"]),
+        "--sed",
+        str(inputs["sed"]),
+        "--species",
+        "Hylocichla mustelina",
+        "--output",
+        "units.gpkg",
+        "--region",
+        str(inputs["region"]),
+        "--cell-size",
+        "2000",
+        "--categorical",
+        f"landcover={inputs['lc']}",
+        "--legend",
+        f"landcover={inputs['legend']}",
+        "--continuous",
+        f"elevation={inputs['dem']}",
+        "--public",
+        str(inputs["public"]),
         "--no-progress",
-    ]  # fmt: skip
+    ]
 
 
 def _with(args: list[str], option: str, value: str | None) -> list[str]:
@@ -326,8 +342,18 @@ def plain_units(inputs, tmp_path_factory):
     return pyogrio.read_dataframe(out, layer="planning_units")
 
 
-ODD = ["no_final_newline", "sed_no_final_newline", "mixed_line_endings", "all_crlf", "bom",
-       "sed_bom", "gz", "gz_named_txt", "zip", "sed_repeated_line"]  # fmt: skip
+ODD = [
+    "no_final_newline",
+    "sed_no_final_newline",
+    "mixed_line_endings",
+    "all_crlf",
+    "bom",
+    "sed_bom",
+    "gz",
+    "gz_named_txt",
+    "zip",
+    "sed_repeated_line",
+]
 
 
 @pytest.mark.parametrize("name", ODD)

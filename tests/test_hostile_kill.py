@@ -40,8 +40,13 @@ def _run_and_kill(args: list[str], cwd: Path, watched: Callable[[], bool]) -> bo
     Returns whether it was killed (False: it finished before the kill point was seen).
     """
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "reserve.cli", *args], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reserve.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     try:
         while proc.poll() is None and time.monotonic() < deadline:
@@ -100,15 +105,17 @@ def test_select_killed_while_writing_keeps_previous_outputs(point, cells, workdi
     assert res.exit_code == 0, res.stderr
     target = "m.html" if point == "map" else "reserve.gpkg"
     before = _kill_until_caught(
-        [*_select(cells, *out), "--budget", "7", "--overwrite"], workdir,
+        [*_select(cells, *out), "--budget", "7", "--overwrite"],
+        workdir,
         lambda: bool(_temporaries(workdir / "run", target)),
-    )  # fmt: skip
+    )
     now = snapshot(workdir)
     visible = {k: v for k, v in now[1].items() if not Path(k).name.startswith(".")}
     assert visible == before[1]  # the previous GeoPackage and map, byte for byte
     assert _temporaries(workdir / "run", target)  # the killed run's temporary is left
-    res = CliRunner().invoke(main, [*_select(cells, *out), "--budget", "7", "--overwrite"],
-                             catch_exceptions=False)  # fmt: skip
+    res = CliRunner().invoke(
+        main, [*_select(cells, *out), "--budget", "7", "--overwrite"], catch_exceptions=False
+    )
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir / "run")) == [
         "m.html",
@@ -150,9 +157,10 @@ def test_ingest_killed_while_writing(previous, ebird, workdir):
     if previous:
         assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
     before = _kill_until_caught(
-        [*args, "--overwrite", "--cell-size", "1500"], workdir,
+        [*args, "--overwrite", "--cell-size", "1500"],
+        workdir,
         lambda: bool(_temporaries(workdir, "units.gpkg")),
-    )  # fmt: skip
+    )
     now = snapshot(workdir)
     visible = {k: v for k, v in now[1].items() if not k.startswith(".")}
     assert visible == before[1]  # the previous units byte for byte, or still none
@@ -196,8 +204,9 @@ def _term_while_writing(args: list[str], cwd: Path, watched: Callable[[], bool])
     """Start ``reserve args``; SIGTERM it once ``watched()``; its exit code and stderr."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "reserve.cli", *args]
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline and not watched():
         time.sleep(0.0005)
@@ -238,9 +247,14 @@ def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = 
     """
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for _ in range(3):
-        proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
@@ -285,8 +299,9 @@ def test_ctrl_c_at_any_moment_of_ingest(delay, ebird, workdir):
 @pytest.mark.parametrize("module", ["reserve", "reserve.cli"])
 def test_ctrl_c_while_the_command_line_is_loading(module, workdir):
     """``python -m reserve`` too; 50 ms in, Python is still importing the command line."""
-    code, err = _interrupt_after(["select", "--budget", "30", "--out", "run"], workdir, 0.05,
-                                 module=module)  # fmt: skip
+    code, err = _interrupt_after(
+        ["select", "--budget", "30", "--out", "run"], workdir, 0.05, module=module
+    )
     _assert_interrupted(code, err)
     assert os.listdir(workdir) == []
 

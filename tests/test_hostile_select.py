@@ -412,9 +412,18 @@ CASES = {
     "input_before_output": (["--budget", "3", "--cells", "nosuch.gpkg"], 1, "does not exist"),
 }
 # where the working folder holds previous outputs
-PREVIOUS = {"out_replaces_cells", "out_map_existing", "out_existing", "map_existing",
-            "default_existing", "input_before_output", "map_proc_overwrite",
-            "map_is_gpkg", "out_before_cells_read", "out_csv_existing"}  # fmt: skip
+PREVIOUS = {
+    "out_replaces_cells",
+    "out_map_existing",
+    "out_existing",
+    "map_existing",
+    "default_existing",
+    "input_before_output",
+    "map_proc_overwrite",
+    "map_is_gpkg",
+    "out_before_cells_read",
+    "out_csv_existing",
+}
 
 
 def _args(case: list[str], files: dict[str, Path]) -> list[str]:
@@ -484,14 +493,23 @@ def _odd(units: gpd.GeoDataFrame) -> dict[str, tuple[gpd.GeoDataFrame, np.ndarra
     return out
 
 
-@pytest.mark.parametrize("name", ["text_bool_TRUE", "text_bool_Yes", "text_bool_t",
-                                  "text_bool_1", "int_bool", "bool_with_missing", "text_ids",
-                                  "nan_labels"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "text_bool_TRUE",
+        "text_bool_Yes",
+        "text_bool_t",
+        "text_bool_1",
+        "int_bool",
+        "bool_with_missing",
+        "text_ids",
+        "nan_labels",
+    ],
+)
 def test_odd_but_legal(name, workdir):
     units, never = _odd(make_units())[name]
     cells = write_units(workdir / "cells.gpkg", units)
-    args = ["select", "--budget", "5", "--model", "linear", "--cells", str(cells),
-            "--out", "run"]  # fmt: skip
+    args = ["select", "--budget", "5", "--model", "linear", "--cells", str(cells), "--out", "run"]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
@@ -516,8 +534,17 @@ def test_text_booleans_select_as_real_booleans(workdir):
     picked = []
     for i, column in enumerate([lock, np.where(lock, "yes", "NO")]):
         cells = write_units(workdir / f"c{i}.gpkg", units.assign(locked_out=column))
-        args = ["select", "--budget", "5", "--model", "linear", "--cells", str(cells),
-                "--out", f"r{i}"]  # fmt: skip
+        args = [
+            "select",
+            "--budget",
+            "5",
+            "--model",
+            "linear",
+            "--cells",
+            str(cells),
+            "--out",
+            f"r{i}",
+        ]
         assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
         sel = pyogrio.read_dataframe(workdir / f"r{i}" / "reserve.gpkg", layer="selected")
         picked.append(sel["cell_id"].tolist())
@@ -548,8 +575,17 @@ def test_out_holds_the_map_and_default_keeps_todays_paths(files, workdir):
 
 def test_refused_overwrite_keeps_both_outputs(files, workdir):
     """A run refused at the map (after a good run) leaves the GeoPackage and map as they were."""
-    base = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
-            "--out", "run"]  # fmt: skip
+    base = [
+        "select",
+        "--budget",
+        "4",
+        "--model",
+        "linear",
+        "--cells",
+        str(files["cells"]),
+        "--out",
+        "run",
+    ]
     assert CliRunner().invoke(main, base, catch_exceptions=False).exit_code == 0
     before = snapshot(workdir)
     (workdir / "run" / "blocker.html").mkdir()  # a folder where the new map would go
@@ -566,8 +602,21 @@ def test_refused_overwrite_keeps_both_outputs(files, workdir):
 
 def test_largest_seed_selects(files, workdir):
     """The largest accepted seed reaches every random step without an error."""
-    args = ["select", "--budget", "4", "--cells", str(files["cells"]), "--out", "run",
-            "--seed", "4294967295", "--C", "cv", "--bootstrap", "2"]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "4",
+        "--cells",
+        str(files["cells"]),
+        "--out",
+        "run",
+        "--seed",
+        "4294967295",
+        "--C",
+        "cv",
+        "--bootstrap",
+        "2",
+    ]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     selected = pyogrio.read_dataframe(workdir / "run" / "reserve.gpkg", layer="selected")
@@ -591,8 +640,14 @@ def test_huge_feature_refused_before_any_overflow(name, files, workdir):
 # the same cells in another row order (a layer re-exported from QGIS): the same answer
 
 # run_summary columns that name the input file or the clock, not the selection
-_FILE_AND_CLOCK = ["cells_path", "cells_sha256", "config", "created_utc", "fit_seconds",
-                   "runtime_seconds"]  # fmt: skip
+_FILE_AND_CLOCK = [
+    "cells_path",
+    "cells_sha256",
+    "config",
+    "created_utc",
+    "fit_seconds",
+    "runtime_seconds",
+]
 
 
 def _layers(gpkg: Path) -> dict[str, pd.DataFrame]:
@@ -611,8 +666,19 @@ def test_shuffled_rows_select_the_same(model, workdir):
     layers = []
     for i, frame in enumerate([units, shuffled.reset_index(drop=True)]):
         cells = write_units(workdir / f"c{i}.gpkg", frame)
-        args = ["select", "--budget", "8", "--model", model, "--cells", str(cells),
-                "--out", f"r{i}", "--bootstrap", "3"]  # fmt: skip
+        args = [
+            "select",
+            "--budget",
+            "8",
+            "--model",
+            model,
+            "--cells",
+            str(cells),
+            "--out",
+            f"r{i}",
+            "--bootstrap",
+            "3",
+        ]
         res = CliRunner().invoke(main, args, catch_exceptions=False)
         assert res.exit_code == 0, res.stderr
         layers.append(_layers(workdir / f"r{i}" / "reserve.gpkg"))
@@ -641,8 +707,19 @@ def test_default_region_shuffled_selects_the_same(tmp_path):
 def test_longest_names_are_written(files, workdir):
     """A 255-byte --out folder and a 250-byte --map: the tool's own temporaries still fit."""
     out, page = "o" * 255, "m" * 245 + ".html"
-    args = ["select", "--budget", "3", "--model", "linear", "--cells", str(files["cells"]),
-            "--out", out, "--map", page]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "3",
+        "--model",
+        "linear",
+        "--cells",
+        str(files["cells"]),
+        "--out",
+        out,
+        "--map",
+        page,
+    ]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert sorted(os.listdir(workdir)) == [page, out]
@@ -652,8 +729,9 @@ def test_longest_names_are_written(files, workdir):
 def _single_species_cells(path: Path) -> Path:
     """Planning units with the ingest's record of its one species (Wood Thrush)."""
     write_units(path)
-    summary = pd.DataFrame({"item": ["species"], "kept": [np.nan], "dropped": [np.nan],
-                            "value": ["Wood Thrush"]})  # fmt: skip
+    summary = pd.DataFrame(
+        {"item": ["species"], "kept": [np.nan], "dropped": [np.nan], "value": ["Wood Thrush"]}
+    )
     pyogrio.write_dataframe(summary, path, layer="ingest_summary", driver="GPKG", append=True)
     return path
 
@@ -662,8 +740,18 @@ def test_species_of_a_single_species_ingest_is_accepted(workdir):
     cells = str(_single_species_cells(workdir / "c.gpkg"))
     picked = []
     for i, extra in enumerate([[], ["--species", "wood thrush"]]):
-        args = ["select", "--budget", "4", "--model", "linear", "--cells", cells,
-                "--out", f"r{i}", *extra]  # fmt: skip
+        args = [
+            "select",
+            "--budget",
+            "4",
+            "--model",
+            "linear",
+            "--cells",
+            cells,
+            "--out",
+            f"r{i}",
+            *extra,
+        ]
         res = CliRunner().invoke(main, args, catch_exceptions=False)
         assert res.exit_code == 0, res.stderr
         sel = pyogrio.read_dataframe(workdir / f"r{i}" / "reserve.gpkg", layer="selected")
@@ -676,9 +764,13 @@ def test_another_species_of_a_single_species_ingest_is_refused(workdir):
     before = snapshot(workdir)
     args = ["select", "--budget", "4", "--cells", cells, "--species", "Veery", "--out", "r"]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert_one_line_error(res.stderr, res.exit_code, 2,
-                          "--species 'Veery': the cells were ingested for one species, "
-                          "'Wood Thrush' (column label); pass --species 'Wood Thrush'")  # fmt: skip
+    assert_one_line_error(
+        res.stderr,
+        res.exit_code,
+        2,
+        "--species 'Veery': the cells were ingested for one species, "
+        "'Wood Thrush' (column label); pass --species 'Wood Thrush'",
+    )
     assert snapshot(workdir) == before
 
 
@@ -686,8 +778,17 @@ def test_ranking_csv_beside_the_geopackage_with_lonlat_and_area(files, workdir):
     """ranking.csv is the ranking layer; centroids and areas agree with an independent sum."""
     import pyproj
 
-    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
-            "--out", "run"]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "4",
+        "--model",
+        "linear",
+        "--cells",
+        str(files["cells"]),
+        "--out",
+        "run",
+    ]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     assert "ranking CSV: run/ranking.csv" in res.stdout
@@ -722,8 +823,12 @@ def test_cells_locked_by_another_program(workdir):
         "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
         "c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\nsys.stdin.read()\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", holder, str(cells)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", holder, str(cells)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "locked"
         args = ["select", "--budget", "3", "--cells", str(cells), "--out", "run"]
@@ -775,13 +880,21 @@ def _failed_after_the_work(res, needle: str) -> str:
 def test_disk_full_while_writing_keeps_the_previous_outputs(layer, files, workdir, monkeypatch):
     from pyogrio.errors import DataSourceError, FeatureError
 
-    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
-            "--out", "run"]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "4",
+        "--model",
+        "linear",
+        "--cells",
+        str(files["cells"]),
+        "--out",
+        "run",
+    ]
     assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
     before = snapshot(workdir)
     _disk_full(monkeypatch, layer, FeatureError if layer == "ranking" else DataSourceError)
-    res = CliRunner().invoke(main, [*args, "--budget", "5", "--overwrite"],
-                             catch_exceptions=False)  # fmt: skip
+    res = CliRunner().invoke(main, [*args, "--budget", "5", "--overwrite"], catch_exceptions=False)
     line = _failed_after_the_work(res, "run/reserve.gpkg': the disk is full")
     assert "nothing was changed" in line and ".tmp" not in line
     assert snapshot(workdir) == before
@@ -793,13 +906,25 @@ def test_disk_full_on_a_real_small_disk(files, tmp_path):
 
     disk = tmp_path / "disk"
     disk.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=150k", "tmpfs", str(disk)],
-                           capture_output=True)  # fmt: skip
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=150k", "tmpfs", str(disk)], capture_output=True
+    )
     if mount.returncode != 0:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
-        args = ["select", "--budget", "3", "--model", "linear", "--cells", str(files["cells"]),
-                "--out", str(disk / "run"), "--map", str(tmp_path / "m.html")]  # fmt: skip
+        args = [
+            "select",
+            "--budget",
+            "3",
+            "--model",
+            "linear",
+            "--cells",
+            str(files["cells"]),
+            "--out",
+            str(disk / "run"),
+            "--map",
+            str(tmp_path / "m.html"),
+        ]
         res = CliRunner().invoke(main, args, catch_exceptions=False)
         _failed_after_the_work(res, "the disk is full")
         assert os.listdir(disk) == []
@@ -809,8 +934,17 @@ def test_disk_full_on_a_real_small_disk(files, tmp_path):
 
 def test_ctrl_c_while_writing(files, workdir, monkeypatch):
     """Ctrl-C mid-write: exit 130, one error line after the progress, nothing changed."""
-    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
-            "--out", "run"]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "4",
+        "--model",
+        "linear",
+        "--cells",
+        str(files["cells"]),
+        "--out",
+        "run",
+    ]
     assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
     before = snapshot(workdir)
     real = pyogrio.write_dataframe
@@ -830,8 +964,17 @@ def test_ctrl_c_while_writing(files, workdir, monkeypatch):
 
 def test_a_printable_summary_beside_the_geopackage(files, workdir):
     """summary.txt: the run's species and budget, how sure it is, and the chosen cells."""
-    args = ["select", "--budget", "4", "--model", "linear", "--cells", str(files["cells"]),
-            "--out", "run"]  # fmt: skip
+    args = [
+        "select",
+        "--budget",
+        "4",
+        "--model",
+        "linear",
+        "--cells",
+        str(files["cells"]),
+        "--out",
+        "run",
+    ]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     text = (workdir / "run" / "summary.txt").read_text(encoding="utf-8")

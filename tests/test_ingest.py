@@ -69,9 +69,16 @@ def make_inputs(tmp_path):
         (dem_path, np.full(lc.shape, 100.0), "float32"),
     ):
         with rasterio.open(
-            path, "w", driver="GTiff", width=n_x, height=n_y, count=1, dtype=dtype,
-            crs="EPSG:4326", transform=transform,
-        ) as dst:  # fmt: skip
+            path,
+            "w",
+            driver="GTiff",
+            width=n_x,
+            height=n_y,
+            count=1,
+            dtype=dtype,
+            crs="EPSG:4326",
+            transform=transform,
+        ) as dst:
             dst.write(values.astype(dtype), 1)
     legend = tmp_path / "legend.csv"
     legend.write_text("class,name\n1,Evergreen Needleleaf Forests\n2,Croplands\n")
@@ -255,9 +262,16 @@ def test_species_not_in_file(inputs):
 def test_region_outside_every_raster(inputs):
     far = inputs["dir"] / "far.tif"
     with rasterio.open(
-        far, "w", driver="GTiff", width=2, height=2, count=1, dtype="uint8",
-        crs="EPSG:4326", transform=from_origin(10.0, 50.0, 0.1, 0.1),
-    ) as dst:  # fmt: skip
+        far,
+        "w",
+        driver="GTiff",
+        width=2,
+        height=2,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:4326",
+        transform=from_origin(10.0, 50.0, 0.1, 0.1),
+    ) as dst:
         dst.write(np.ones((2, 2), dtype="uint8"), 1)
     with pytest.raises(DataFileError, match=r"far\.tif.*does not overlap the region"):
         run(inputs, categorical={"lc": far}, legend=None, continuous=None)
@@ -267,9 +281,15 @@ def test_region_outside_every_raster(inputs):
 def test_raster_without_crs(inputs):
     path = inputs["dir"] / "nocrs.tif"
     with rasterio.open(
-        path, "w", driver="GTiff", width=2, height=2, count=1, dtype="uint8",
+        path,
+        "w",
+        driver="GTiff",
+        width=2,
+        height=2,
+        count=1,
+        dtype="uint8",
         transform=from_origin(0, 2, 1, 1),
-    ) as dst:  # fmt: skip
+    ) as dst:
         dst.write(np.ones((2, 2), dtype="uint8"), 1)
     with pytest.raises(DataFileError, match="has no CRS"):
         run(inputs, categorical={"lc": path}, legend=None)
@@ -327,13 +347,29 @@ def test_parse_region_forms(tmp_path):
 
 def _cli_args(inputs, output):
     return [
-        "ingest", "--ebd", str(inputs["ebd"]), "--sed", str(inputs["sed"]),
-        "--species", "Hylocichla mustelina", "--output", str(output),
-        "--region", inputs["region"], "--cell-size", "2000",
-        "--categorical", f"landcover={inputs['lc']}", "--legend", f"landcover={inputs['legend']}",
-        "--continuous", f"elevation={inputs['dem']}", "--public", str(inputs["public"]),
+        "ingest",
+        "--ebd",
+        str(inputs["ebd"]),
+        "--sed",
+        str(inputs["sed"]),
+        "--species",
+        "Hylocichla mustelina",
+        "--output",
+        str(output),
+        "--region",
+        inputs["region"],
+        "--cell-size",
+        "2000",
+        "--categorical",
+        f"landcover={inputs['lc']}",
+        "--legend",
+        f"landcover={inputs['legend']}",
+        "--continuous",
+        f"elevation={inputs['dem']}",
+        "--public",
+        str(inputs["public"]),
         "--no-progress",
-    ]  # fmt: skip
+    ]
 
 
 def test_cli_ingest_matches_the_function(inputs):
@@ -558,9 +594,15 @@ def test_dask_grids_on_the_workers_with_groups_split_across_tasks(tmp_path, monk
         lon, lat = -80.03 + 0.02 * (i % 3), 34.99 + 0.004 * (i % 2)
         group = f"G{i % 5}" if i % 4 == 0 else ""
         sed_rows.append(
-            checklist(f"S{i}", lon=f"{lon:.4f}", lat=f"{lat:.4f}", minutes=str(7 + i % 41),
-                      km=f"{0.1 * (i % 13):.3f}", group=group)
-        )  # fmt: skip
+            checklist(
+                f"S{i}",
+                lon=f"{lon:.4f}",
+                lat=f"{lat:.4f}",
+                minutes=str(7 + i % 41),
+                km=f"{0.1 * (i % 13):.3f}",
+                group=group,
+            )
+        )
         if i % 3 == 1 or i % 8 == 4:
             ebd_rows.append(observation(f"S{i}", count=str(i % 6) if i % 5 else "X"))
     sed = write(tmp_path / "sed.txt", NEW_SED, sed_rows)
@@ -579,9 +621,14 @@ def test_dask_grids_on_the_workers_with_groups_split_across_tasks(tmp_path, monk
     monkeypatch.setattr(Client, "gather", spy)
     with pytest.warns(UserWarning, match="no public polygons"):
         dask = ingest(
-            ebd, sed, "Wood Thrush", tmp_path / "dask.gpkg", engine="dask", scheduler=scheduler,
+            ebd,
+            sed,
+            "Wood Thrush",
+            tmp_path / "dask.gpkg",
+            engine="dask",
+            scheduler=scheduler,
             **kw,
-        )  # fmt: skip
+        )
     pd.testing.assert_frame_equal(
         pd.DataFrame(local.planning_units), pd.DataFrame(dask.planning_units), check_exact=True
     )

@@ -390,13 +390,24 @@ def test_rollup_drops_spuh_slash_hybrid_and_merges_subspecies():
         observation("S2", "Yellow-rumped Warbler", "Setophaga coronata", "X", category="issf"),
         observation("S2", "Yellow-rumped Warbler", "Setophaga coronata", 1),
         observation("S3", "warbler sp.", "Parulidae sp.", 1, category="spuh"),
-        observation("S4", "Yellow-rumped/Palm Warbler", "Setophaga coronata/palmarum", 1,
-                    category="slash"),
-        observation("S5", "Western x Glaucous-winged Gull (hybrid)",
-                    "Larus occidentalis x glaucescens", 1, category="hybrid"),
-        observation("S6", "Yellow-rumped Warbler (Myrtle x Audubon's)",
-                    "Setophaga coronata coronata x auduboni", 4, category="intergrade"),
-    ]  # fmt: skip
+        observation(
+            "S4", "Yellow-rumped/Palm Warbler", "Setophaga coronata/palmarum", 1, category="slash"
+        ),
+        observation(
+            "S5",
+            "Western x Glaucous-winged Gull (hybrid)",
+            "Larus occidentalis x glaucescens",
+            1,
+            category="hybrid",
+        ),
+        observation(
+            "S6",
+            "Yellow-rumped Warbler (Myrtle x Audubon's)",
+            "Setophaga coronata coronata x auduboni",
+            4,
+            category="intergrade",
+        ),
+    ]
     got = ebird.rollup_species(_detections(rows)).set_index("sampling_event_identifier")
     assert sorted(got.index) == ["S1", "S2", "S6"]
     assert got.loc["S1", "observation_count"] == 5.0
@@ -408,9 +419,14 @@ def test_rollup_drops_spuh_slash_hybrid_and_merges_subspecies():
 def test_hybrid_is_not_read_as_its_first_parent(tmp_path):
     rows = [
         observation("S1", "Western Gull", "Larus occidentalis", 1),
-        observation("S2", "Western x Glaucous-winged Gull (hybrid)",
-                    "Larus occidentalis x glaucescens", 1, category="hybrid"),
-    ]  # fmt: skip
+        observation(
+            "S2",
+            "Western x Glaucous-winged Gull (hybrid)",
+            "Larus occidentalis x glaucescens",
+            1,
+            category="hybrid",
+        ),
+    ]
     path = write(tmp_path / "ebd.txt", NEW_EBD, rows)
     got = ebird.read_detections(path, "western gull")
     assert got["sampling_event_identifier"].tolist() == ["S1"]
@@ -608,9 +624,13 @@ def scheduler():
     """A loopback LocalCluster in this process (threads: quick to start), shared by a module."""
     distributed = pytest.importorskip("distributed", reason="the Dask engine needs distributed")
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+        n_workers=2,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
         dashboard_address=None,
-    ) as cluster:  # fmt: skip
+    ) as cluster:
         yield cluster.scheduler_address
 
 
@@ -652,9 +672,15 @@ def test_dask_groups_split_across_byte_ranges_are_deduplicated_exactly(
         dedup_only = ChecklistFilter(deduplicate=dedup)
         local = ebird.load_observations(ebd, sed, "Wood Thrush", dedup_only, log=logs[0], **kw)
         dask = ebird.load_observations(
-            ebd, sed, "Wood Thrush", dedup_only, log=logs[1], engine="dask", scheduler=scheduler,
+            ebd,
+            sed,
+            "Wood Thrush",
+            dedup_only,
+            log=logs[1],
+            engine="dask",
+            scheduler=scheduler,
             **kw,
-        )  # fmt: skip
+        )
         pd.testing.assert_frame_equal(local, dask, check_exact=True)
         assert logs[0].to_frame().equals(logs[1].to_frame())
     # Oracle for the de-duplicated table, written by hand.

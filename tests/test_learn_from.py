@@ -66,8 +66,17 @@ def test_bad_learn_from_values_are_refused(tmp_path, cells):
         SelectOptions(budget=5, learn_from="private")
     with pytest.raises(InvalidInputError, match="several --species"):
         SelectOptions(budget=5, learn_from="surveyed", species=("a", "b"))
-    argv = ["select", "--budget", "5", "--cells", str(cells), "--learn-from", "all",
-            "--out", str(tmp_path / "o")]  # fmt: skip
+    argv = [
+        "select",
+        "--budget",
+        "5",
+        "--cells",
+        str(cells),
+        "--learn-from",
+        "all",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     res = CliRunner().invoke(main, argv)
     assert res.exit_code == 2 and "'all' is not one of" in res.stderr
     assert not (tmp_path / "o").exists()
@@ -75,9 +84,22 @@ def test_bad_learn_from_values_are_refused(tmp_path, cells):
 
 def test_flags_and_probability_land_in_every_layer(tmp_path, cells):
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["select", "--budget", "6", "--cells", str(cells),
-                                    "--model", "linear", "--out", str(out),
-                                    "--map", str(tmp_path / "m.html")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "select",
+            "--budget",
+            "6",
+            "--cells",
+            str(cells),
+            "--model",
+            "linear",
+            "--out",
+            str(out),
+            "--map",
+            str(tmp_path / "m.html"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     for layer in ("planning_units", "selected", "ranking"):
         cols = pyogrio.read_info(out / "reserve.gpkg", layer=layer)["fields"]
@@ -97,9 +119,21 @@ def test_learned_cells_join_the_habitat_reference_of_novelty(cells):
 
 def test_the_table_and_the_map_show_the_chosen_cells_own_surveys(tmp_path, cells):
     out = tmp_path / "out"
-    argv = ["select", "--budget", "8", "--cells", str(cells), "--model", "linear",
-            "--learn-from", "surveyed", "--out", str(out),
-            "--map", str(tmp_path / "m.html")]  # fmt: skip
+    argv = [
+        "select",
+        "--budget",
+        "8",
+        "--cells",
+        str(cells),
+        "--model",
+        "linear",
+        "--learn-from",
+        "surveyed",
+        "--out",
+        str(out),
+        "--map",
+        str(tmp_path / "m.html"),
+    ]
     res = CliRunner().invoke(main, argv)
     assert res.exit_code == 0, res.output
     sel = pyogrio.read_dataframe(out / "reserve.gpkg", layer="selected")

@@ -98,8 +98,9 @@ def with_polygon_layers(path: Path, units: gpd.GeoDataFrame) -> tuple[object, ob
     x0, y0, x1, y1 = units.total_bounds
     region = shapely.Polygon([(x0 + 4000, y0), (x1, y0 + 4000), (x1 - 4000, y1), (x0, y1 - 4000)])
     for name, geom in (("public_land", public), ("region", region)):
-        layer = gpd.GeoDataFrame(geometry=[shapely.MultiPolygon(shapely.get_parts(geom))],
-                                 crs=units.crs)  # fmt: skip
+        layer = gpd.GeoDataFrame(
+            geometry=[shapely.MultiPolygon(shapely.get_parts(geom))], crs=units.crs
+        )
         pyogrio.write_dataframe(layer, path, layer=name, append=True, promote_to_multi=True)
     return public, region
 
@@ -111,16 +112,21 @@ def test_select_draws_the_public_land_and_region_stored_in_the_cells_file(tmp_pa
     old = write_units(tmp_path / "old.gpkg", units)
     new = write_units(tmp_path / "new.gpkg", units)
     public, region = with_polygon_layers(new, units)
-    runs = {name: select_reserve(4, path, out=tmp_path / name, map=tmp_path / f"{name}.html",
-                                 model="linear")
-            for name, path in (("old", old), ("new", new))}  # fmt: skip
+    runs = {
+        name: select_reserve(
+            4, path, out=tmp_path / name, map=tmp_path / f"{name}.html", model="linear"
+        )
+        for name, path in (("old", old), ("new", new))
+    }
     pages = {name: res.map_path.read_text() for name, res in runs.items()}
     # the polygons only decorate: the same cells are chosen
     assert list(runs["old"].selected["cell_id"]) == list(runs["new"].selected["cell_id"])
     outline, pub = _polygons_drawn(pages["new"])
     ll = gpd.GeoSeries([public, region], crs=units.crs).to_crs(4326)
-    drawn_pub, drawn_outline = shapely.from_geojson(json.dumps(pub)), shapely.from_geojson(
-        json.dumps(outline))  # fmt: skip
+    drawn_pub, drawn_outline = (
+        shapely.from_geojson(json.dumps(pub)),
+        shapely.from_geojson(json.dumps(outline)),
+    )
     assert drawn_pub.bounds == pytest.approx(ll.iloc[0].bounds, abs=2e-3)
     assert drawn_outline.bounds == pytest.approx(ll.iloc[1].bounds, abs=2e-3)
     assert shapely.get_num_coordinates(drawn_outline) == 5  # the region, not the cells' union
@@ -198,10 +204,18 @@ def _driver():
     opts.binary_location = CHROMIUM
     # Without the background-networking flags Chromium's own connections stall in a closed
     # network; a fresh profile keeps runs independent.
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1200,900",
-                f"--user-data-dir={tempfile.mkdtemp(prefix='reserve-chromium-')}"):  # fmt: skip
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,900",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='reserve-chromium-')}",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
@@ -438,9 +452,11 @@ def test_map_reads_at_a_glance_in_headless_chromium(tmp_path):
     units = make_units(n_side=30)
     cells = write_units(tmp_path / "cells.gpkg", units)
     pyogrio.write_dataframe(
-        pd.DataFrame({"item": ["species"], "value": ["Test Thrush"]}), cells,
-        layer="ingest_summary", append=True,
-    )  # fmt: skip
+        pd.DataFrame({"item": ["species"], "value": ["Test Thrush"]}),
+        cells,
+        layer="ingest_summary",
+        append=True,
+    )
     k = 12
     res = select_reserve(k, cells, out=tmp_path / "out", map=tmp_path / "map.html", model="linear")
     driver = _driver()
@@ -488,9 +504,11 @@ def test_popups_carry_locks_and_selection_frequency_only_when_present():
 def test_title_names_the_species_the_label_is_for(tmp_path):
     cells = write_units(tmp_path / "cells.gpkg", make_units(n_side=10))
     pyogrio.write_dataframe(
-        pd.DataFrame({"item": ["species"], "value": ["Virtual Thrush; Virtual Quail"]}), cells,
-        layer="ingest_summary", append=True,
-    )  # fmt: skip
+        pd.DataFrame({"item": ["species"], "value": ["Virtual Thrush; Virtual Quail"]}),
+        cells,
+        layer="ingest_summary",
+        append=True,
+    )
     res = select_reserve(3, cells, model="linear", out=tmp_path / "o", map=tmp_path / "m.html")
     assert res.summary["species"] == "Virtual Thrush"  # label = the first species
     assert "Virtual Thrush: 3 cells to buy" in (tmp_path / "m.html").read_text()

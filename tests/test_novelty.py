@@ -39,8 +39,10 @@ def oracle_similarity(p: float, ref: list[float]) -> float:
 def oracle_mess(points: np.ndarray, reference: np.ndarray) -> tuple[list[float], list[int]]:
     values, mods = [], []
     for i in range(points.shape[0]):
-        sims = [oracle_similarity(float(points[i, j]), reference[:, j].tolist())
-                for j in range(points.shape[1])]  # fmt: skip
+        sims = [
+            oracle_similarity(float(points[i, j]), reference[:, j].tolist())
+            for j in range(points.shape[1])
+        ]
         if any(math.isnan(s) for s in sims):
             values.append(math.nan)
             mods.append(-1)
@@ -72,16 +74,18 @@ def test_matches_the_literal_oracle_on_random_data(seed):
 
 def test_hand_computed_cases():
     ref = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0], [3.0, 5.0], [4.0, 5.0]])
-    pts = np.array([
-        [-2.0, 5.0],  # below the range: 100 * (-2 - 0) / 4 = -50
-        [0.0, 5.0],   # at the minimum: 1 of 5 values <= 0, f = 20, similarity 40
-        [2.0, 5.0],   # the median: f = 60 -> 2 * (100 - 60) = 80
-        [1.5, 5.0],   # f = 40 -> 80
-        [4.0, 5.0],   # at the maximum: f = 100, 100 * (4 - 4) / 4 = 0, not novel
-        [5.0, 5.0],   # above: -25
-        [2.0, 6.0],   # the constant variable differs: -100, variable 1
-        [9.0, 6.0],   # -125 on variable 0 beats the constant variable's -100
-    ])  # fmt: skip
+    pts = np.array(
+        [
+            [-2.0, 5.0],  # below the range: 100 * (-2 - 0) / 4 = -50
+            [0.0, 5.0],  # at the minimum: 1 of 5 values <= 0, f = 20, similarity 40
+            [2.0, 5.0],  # the median: f = 60 -> 2 * (100 - 60) = 80
+            [1.5, 5.0],  # f = 40 -> 80
+            [4.0, 5.0],  # at the maximum: f = 100, 100 * (4 - 4) / 4 = 0, not novel
+            [5.0, 5.0],  # above: -25
+            [2.0, 6.0],  # the constant variable differs: -100, variable 1
+            [9.0, 6.0],  # -125 on variable 0 beats the constant variable's -100
+        ]
+    )
     sim = similarity(pts, ref)
     assert sim[:, 0].tolist() == [-50.0, 40.0, 80.0, 80.0, 0.0, -25.0, 80.0, -125.0]
     assert sim[:, 1].tolist() == [100.0] * 6 + [CONSTANT_MISMATCH] * 2
@@ -135,8 +139,9 @@ finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
 )
 def test_sign_property_and_oracle(reference, data):
     d = reference.shape[1]
-    points = data.draw(hnp.arrays(np.float64, st.tuples(st.integers(1, 10), st.just(d)),
-                                  elements=finite))  # fmt: skip
+    points = data.draw(
+        hnp.arrays(np.float64, st.tuples(st.integers(1, 10), st.just(d)), elements=finite)
+    )
     value, mod = mess(points, reference)
     lo, hi = reference.min(axis=0), reference.max(axis=0)
     inside = ((points >= lo) & (points <= hi)).all(axis=1)
@@ -149,8 +154,10 @@ def test_sign_property_and_oracle(reference, data):
 
 
 @settings(max_examples=30, deadline=None)
-@given(hnp.arrays(np.float64, st.tuples(st.integers(2, 15), st.just(2)), elements=finite),
-       st.randoms(use_true_random=False))  # fmt: skip
+@given(
+    hnp.arrays(np.float64, st.tuples(st.integers(2, 15), st.just(2)), elements=finite),
+    st.randoms(use_true_random=False),
+)
 def test_reference_order_does_not_matter(reference, rnd):
     order = list(range(reference.shape[0]))
     rnd.shuffle(order)
@@ -190,8 +197,10 @@ def _layers(out):
     import pyogrio
 
     gpkg = out / "reserve.gpkg"
-    return {name: pyogrio.read_dataframe(gpkg, layer=name)
-            for name in ("planning_units", "selected", "ranking", "run_summary")}  # fmt: skip
+    return {
+        name: pyogrio.read_dataframe(gpkg, layer=name)
+        for name in ("planning_units", "selected", "ranking", "run_summary")
+    }
 
 
 def test_columns_in_every_layer_match_the_oracle_and_stdout_names_the_fix(tmp_path):
@@ -199,12 +208,21 @@ def test_columns_in_every_layer_match_the_oracle_and_stdout_names_the_fix(tmp_pa
 
     units = novel_units()
     cells = write_units(tmp_path / "cells.gpkg", units)
-    res = run_cli("--budget", "6", "--cells", str(cells), "--out", str(tmp_path / "out"),
-                  "--map", str(tmp_path / "m.html"))  # fmt: skip
+    res = run_cli(
+        "--budget",
+        "6",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "out"),
+        "--map",
+        str(tmp_path / "m.html"),
+    )
     assert res.exit_code == 0, res.stderr
     layers = _layers(tmp_path / "out")
-    pu, sel, ranking, summary = (layers[k] for k in ("planning_units", "selected", "ranking",
-                                                      "run_summary"))  # fmt: skip
+    pu, sel, ranking, summary = (
+        layers[k] for k in ("planning_units", "selected", "ranking", "run_summary")
+    )
     for frame in (pu, sel, ranking):
         assert {"mess", "novel", "mess_variable"} <= set(frame.columns)
     # every cell's MESS against the literal oracle on the training cells' habitat
@@ -235,18 +253,48 @@ def test_exclude_novel_selects_no_novel_cell_and_equals_locking_them_out(tmp_pat
     units = novel_units()
     plain = tmp_path / "plain"
     cells = write_units(tmp_path / "cells.gpkg", units)
-    assert run_cli("--budget", "6", "--cells", str(cells), "--out", str(plain),
-                   "--map", str(tmp_path / "p.html")).exit_code == 0  # fmt: skip
+    assert (
+        run_cli(
+            "--budget",
+            "6",
+            "--cells",
+            str(cells),
+            "--out",
+            str(plain),
+            "--map",
+            str(tmp_path / "p.html"),
+        ).exit_code
+        == 0
+    )
     pu = _layers(plain)["planning_units"]
     novel_cand = (pu["novel"] & (pu["role"] == "candidate")).to_numpy()
     # the same cells locked out by hand: the oracle of --exclude-novel
     units["is_novel"] = novel_cand
     cells = write_units(tmp_path / "cells2.gpkg", units)
-    res = run_cli("--budget", "6", "--cells", str(cells), "--out", str(tmp_path / "x"),
-                  "--map", str(tmp_path / "x.html"), "--exclude-novel")  # fmt: skip
+    res = run_cli(
+        "--budget",
+        "6",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "x"),
+        "--map",
+        str(tmp_path / "x.html"),
+        "--exclude-novel",
+    )
     assert res.exit_code == 0, res.stderr
-    hand = run_cli("--budget", "6", "--cells", str(cells), "--out", str(tmp_path / "h"),
-                   "--map", str(tmp_path / "h.html"), "--locked-out", "is_novel")  # fmt: skip
+    hand = run_cli(
+        "--budget",
+        "6",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "h"),
+        "--map",
+        str(tmp_path / "h.html"),
+        "--locked-out",
+        "is_novel",
+    )
     assert hand.exit_code == 0, hand.stderr
     got, oracle = _layers(tmp_path / "x"), _layers(tmp_path / "h")
     assert not got["selected"]["novel"].any() and len(got["selected"]) == 6
@@ -265,8 +313,9 @@ def test_exclude_novel_selects_no_novel_cell_and_equals_locking_them_out(tmp_pat
 
 
 @pytest.mark.parametrize(("method", "model"), [("ttk", "linear"), ("ttk", "auto"), ("svm", "auto")])
-def test_the_default_selection_is_that_of_a_run_without_novelty(tmp_path, monkeypatch,
-                                                                 method, model):  # fmt: skip
+def test_the_default_selection_is_that_of_a_run_without_novelty(
+    tmp_path, monkeypatch, method, model
+):
     from reserve import design
     from reserve.select import select_reserve
     from tests.test_select import write_units
@@ -322,13 +371,30 @@ def test_too_few_cells_left_is_refused_with_the_fix(tmp_path, n_novel, budget, n
     novel = cand if n_novel is None else cand[3:]
     units.loc[novel, "elev_mean"] = 1e4  # far above every training cell
     cells = write_units(tmp_path / "cells.gpkg", units)
-    res = run_cli("--budget", budget, "--cells", str(cells), "--out", str(tmp_path / "out"),
-                  "--map", str(tmp_path / "m.html"), "--exclude-novel")  # fmt: skip
+    res = run_cli(
+        "--budget",
+        budget,
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "out"),
+        "--map",
+        str(tmp_path / "m.html"),
+        "--exclude-novel",
+    )
     _refused(res, 2, needle, tmp_path / "out")
     assert not (tmp_path / "m.html").exists()
     # without the option the same cells are selectable
-    ok = run_cli("--budget", budget, "--cells", str(cells), "--map", str(tmp_path / "m.html"),
-                 "--out", str(tmp_path / "out"))  # fmt: skip
+    ok = run_cli(
+        "--budget",
+        budget,
+        "--cells",
+        str(cells),
+        "--map",
+        str(tmp_path / "m.html"),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert ok.exit_code == 0, ok.stderr
 
 
@@ -339,10 +405,23 @@ def test_a_non_boolean_in_the_config_is_one_error_line(tmp_path, value):
     cells = write_units(tmp_path / "cells.gpkg")
     cfg = tmp_path / "c.toml"
     cfg.write_text(f"exclude_novel = {value}\n")
-    res = run_cli("--budget", "3", "--cells", str(cells), "--out", str(tmp_path / "out"),
-                  "--config", str(cfg), "--exclude-novel")  # fmt: skip
-    _refused(res, 2, "key 'exclude_novel' is invalid (exclude_novel must be true or false",
-             tmp_path / "out")  # fmt: skip
+    res = run_cli(
+        "--budget",
+        "3",
+        "--cells",
+        str(cells),
+        "--out",
+        str(tmp_path / "out"),
+        "--config",
+        str(cfg),
+        "--exclude-novel",
+    )
+    _refused(
+        res,
+        2,
+        "key 'exclude_novel' is invalid (exclude_novel must be true or false",
+        tmp_path / "out",
+    )
 
 
 def test_a_non_boolean_from_python_is_refused(tmp_path):

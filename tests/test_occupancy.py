@@ -24,8 +24,11 @@ def test_gradient_matches_finite_differences():
     s, n, det, _ = simulate(0, 80)
     A = np.column_stack([np.ones_like(s), s, np.maximum(s - 0.5, 0.0)])
     nll = occupancy._nll  # the module's own objective, checked against finite differences
-    err = check_grad(lambda t: nll(t, A, n, det)[0], lambda t: nll(t, A, n, det)[1],
-                     np.array([0.2, -0.4, 0.3, 0.1]))  # fmt: skip
+    err = check_grad(
+        lambda t: nll(t, A, n, det)[0],
+        lambda t: nll(t, A, n, det)[1],
+        np.array([0.2, -0.4, 0.3, 0.1]),
+    )
     assert err < 1e-4
 
 

@@ -409,8 +409,11 @@ def test_locks_from_polygon_files(tmp_path, cells):
     units = read_planning_units(cells)
     cand = units[units["role"] == "candidate"]
     # more than half of two candidate cells, and a sliver of a third (not locked)
-    polys = [cand.geometry.iloc[0].buffer(-100), cand.geometry.iloc[1].buffer(-100),
-             cand.geometry.iloc[2].buffer(-1400)]  # fmt: skip
+    polys = [
+        cand.geometry.iloc[0].buffer(-100),
+        cand.geometry.iloc[1].buffer(-100),
+        cand.geometry.iloc[2].buffer(-1400),
+    ]
     gpd.GeoDataFrame(geometry=polys[:2], crs=5070).to_crs(4326).to_file(tmp_path / "in.gpkg")
     gpd.GeoDataFrame(geometry=[polys[2]], crs=5070).to_file(tmp_path / "out.geojson")
     res = select_reserve(5, cells, locked_in=tmp_path / "in.gpkg", out=tmp_path / "o", map=False)
@@ -564,8 +567,9 @@ def test_money_budget_and_locks_always_respected(seed, budget, n_in):
     budget = budget + cost_in
     with tempfile.TemporaryDirectory() as tmp:
         path = write_units(Path(tmp) / "c.gpkg", units)
-        res = select_reserve(budget, path, cost_column="price", locked_in="owned", model="linear",
-                             locked_out="urban")  # fmt: skip
+        res = select_reserve(
+            budget, path, cost_column="price", locked_in="owned", model="linear", locked_out="urban"
+        )
     pu = res.planning_units
     assert pu.loc[pu["selected"], "price"].sum() <= budget * (1 + 1e-12)
     assert pu.loc[pu["owned"], "selected"].all()
@@ -592,8 +596,11 @@ def test_money_ranking_layer_prices_the_runners_up(tmp_path):
     [
         (lambda u: u.drop(columns="price"), 5.0, "not a column of planning_units"),
         (lambda u: u.assign(price="cheap"), 5.0, "not numeric"),
-        (lambda u: u.assign(price=np.where(u["role"] == "candidate", 0.0, 1.0)), 5.0,
-         "zero or negative"),
+        (
+            lambda u: u.assign(price=np.where(u["role"] == "candidate", 0.0, 1.0)),
+            5.0,
+            "zero or negative",
+        ),
         (lambda u: u.assign(price=np.where(u.index == 3, np.nan, 1.0)), 5.0, "missing/NaN"),
         (lambda u: u.assign(price=-1.0), 5.0, "zero or negative"),
         (lambda u: u, 0.0, "positive total cost"),
@@ -601,7 +608,7 @@ def test_money_ranking_layer_prices_the_runners_up(tmp_path):
         (lambda u: u.assign(price=1.0), 1e6, "buys every candidate"),
         (lambda u: u.assign(price=10.0), 5.0, "buys no candidate"),
     ],
-)  # fmt: skip
+)
 def test_bad_costs_are_refused_and_nothing_is_written(tmp_path, change, budget, message):
     units = with_cost(make_units())
     units = units.assign(role=np.where(units.index == 3, "candidate", units["role"]))
@@ -699,14 +706,20 @@ def test_one_species_reads_its_own_label_column(tmp_path):
     [
         ({"species": ["Forest Bird", "Owl"]}, InvalidInputError, "species in the file"),
         ({"species": ["Forest Bird", "forest bird"]}, InvalidInputError, "twice"),
-        ({"species": ["Forest Bird", "Crop Bird"], "method": "tsvm"}, InvalidInputError,
-         "selects for one species"),
+        (
+            {"species": ["Forest Bird", "Crop Bird"], "method": "tsvm"},
+            InvalidInputError,
+            "selects for one species",
+        ),
         ({"species": ["Forest Bird", "Crop Bird"], "C": "cv"}, InvalidInputError, "one species"),
-        ({"species": ["Forest Bird", "Crop Bird"], "cost_column": "lc_crop"}, InvalidInputError,
-         "not supported"),
+        (
+            {"species": ["Forest Bird", "Crop Bird"], "cost_column": "lc_crop"},
+            InvalidInputError,
+            "not supported",
+        ),
         ({"species": ["Forest Bird", "Rare Bird"]}, DataFileError, "needs detections"),
     ],
-)  # fmt: skip
+)
 def test_bad_species_are_refused_and_nothing_is_written(tmp_path, kw, error, message):
     units = two_species()
     units["label__rare_bird"] = np.where(units["role"] == "train", 0, -1)

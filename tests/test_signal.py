@@ -57,8 +57,9 @@ NO_CHECK = PrivateCheck(False, "not available: no candidate cell was surveyed")
 
 
 def check(low, high):
-    return PrivateCheck(True, n_surveyed=200, n_detected=40, auc=(low + high) / 2,
-                        auc_low=low, auc_high=high)  # fmt: skip
+    return PrivateCheck(
+        True, n_surveyed=200, n_detected=40, auc=(low + high) / 2, auc_low=low, auc_high=high
+    )
 
 
 def test_ties_decide_first():
@@ -110,9 +111,21 @@ def test_flat_scores_warn_everywhere_and_draw_neutrally(tmp_path):
     cells = flat_cells(tmp_path)
     k = 8
     res = CliRunner().invoke(
-        main, ["select", "--budget", str(k), "--cells", str(cells), "--model", "linear",
-               "--out", str(tmp_path / "out"), "--map", str(tmp_path / "map.html")],
-    )  # fmt: skip
+        main,
+        [
+            "select",
+            "--budget",
+            str(k),
+            "--cells",
+            str(cells),
+            "--model",
+            "linear",
+            "--out",
+            str(tmp_path / "out"),
+            "--map",
+            str(tmp_path / "map.html"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     warnings = [line for line in res.stderr.splitlines() if line.startswith("reserve: warning")]
     assert len(warnings) == 1 and "ranks nothing" in warnings[0]
@@ -123,8 +136,9 @@ def test_flat_scores_warn_everywhere_and_draw_neutrally(tmp_path):
     assert int(row["n_tied_drawn"]) == k
     # no signal: the run still states probabilities, and says they are the prevalence
     assert "probability of presence is the occupancy prevalence" in res.stdout
-    probability = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg",
-                                         layer="selected")["probability"]  # fmt: skip
+    probability = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")[
+        "probability"
+    ]
     assert np.ptp(probability.to_numpy()) == 0
     chosen = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")
     units = pyogrio.read_dataframe(cells, layer="planning_units")
@@ -148,9 +162,21 @@ def surveyed_cells(path, seed=0):
 def test_a_model_with_signal_does_not_warn(tmp_path):
     cells = surveyed_cells(tmp_path / "cells.gpkg")
     res = CliRunner().invoke(
-        main, ["select", "--budget", "6", "--cells", str(cells), "--model", "linear",
-               "--out", str(tmp_path / "out"), "--map", str(tmp_path / "map.html")],
-    )  # fmt: skip
+        main,
+        [
+            "select",
+            "--budget",
+            "6",
+            "--cells",
+            str(cells),
+            "--model",
+            "linear",
+            "--out",
+            str(tmp_path / "out"),
+            "--map",
+            str(tmp_path / "map.html"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "reserve: warning" not in res.stderr
     row = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="run_summary").iloc[0]
@@ -162,9 +188,22 @@ def test_a_model_with_signal_does_not_warn(tmp_path):
 def test_a_linear_model_with_nothing_to_check_it_is_weak(tmp_path):
     """No cross-validation (--model linear) and no surveyed candidate: nothing earned."""
     cells = write_units(tmp_path / "cells.gpkg")
-    res = CliRunner().invoke(main, ["select", "--budget", "6", "--cells", str(cells),
-                                    "--model", "linear", "--out", str(tmp_path / "out"),
-                                    "--map", str(tmp_path / "map.html")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "select",
+            "--budget",
+            "6",
+            "--cells",
+            str(cells),
+            "--model",
+            "linear",
+            "--out",
+            str(tmp_path / "out"),
+            "--map",
+            str(tmp_path / "map.html"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     warnings = [line for line in res.stderr.splitlines() if line.startswith("reserve: warning")]
     assert len(warnings) == 1 and "nothing measured" in warnings[0]

@@ -35,9 +35,13 @@ SPECIES = DEFAULT_REGION.species
 
 #: Every checklist filter off (the simulated checklists are read as they are).
 NO_FILTERS = ChecklistFilter(
-    complete=False, protocols=None, max_hours=None, max_km=None, max_observers=None,
+    complete=False,
+    protocols=None,
+    max_hours=None,
+    max_km=None,
+    max_observers=None,
     max_speed_kmh=None,
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")

@@ -27,11 +27,25 @@ from reserve.paper.surrogates import (
 )
 
 SPECIES = ["norbob", "whiibi", "woothr"]
-HEADER = ["checklist_id", "observer_id", "sampling_event_identifier", "species_observed",
-          "state_code", "locality_id", "latitude", "longitude", "protocol_type",
-          "all_species_reported", "observation_date", "time_observations_started",
-          "duration_minutes", "effort_distance_km", "number_observers",
-          *SPECIES, "bbs"]  # fmt: skip
+HEADER = [
+    "checklist_id",
+    "observer_id",
+    "sampling_event_identifier",
+    "species_observed",
+    "state_code",
+    "locality_id",
+    "latitude",
+    "longitude",
+    "protocol_type",
+    "all_species_reported",
+    "observation_date",
+    "time_observations_started",
+    "duration_minutes",
+    "effort_distance_km",
+    "number_observers",
+    *SPECIES,
+    "bbs",
+]
 
 
 def _value(v):
@@ -53,11 +67,24 @@ def write_checklists(path, rows):
 
 
 def _row(cid, lon, lat, counts, observed=False, **kw):
-    row = dict(checklist_id=cid, observer_id="obs1", sampling_event_identifier=cid,
-               species_observed=observed, state_code="US-GA", locality_id="L1", latitude=lat,
-               longitude=lon, protocol_type="Traveling", all_species_reported=True,
-               observation_date="2018-05-20", time_observations_started=7.5,
-               duration_minutes=60, effort_distance_km=1.0, number_observers=1, bbs=0)  # fmt: skip
+    row = dict(
+        checklist_id=cid,
+        observer_id="obs1",
+        sampling_event_identifier=cid,
+        species_observed=observed,
+        state_code="US-GA",
+        locality_id="L1",
+        latitude=lat,
+        longitude=lon,
+        protocol_type="Traveling",
+        all_species_reported=True,
+        observation_date="2018-05-20",
+        time_observations_started=7.5,
+        duration_minutes=60,
+        effort_distance_km=1.0,
+        number_observers=1,
+        bbs=0,
+    )
     row.update(dict(zip(SPECIES, counts, strict=True)))
     row.update(kw)
     return row
@@ -119,13 +146,23 @@ def make_fake_bcr27(root, n=700, seed=0, drop_candidate_detections=False):
     for year in (2017, 2018):
         classes = rng.choice([0, 1, 2], size=(100, 100), p=[0.1, 0.5, 0.4]).astype("uint8")
         classes[:50] = np.where(classes[:50] == 2, 1, classes[:50])  # the north is forest
-        with rasterio.open(lc / f"modis_mcd12q1_umd_{year}_bcr27.tif", "w", driver="GTiff",
-                           width=100, height=100, count=1, dtype="uint8", nodata=255,
-                           crs="EPSG:4326", transform=from_origin(-84.1, 32.4, 0.005, 0.005),
-                           ) as dst:  # fmt: skip
+        with rasterio.open(
+            lc / f"modis_mcd12q1_umd_{year}_bcr27.tif",
+            "w",
+            driver="GTiff",
+            width=100,
+            height=100,
+            count=1,
+            dtype="uint8",
+            nodata=255,
+            crs="EPSG:4326",
+            transform=from_origin(-84.1, 32.4, 0.005, 0.005),
+        ) as dst:
             dst.write(classes, 1)
-    for year, name in ((2018, "train_data_mayjune_201718_bcr27.txt"),
-                       (2017, "test_data_2017_mayjune_201718_bcr27.txt")):  # fmt: skip
+    for year, name in (
+        (2018, "train_data_mayjune_201718_bcr27.txt"),
+        (2017, "test_data_2017_mayjune_201718_bcr27.txt"),
+    ):
         lon = rng.uniform(BOX[0] - 0.02, BOX[2], n)  # a few fall outside the region
         lat = rng.uniform(BOX[1], BOX[3], n)
         p = np.where(lat > 32.13, 0.35, 0.08)
@@ -142,12 +179,25 @@ def make_fake_bcr27(root, n=700, seed=0, drop_candidate_detections=False):
                 kw.update(duration_minutes=1, effort_distance_km=5.0)  # 300 km/h: dropped
             found = [c != 0 for c in counts]
             if any(found) and i % 2 == 0:  # the pivot quirk: a TRUE and a FALSE row
-                rows.append(_row(cid, lon[i], lat[i],
-                                 [c if f else NAN for c, f in zip(counts, found, strict=True)],
-                                 observed=True, **kw))  # fmt: skip
-                rows.append(_row(cid, lon[i], lat[i],
-                                 [NAN if f else c for c, f in zip(counts, found, strict=True)],
-                                 **kw))  # fmt: skip
+                rows.append(
+                    _row(
+                        cid,
+                        lon[i],
+                        lat[i],
+                        [c if f else NAN for c, f in zip(counts, found, strict=True)],
+                        observed=True,
+                        **kw,
+                    )
+                )
+                rows.append(
+                    _row(
+                        cid,
+                        lon[i],
+                        lat[i],
+                        [NAN if f else c for c, f in zip(counts, found, strict=True)],
+                        **kw,
+                    )
+                )
             else:
                 rows.append(_row(cid, lon[i], lat[i], counts, observed=any(found), **kw))
         write_checklists(root / "checklists" / name, rows)
@@ -174,10 +224,12 @@ def test_fake_folder_cells_roles_and_labels(fake):
     # labels by an independent route: checklists read with pandas, gridded, any detection
     raw = pd.concat([pd.read_csv(p, sep=" ") for p in sorted((fake / "checklists").glob("*.txt"))])
     per = raw.groupby("checklist_id").agg(
-        lon=("longitude", "first"), lat=("latitude", "first"),
-        minutes=("duration_minutes", "first"), km=("effort_distance_km", "first"),
+        lon=("longitude", "first"),
+        lat=("latitude", "first"),
+        minutes=("duration_minutes", "first"),
+        km=("effort_distance_km", "first"),
         det=("woothr", lambda v: bool(v.isna().all() or (v > 0).any())),
-    )  # fmt: skip
+    )
     per = per[(per["km"] / (per["minutes"] / 60) <= 100)]
     per = per[(per["lon"] >= BOX[0]) & (per["lon"] <= BOX[2])]
     crs = equal_area_crs((BOX[0] + BOX[2]) / 2, (BOX[1] + BOX[3]) / 2)

@@ -117,9 +117,11 @@ def test_readme_walkthrough_says_the_data_cannot_rank_the_land(clone):
     again = [*cmds[-1][:-4], "--learn-from", "surveyed", "--effort", "--out", "mississippi/again"]
     run_all([again], clone)
     s2 = pyogrio.read_dataframe(out / "again" / "reserve.gpkg", layer="run_summary").iloc[0]
-    learned = (f"AUC {s2['check_auc']:.2f} ({s2['check_auc_low']:.2f}-"
-               f"{s2['check_auc_high']:.2f}) in its cross-fitted check, "
-               f"still `{s2['signal']}`")  # fmt: skip
+    learned = (
+        f"AUC {s2['check_auc']:.2f} ({s2['check_auc_low']:.2f}-"
+        f"{s2['check_auc_high']:.2f}) in its cross-fitted check, "
+        f"still `{s2['signal']}`"
+    )
     assert learned in said, (learned, said)
 
 

@@ -298,8 +298,9 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool, option: str
     return target
 
 
-def _write_temporaries(writers: list[Callable[[Path], object]], temps: list[Path],
-                       parallel: bool) -> None:  # fmt: skip
+def _write_temporaries(
+    writers: list[Callable[[Path], object]], temps: list[Path], parallel: bool
+) -> None:
     """``writer(tmp)`` for each pair; with ``parallel``, all but the last in forked children.
 
     A writer may also hand its work to a child of its own and return that child's

@@ -138,11 +138,22 @@ def map_blocks(
     _require_dask()
     ranges = _byte_ranges(path, kind, required)
     if _ACTIVE_CLIENT:
-        return _gather(_ACTIVE_CLIENT[-1], path, kind, columns, required, chunksize, block_fn,
-                       options, ranges, with_names)  # fmt: skip
+        return _gather(
+            _ACTIVE_CLIENT[-1],
+            path,
+            kind,
+            columns,
+            required,
+            chunksize,
+            block_fn,
+            options,
+            ranges,
+            with_names,
+        )
     with dask_client(scheduler) as client:
-        return _gather(client, path, kind, columns, required, chunksize, block_fn, options,
-                       ranges, with_names)  # fmt: skip
+        return _gather(
+            client, path, kind, columns, required, chunksize, block_fn, options, ranges, with_names
+        )
 
 
 _ACTIVE_CLIENT: list[Any] = []
@@ -190,8 +201,9 @@ def dask_client(scheduler: str | None = None, *, reuse: bool = False) -> Iterato
             cluster.close()
 
 
-def _gather(client, path, kind, columns, required, chunksize, block_fn, options, ranges,
-            with_names):  # fmt: skip
+def _gather(
+    client, path, kind, columns, required, chunksize, block_fn, options, ranges, with_names
+):
     futures = [
         client.submit(
             _dask_task,
@@ -283,10 +295,14 @@ def _sed_shuffle_task(
     parts = [
         filter_checklists(chunk, log, filters)
         for chunk in iter_table(
-            path, SED_COLUMNS, required=SED_REQUIRED, kind="SED", chunksize=chunksize,
+            path,
+            SED_COLUMNS,
+            required=SED_REQUIRED,
+            kind="SED",
+            chunksize=chunksize,
             byte_range=byte_range,
         )
-    ]  # fmt: skip
+    ]
     frame = _concat(parts) if parts else parse_sampling(empty_text(SED_COLUMNS))
     frame["_row"] = (index << _ROW_BITS) + np.arange(len(frame), dtype=np.int64)
     frame = with_checklist_id(frame, groups=filters.deduplicate)
@@ -311,10 +327,14 @@ def _ebd_shuffle_task(
     parts = [
         species_rows(chunk, log, targets, names)
         for chunk in iter_table(
-            path, EBD_COLUMNS, required=EBD_REQUIRED, kind="EBD", chunksize=chunksize,
+            path,
+            EBD_COLUMNS,
+            required=EBD_REQUIRED,
+            kind="EBD",
+            chunksize=chunksize,
             byte_range=byte_range,
         )
-    ]  # fmt: skip
+    ]
     frame = _concat(parts) if parts else parse_detections(empty_text(EBD_COLUMNS))
     bucket = _bucket_of(frame["sampling_event_identifier"], n_buckets)
     return split_by(frame, bucket, n_buckets), log, names
@@ -461,10 +481,11 @@ def _read_sed(
 ) -> list[Any]:
     """Submit the SED tasks, merge their counts into ``log``; refuse when none is kept."""
     tasks = [
-        client.submit(_sed_shuffle_task, str(Path(sed)), chunksize, r, i, filters, n_buckets,
-                      pure=False)
+        client.submit(
+            _sed_shuffle_task, str(Path(sed)), chunksize, r, i, filters, n_buckets, pure=False
+        )
         for i, r in enumerate(ranges)
-    ]  # fmt: skip
+    ]
     counts = client.gather([client.submit(_pick, t, slice(2, 4)) for t in tasks])
     for block_log, _ in counts:
         log.merge(block_log)

@@ -190,8 +190,13 @@ def drop_repeated_events(checklists: pd.DataFrame, log: FilterLog | None = None)
     if checklists["sampling_event_identifier"].duplicated().any():
         unique = _one_row_per_event(checklists)
     if log is not None:
-        log.record("sed", "repeated_rows", kept=len(unique), dropped=len(checklists) - len(unique),
-                   detail="identical rows of one sampling event")  # fmt: skip
+        log.record(
+            "sed",
+            "repeated_rows",
+            kept=len(unique),
+            dropped=len(checklists) - len(unique),
+            detail="identical rows of one sampling event",
+        )
     return unique
 
 

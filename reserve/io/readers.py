@@ -200,9 +200,16 @@ def read_detections(
 
         options = {"targets": targets, "names": names}
         parts, chunk_log, names = map_blocks(
-            path, "EBD", EBD_COLUMNS, EBD_REQUIRED, chunksize, ebd_block, options, scheduler,
+            path,
+            "EBD",
+            EBD_COLUMNS,
+            EBD_REQUIRED,
+            chunksize,
+            ebd_block,
+            options,
+            scheduler,
             with_names=True,
-        )  # fmt: skip
+        )
         log.merge(chunk_log)
     else:
         parts = _read(

@@ -82,57 +82,101 @@ SMALL_ONLY: dict[str, int] = {"AATP": 1000, "TTK-MIP": 1000}
 #: The paper's Table 3 (mean, sd of precision@5%); ``None`` where the paper reports NA.
 PAPER_TABLE3: dict[str, dict[str, tuple[float, float] | None]] = {
     "diabetes": {
-        "SVM": (0.86, 0.08), "TSVM": (0.86, 0.09), "SVMPerf": (0.69, 0.20),
-        "TopPush": (0.80, 0.10), "AATP": (0.68, 0.28), "TTK-MIP": (0.85, 0.10),
+        "SVM": (0.86, 0.08),
+        "TSVM": (0.86, 0.09),
+        "SVMPerf": (0.69, 0.20),
+        "TopPush": (0.80, 0.10),
+        "AATP": (0.68, 0.28),
+        "TTK-MIP": (0.85, 0.10),
         "TTK-FD": (0.86, 0.08),
     },
     "ionosphere": {
-        "SVM": (0.76, 0.13), "TSVM": (0.80, 0.17), "SVMPerf": (0.82, 0.22),
-        "TopPush": (0.71, 0.16), "AATP": (1.00, 0.00), "TTK-MIP": (0.97, 0.05),
+        "SVM": (0.76, 0.13),
+        "TSVM": (0.80, 0.17),
+        "SVMPerf": (0.82, 0.22),
+        "TopPush": (0.71, 0.16),
+        "AATP": (1.00, 0.00),
+        "TTK-MIP": (0.97, 0.05),
         "TTK-FD": (0.84, 0.15),
     },
     "sonar": {
-        "SVM": (0.96, 0.08), "TSVM": (0.98, 0.06), "SVMPerf": (0.85, 0.16),
-        "TopPush": (0.88, 0.13), "AATP": (0.90, 0.11), "TTK-MIP": (0.96, 0.08),
+        "SVM": (0.96, 0.08),
+        "TSVM": (0.98, 0.06),
+        "SVMPerf": (0.85, 0.16),
+        "TopPush": (0.88, 0.13),
+        "AATP": (0.90, 0.11),
+        "TTK-MIP": (0.96, 0.08),
         "TTK-FD": (1.00, 0.00),
     },
     "german_numer": {
-        "SVM": (0.70, 0.08), "TSVM": (0.72, 0.08), "SVMPerf": (0.56, 0.17),
-        "TopPush": (0.63, 0.12), "AATP": None, "TTK-MIP": None, "TTK-FD": (0.71, 0.06),
+        "SVM": (0.70, 0.08),
+        "TSVM": (0.72, 0.08),
+        "SVMPerf": (0.56, 0.17),
+        "TopPush": (0.63, 0.12),
+        "AATP": None,
+        "TTK-MIP": None,
+        "TTK-FD": (0.71, 0.06),
     },
     "splice": {
-        "SVM": (1.00, 0.00), "TSVM": (1.00, 0.00), "SVMPerf": (1.00, 0.01),
-        "TopPush": (1.00, 0.00), "AATP": None, "TTK-MIP": None, "TTK-FD": (1.00, 0.00),
+        "SVM": (1.00, 0.00),
+        "TSVM": (1.00, 0.00),
+        "SVMPerf": (1.00, 0.01),
+        "TopPush": (1.00, 0.00),
+        "AATP": None,
+        "TTK-MIP": None,
+        "TTK-FD": (1.00, 0.00),
     },
     "spambase": {
-        "SVM": (0.97, 0.02), "TSVM": (0.97, 0.02), "SVMPerf": (0.98, 0.01),
-        "TopPush": (0.96, 0.02), "AATP": None, "TTK-MIP": None, "TTK-FD": (0.98, 0.01),
+        "SVM": (0.97, 0.02),
+        "TSVM": (0.97, 0.02),
+        "SVMPerf": (0.98, 0.01),
+        "TopPush": (0.96, 0.02),
+        "AATP": None,
+        "TTK-MIP": None,
+        "TTK-FD": (0.98, 0.01),
     },
     "svmguide3": {
-        "SVM": (0.86, 0.07), "TSVM": (0.85, 0.07), "SVMPerf": (0.91, 0.04),
-        "TopPush": (0.83, 0.07), "AATP": None, "TTK-MIP": None, "TTK-FD": (0.87, 0.06),
+        "SVM": (0.86, 0.07),
+        "TSVM": (0.85, 0.07),
+        "SVMPerf": (0.91, 0.04),
+        "TopPush": (0.83, 0.07),
+        "AATP": None,
+        "TTK-MIP": None,
+        "TTK-FD": (0.87, 0.06),
     },
-}  # fmt: skip
+}
 
 #: The paper's Table 3 rows for its unpublished eBird instances (New York, June 2012), shown
 #: beside the BCR 27 surrogates as context only: another region, species and feature set.
 PAPER_TABLE3_NY: dict[str, dict[str, tuple[float, float]]] = {
     "NY16": {
-        "SVM": (0.64, 0.08), "TSVM": (0.64, 0.09), "SVMPerf": (0.65, 0.12),
-        "TopPush": (0.62, 0.10), "AATP": (0.62, 0.08), "TTK-MIP": (0.68, 0.07),
+        "SVM": (0.64, 0.08),
+        "TSVM": (0.64, 0.09),
+        "SVMPerf": (0.65, 0.12),
+        "TopPush": (0.62, 0.10),
+        "AATP": (0.62, 0.08),
+        "TTK-MIP": (0.68, 0.07),
         "TTK-FD": (0.70, 0.09),
     },
     "NY18": {
-        "SVM": (0.44, 0.11), "TSVM": (0.45, 0.10), "SVMPerf": (0.36, 0.07),
-        "TopPush": (0.43, 0.13), "AATP": (0.46, 0.12), "TTK-MIP": (0.46, 0.08),
+        "SVM": (0.44, 0.11),
+        "TSVM": (0.45, 0.10),
+        "SVMPerf": (0.36, 0.07),
+        "TopPush": (0.43, 0.13),
+        "AATP": (0.46, 0.12),
+        "TTK-MIP": (0.46, 0.08),
         "TTK-FD": (0.47, 0.12),
     },
     "NY88": {
-        "SVM": (0.40, 0.08), "TSVM": (0.33, 0.12), "SVMPerf": (0.37, 0.15),
-        "TopPush": (0.34, 0.08), "AATP": (0.31, 0.09), "TTK-MIP": (0.40, 0.09),
+        "SVM": (0.40, 0.08),
+        "TSVM": (0.33, 0.12),
+        "SVMPerf": (0.37, 0.15),
+        "TopPush": (0.34, 0.08),
+        "AATP": (0.31, 0.09),
+        "TTK-MIP": (0.40, 0.09),
         "TTK-FD": (0.42, 0.07),
     },
-}  # fmt: skip
+}
 
 #: Every dataset name Table 3 accepts: the bundled benchmarks, then the eBird surrogates.
 DATASETS: tuple[str, ...] = (*BENCHMARKS, *SURROGATES)
@@ -140,18 +184,24 @@ DATASETS: tuple[str, ...] = (*BENCHMARKS, *SURROGATES)
 #: The paper's Table 2: (train objective mean, sd), (test loss mean, sd) at C = 1.
 PAPER_TABLE2: dict[str, dict[str, tuple[tuple[float, float], tuple[float, float]]]] = {
     "diabetes": {
-        "SVM": ((311, 25), (323, 20)), "AATP": ((265, 23), (273, 24)),
-        "TTK-MIP": ((224, 7), (235, 6)), "TTK-FD": ((226, 7), (235, 5)),
+        "SVM": ((311, 25), (323, 20)),
+        "AATP": ((265, 23), (273, 24)),
+        "TTK-MIP": ((224, 7), (235, 6)),
+        "TTK-FD": ((226, 7), (235, 5)),
     },
     "ionosphere": {
-        "SVM": ((325, 46), (338, 44)), "AATP": ((474, 88), (488, 85)),
-        "TTK-MIP": ((127, 4), (146, 5)), "TTK-FD": ((136, 4), (150, 7)),
+        "SVM": ((325, 46), (338, 44)),
+        "AATP": ((474, 88), (488, 85)),
+        "TTK-MIP": ((127, 4), (146, 5)),
+        "TTK-FD": ((136, 4), (150, 7)),
     },
     "sonar": {
-        "SVM": ((167, 52), (216, 22)), "AATP": ((166, 41), (213, 30)),
-        "TTK-MIP": ((20, 8), (103, 19)), "TTK-FD": ((30, 10), (105, 24)),
+        "SVM": ((167, 52), (216, 22)),
+        "AATP": ((166, 41), (213, 30)),
+        "TTK-MIP": ((20, 8), (103, 19)),
+        "TTK-FD": ((30, 10), (105, 24)),
     },
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -341,9 +391,17 @@ def _one(sp: Split, method: str, table: str, cfg: dict) -> RunRecord:
     nan = float("nan")
     limit = SMALL_ONLY.get(method)
     if limit is not None and sp.n_rows > limit:
-        return RunRecord(**base, C=nan, precision=nan, train_objective=nan, test_hinge=nan,
-                         cv_seconds=0.0, fit_seconds=0.0, status="na",
-                         note=f"not run above {limit} rows (as in the paper)")  # fmt: skip
+        return RunRecord(
+            **base,
+            C=nan,
+            precision=nan,
+            train_objective=nan,
+            test_hinge=nan,
+            cv_seconds=0.0,
+            fit_seconds=0.0,
+            status="na",
+            note=f"not run above {limit} rows (as in the paper)",
+        )
     # the CV fits of TTK-FD may skip the polish (cv_ttk="fd"); the final fit never does
     polishes = capabilities(canonical_method(method)).polish
     cheap_cv = table == "3" and polishes and cfg["cv_ttk"] == "fd"
@@ -351,12 +409,25 @@ def _one(sp: Split, method: str, table: str, cfg: dict) -> RunRecord:
     t0 = time.perf_counter()
     try:
         if table == "3":
-            est0 = make_estimator(method, k=sp.k, C=1.0, time_limit=cfg["time_limit"],
-                                  random_state=sp.seed, fit_time_limit=cfg["cv_fit_time_limit"],
-                                  polish=not cheap_cv)  # fmt: skip
-            sel = select_C(est0, sp.X, sp.y_fit, Cs=cfg["Cs"], n_repeats=cfg["n_repeats"],
-                           k_fraction=cfg["k_fraction"], random_state=sp.seed,
-                           n_jobs=cfg["cv_jobs"])  # fmt: skip
+            est0 = make_estimator(
+                method,
+                k=sp.k,
+                C=1.0,
+                time_limit=cfg["time_limit"],
+                random_state=sp.seed,
+                fit_time_limit=cfg["cv_fit_time_limit"],
+                polish=not cheap_cv,
+            )
+            sel = select_C(
+                est0,
+                sp.X,
+                sp.y_fit,
+                Cs=cfg["Cs"],
+                n_repeats=cfg["n_repeats"],
+                k_fraction=cfg["k_fraction"],
+                random_state=sp.seed,
+                n_jobs=cfg["cv_jobs"],
+            )
             C = sel.best_C
             base["cv_limited"] = sel.n_limited
         else:
@@ -373,9 +444,17 @@ def _one(sp: Split, method: str, table: str, cfg: dict) -> RunRecord:
         est.fit(sp.X, sp.y_fit)  # type: ignore[attr-defined]
         t2 = time.perf_counter()
     except ReserveError as exc:
-        return RunRecord(**base, C=nan, precision=nan, train_objective=nan, test_hinge=nan,
-                         cv_seconds=time.perf_counter() - t0, fit_seconds=0.0,
-                         status="failed", note=str(exc)[:200])  # fmt: skip
+        return RunRecord(
+            **base,
+            C=nan,
+            precision=nan,
+            train_objective=nan,
+            test_hinge=nan,
+            cv_seconds=time.perf_counter() - t0,
+            fit_seconds=0.0,
+            status="failed",
+            note=str(exc)[:200],
+        )
     cand = np.flatnonzero(sp.y_fit == -1)
     lab = np.flatnonzero(sp.y_fit != -1)
     y_pm = np.where(sp.y_fit[lab] == 1, 1.0, -1.0)
@@ -505,16 +584,24 @@ def run_table3(
         raise InvalidInputError(
             f"cv_jobs must be an integer >= 1; received {cv_jobs!r}. Pass e.g. cv_jobs=1."
         )
-    for name, value in (("fit_time_limit", fit_time_limit),
-                        ("cv_fit_time_limit", cv_fit_time_limit)):  # fmt: skip
+    for name, value in (
+        ("fit_time_limit", fit_time_limit),
+        ("cv_fit_time_limit", cv_fit_time_limit),
+    ):
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise InvalidInputError(
                 f"{name} must be a number of seconds > 0; received {value!r}. Pass e.g. {name}=10."
             )
-    cfg = dict(k_fraction=float(k_fraction), Cs=tuple(Cs), n_repeats=n_repeats,
-               time_limit=float(time_limit), fit_time_limit=float(fit_time_limit),
-               cv_ttk=cv_ttk, cv_jobs=cv_jobs,
-               cv_fit_time_limit=float(cv_fit_time_limit))  # fmt: skip
+    cfg = dict(
+        k_fraction=float(k_fraction),
+        Cs=tuple(Cs),
+        n_repeats=n_repeats,
+        time_limit=float(time_limit),
+        fit_time_limit=float(fit_time_limit),
+        cv_ttk=cv_ttk,
+        cv_jobs=cv_jobs,
+        cv_fit_time_limit=float(cv_fit_time_limit),
+    )
     return _run("3", datasets, methods, n_splits, seed, data_dir, n_jobs, progress, cfg)
 
 
@@ -533,8 +620,12 @@ def run_table2(
     progress: Callable[[RunRecord, int], None] | None = None,
 ) -> list[RunRecord]:
     """Run the paper's Table 2 protocol (fixed ``C``; objective and test hinge loss)."""
-    cfg = dict(k_fraction=float(k_fraction), C=float(C), time_limit=float(time_limit),
-               fit_time_limit=float(fit_time_limit))  # fmt: skip
+    cfg = dict(
+        k_fraction=float(k_fraction),
+        C=float(C),
+        time_limit=float(time_limit),
+        fit_time_limit=float(fit_time_limit),
+    )
     return _run("2", datasets, methods, n_splits, seed, data_dir, n_jobs, progress, cfg)
 
 
@@ -720,11 +811,15 @@ def format_table2(records: Sequence[RunRecord]) -> str:
     groups = _by(records)
     datasets = list(dict.fromkeys(r.dataset for r in records))
     methods = [m for m in METHODS if any(r.method == m for r in records)]
-    lines = ["| dataset | | " + " | ".join(f"{m} (ours / paper)" for m in methods) + " |",
-             "|---|---|" + "---|" * len(methods)]  # fmt: skip
+    lines = [
+        "| dataset | | " + " | ".join(f"{m} (ours / paper)" for m in methods) + " |",
+        "|---|---|" + "---|" * len(methods),
+    ]
     for ds in datasets:
-        for label, attr, idx in (("train obj.", "train_objective", 0),
-                                 ("test loss", "test_hinge", 1)):  # fmt: skip
+        for label, attr, idx in (
+            ("train obj.", "train_objective", 0),
+            ("test loss", "test_hinge", 1),
+        ):
             cells = []
             for m in methods:
                 runs = groups.get((ds, m))
@@ -843,14 +938,23 @@ def reproduce_paper(
             names, notes = _available(names)
             t0 = time.perf_counter()
             recs = run_table3(
-                names, methods or DEFAULT_TABLE3_METHODS, n_splits=n_splits,
-                k_fraction=k_fraction, seed=seed, time_limit=time_limit,
-                fit_time_limit=fit_time_limit, data_dir=data_dir,
-                n_jobs=n_jobs, cv_ttk=cv_ttk, cv_jobs=cv_jobs,
-                cv_fit_time_limit=cv_fit_time_limit, progress=progress,
-            )  # fmt: skip
-            notes = [load_surrogate(n).describe(n_splits, k_fraction)
-                     for n in names if n in SURROGATES] + notes  # fmt: skip
+                names,
+                methods or DEFAULT_TABLE3_METHODS,
+                n_splits=n_splits,
+                k_fraction=k_fraction,
+                seed=seed,
+                time_limit=time_limit,
+                fit_time_limit=fit_time_limit,
+                data_dir=data_dir,
+                n_jobs=n_jobs,
+                cv_ttk=cv_ttk,
+                cv_jobs=cv_jobs,
+                cv_fit_time_limit=cv_fit_time_limit,
+                progress=progress,
+            )
+            notes = [
+                load_surrogate(n).describe(n_splits, k_fraction) for n in names if n in SURROGATES
+            ] + notes
             notes.append(
                 f"Per-fit time limits: TSVM {fit_time_limit:g} s in the final fit and "
                 f"{cv_fit_time_limit:g} s in each CV fit; TTK-MIP {time_limit:g} s."
@@ -862,11 +966,16 @@ def reproduce_paper(
             t0 = time.perf_counter()
             recs = run_table2(
                 datasets or ("diabetes", "ionosphere", "sonar"),
-                methods or ("SVM", "AATP", "TTK-MIP", "TTK-FD"), n_splits=n_splits,
-                k_fraction=k_fraction, seed=seed, time_limit=time_limit,
-                fit_time_limit=fit_time_limit, data_dir=data_dir,
-                n_jobs=n_jobs, progress=progress,
-            )  # fmt: skip
+                methods or ("SVM", "AATP", "TTK-MIP", "TTK-FD"),
+                n_splits=n_splits,
+                k_fraction=k_fraction,
+                seed=seed,
+                time_limit=time_limit,
+                fit_time_limit=fit_time_limit,
+                data_dir=data_dir,
+                n_jobs=n_jobs,
+                progress=progress,
+            )
             elapsed = _elapsed_note(time.perf_counter() - t0, n_jobs, 1)
             out[t] = (format_table2(recs) + f"\n- {elapsed}\n", recs)
     for t, (md, recs) in out.items():

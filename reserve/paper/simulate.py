@@ -107,29 +107,96 @@ LANDCOVER_CLASSES = {
 
 #: The current EBD column layout (52 columns).
 EBD_HEADER = (
-    "GLOBAL UNIQUE IDENTIFIER", "LAST EDITED DATE", "TAXONOMIC ORDER", "CATEGORY",
-    "TAXON CONCEPT ID", "COMMON NAME", "SCIENTIFIC NAME", "SUBSPECIES COMMON NAME",
-    "SUBSPECIES SCIENTIFIC NAME", "EXOTIC CODE", "OBSERVATION COUNT", "BREEDING CODE",
-    "BREEDING CATEGORY", "BEHAVIOR CODE", "AGE/SEX", "COUNTRY", "COUNTRY CODE", "STATE",
-    "STATE CODE", "COUNTY", "COUNTY CODE", "IBA CODE", "BCR CODE", "USFWS CODE", "ATLAS BLOCK",
-    "LOCALITY", "LOCALITY ID", "LOCALITY TYPE", "LATITUDE", "LONGITUDE", "OBSERVATION DATE",
-    "TIME OBSERVATIONS STARTED", "OBSERVER ID", "OBSERVER ORCID ID", "SAMPLING EVENT IDENTIFIER",
-    "OBSERVATION TYPE", "PROTOCOL NAME", "PROTOCOL CODE", "PROJECT NAMES", "PROJECT IDENTIFIERS",
-    "DURATION MINUTES", "EFFORT DISTANCE KM", "EFFORT AREA HA", "NUMBER OBSERVERS",
-    "ALL SPECIES REPORTED", "GROUP IDENTIFIER", "HAS MEDIA", "APPROVED", "REVIEWED", "REASON",
-    "CHECKLIST COMMENTS", "SPECIES COMMENTS",
-)  # fmt: skip
+    "GLOBAL UNIQUE IDENTIFIER",
+    "LAST EDITED DATE",
+    "TAXONOMIC ORDER",
+    "CATEGORY",
+    "TAXON CONCEPT ID",
+    "COMMON NAME",
+    "SCIENTIFIC NAME",
+    "SUBSPECIES COMMON NAME",
+    "SUBSPECIES SCIENTIFIC NAME",
+    "EXOTIC CODE",
+    "OBSERVATION COUNT",
+    "BREEDING CODE",
+    "BREEDING CATEGORY",
+    "BEHAVIOR CODE",
+    "AGE/SEX",
+    "COUNTRY",
+    "COUNTRY CODE",
+    "STATE",
+    "STATE CODE",
+    "COUNTY",
+    "COUNTY CODE",
+    "IBA CODE",
+    "BCR CODE",
+    "USFWS CODE",
+    "ATLAS BLOCK",
+    "LOCALITY",
+    "LOCALITY ID",
+    "LOCALITY TYPE",
+    "LATITUDE",
+    "LONGITUDE",
+    "OBSERVATION DATE",
+    "TIME OBSERVATIONS STARTED",
+    "OBSERVER ID",
+    "OBSERVER ORCID ID",
+    "SAMPLING EVENT IDENTIFIER",
+    "OBSERVATION TYPE",
+    "PROTOCOL NAME",
+    "PROTOCOL CODE",
+    "PROJECT NAMES",
+    "PROJECT IDENTIFIERS",
+    "DURATION MINUTES",
+    "EFFORT DISTANCE KM",
+    "EFFORT AREA HA",
+    "NUMBER OBSERVERS",
+    "ALL SPECIES REPORTED",
+    "GROUP IDENTIFIER",
+    "HAS MEDIA",
+    "APPROVED",
+    "REVIEWED",
+    "REASON",
+    "CHECKLIST COMMENTS",
+    "SPECIES COMMENTS",
+)
 
 #: The current SED column layout (33 columns; eBird's files end every line with a tab).
 SED_HEADER = (
-    "LAST EDITED DATE", "COUNTRY", "COUNTRY CODE", "STATE", "STATE CODE", "COUNTY",
-    "COUNTY CODE", "IBA CODE", "BCR CODE", "USFWS CODE", "ATLAS BLOCK", "LOCALITY",
-    "LOCALITY ID", "LOCALITY TYPE", "LATITUDE", "LONGITUDE", "OBSERVATION DATE",
-    "TIME OBSERVATIONS STARTED", "OBSERVER ID", "OBSERVER ORCID ID", "SAMPLING EVENT IDENTIFIER",
-    "OBSERVATION TYPE", "PROTOCOL NAME", "PROTOCOL CODE", "PROJECT NAMES", "PROJECT IDENTIFIERS",
-    "DURATION MINUTES", "EFFORT DISTANCE KM", "EFFORT AREA HA", "NUMBER OBSERVERS",
-    "ALL SPECIES REPORTED", "GROUP IDENTIFIER", "CHECKLIST COMMENTS",
-)  # fmt: skip
+    "LAST EDITED DATE",
+    "COUNTRY",
+    "COUNTRY CODE",
+    "STATE",
+    "STATE CODE",
+    "COUNTY",
+    "COUNTY CODE",
+    "IBA CODE",
+    "BCR CODE",
+    "USFWS CODE",
+    "ATLAS BLOCK",
+    "LOCALITY",
+    "LOCALITY ID",
+    "LOCALITY TYPE",
+    "LATITUDE",
+    "LONGITUDE",
+    "OBSERVATION DATE",
+    "TIME OBSERVATIONS STARTED",
+    "OBSERVER ID",
+    "OBSERVER ORCID ID",
+    "SAMPLING EVENT IDENTIFIER",
+    "OBSERVATION TYPE",
+    "PROTOCOL NAME",
+    "PROTOCOL CODE",
+    "PROJECT NAMES",
+    "PROJECT IDENTIFIERS",
+    "DURATION MINUTES",
+    "EFFORT DISTANCE KM",
+    "EFFORT AREA HA",
+    "NUMBER OBSERVERS",
+    "ALL SPECIES REPORTED",
+    "GROUP IDENTIFIER",
+    "CHECKLIST COMMENTS",
+)
 
 _PROTOCOL_CODES = {
     "Traveling": "P22",
@@ -647,9 +714,15 @@ def _draw_effort(rng: np.random.Generator, m: BirderModel) -> dict[str, np.ndarr
     members = np.where(group, 2 + rng.poisson(m.mean_extra_members, n), 1)
     observers = np.maximum(observers, members)
     return {
-        "protocol": protocol, "duration": duration, "distance": distance, "area_ha": area_ha,
-        "observers": observers, "complete": complete, "group": group, "members": members,
-    }  # fmt: skip
+        "protocol": protocol,
+        "duration": duration,
+        "distance": distance,
+        "area_ha": area_ha,
+        "observers": observers,
+        "complete": complete,
+        "group": group,
+        "members": members,
+    }
 
 
 def _draw_observations(
@@ -803,8 +876,9 @@ def simulate_detections(
     cells = np.asarray(cells, dtype=np.int64)
     chk = sed.drop_duplicates("checklist").sort_values("checklist", kind="stable")
     pos = np.searchsorted(cells, chk["cell_id"].to_numpy())
-    if (pos >= len(cells)).any() or not np.array_equal(cells[np.minimum(pos, len(cells) - 1)],
-                                                       chk["cell_id"].to_numpy()):  # fmt: skip
+    if (pos >= len(cells)).any() or not np.array_equal(
+        cells[np.minimum(pos, len(cells) - 1)], chk["cell_id"].to_numpy()
+    ):
         raise InvalidInputError("sed has cell ids that are not in cells; pass the region's cells")
     occ = np.asarray(occupied, dtype=bool)[pos]
     p_det = _detection_probability(
@@ -902,9 +976,10 @@ def _write_gz_table(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     frame.to_csv(text, sep="\t", index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(
-            filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
-        ) as gz:  # fmt: skip
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+        ):
             gz.write(text.getvalue().encode("utf-8"))
         os.replace(tmp, path)
     finally:
@@ -1235,9 +1310,10 @@ def _write_truth(
     truth_path = Path(path)
     tmp = truth_path.with_name(f".{truth_path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(
-            filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
-        ) as gz:  # fmt: skip
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+        ):
             gz.write(text.getvalue().encode())
         os.replace(tmp, truth_path)
     finally:

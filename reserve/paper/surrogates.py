@@ -111,8 +111,15 @@ _REGION = "boundaries/gis-data_bcr27.gpkg"
 _PUBLIC = "public_land/usfs_ranger_districts_bcr27"
 
 #: Columns a checklist file must have (the species columns are added per species).
-_COLUMNS = ("checklist_id", "latitude", "longitude", "protocol_type", "duration_minutes",
-            "effort_distance_km", "number_observers")  # fmt: skip
+_COLUMNS = (
+    "checklist_id",
+    "latitude",
+    "longitude",
+    "protocol_type",
+    "duration_minutes",
+    "effort_distance_km",
+    "number_observers",
+)
 
 
 def default_bcr27_dir() -> Path | None:
@@ -285,8 +292,9 @@ def _cells(
     x0, y0, x1, y1 = region.bounds
     crs = equal_area_crs((x0 + x1) / 2, (y0 + y1) / 2)
     to_grid = pyproj.Transformer.from_crs(pyproj.CRS.from_epsg(4326), crs, always_xy=True)
-    region_xy = shapely.transform(shapely.segmentize(region, 0.05),
-                                  lambda c: np.column_stack(to_grid.transform(*c.T)))  # fmt: skip
+    region_xy = shapely.transform(
+        shapely.segmentize(region, 0.05), lambda c: np.column_stack(to_grid.transform(*c.T))
+    )
     grid = Grid.covering(region_xy.bounds, cell_size=cell_size, crs=crs)
     x, y = to_grid.transform(kept["longitude"].to_numpy(), kept["latitude"].to_numpy())
     cell = grid.cell_of(x, y)
@@ -367,14 +375,20 @@ def bcr27_instance(
     """
     years, folder = _check_instance_args(species, years, shared_dir)
     kept, n_read, cells, role, public_fraction, features = _cells(
-        str(folder.resolve()), _stamp(folder, years), float(cell_size), years,
+        str(folder.resolve()),
+        _stamp(folder, years),
+        float(cell_size),
+        years,
         float(public_threshold),
-    )  # fmt: skip
+    )
     counts_col = kept[species].to_numpy(dtype=float)
     detected = np.isnan(counts_col) | (counts_col > 0)  # NA = an "X" count
-    agg = aggregate_checklists(kept["cell_id"].to_numpy(), detected,
-                               kept["duration_minutes"].to_numpy(),
-                               kept["effort_distance_km"].to_numpy()).reindex(cells)  # fmt: skip
+    agg = aggregate_checklists(
+        kept["cell_id"].to_numpy(),
+        detected,
+        kept["duration_minutes"].to_numpy(),
+        kept["effort_distance_km"].to_numpy(),
+    ).reindex(cells)
     label = agg["label"].to_numpy(dtype=np.int64)
     complete = features.notna().all(axis=1).to_numpy()
     train = (role == "train") & complete

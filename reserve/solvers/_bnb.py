@@ -346,8 +346,9 @@ class _BoundarySearch(_Search):
         self.Xl, self.y_pm, self.Xc, self.bud, self.C, self.M = Xl, y_pm, Xc, bud, C, M
         self.fixed_out, self.fixed_in = none, none
         self.term, self.penalty = term, float(penalty)
-        self.node_qp = _NodeRelaxation(Xl, y_pm, Xc, C, M, bud.cost, bud.limit,
-                                       (term, self.penalty, bud.card))  # fmt: skip
+        self.node_qp = _NodeRelaxation(
+            Xl, y_pm, Xc, C, M, bud.cost, bud.limit, (term, self.penalty, bud.card)
+        )
         self.w = np.asarray(start[0], dtype=np.float64)
         self.b = float(start[1])
         self.in_S = none.copy()
@@ -448,6 +449,13 @@ def solve_bnb_boundary(
     M = np.maximum(M, 0.0)
     search = _BoundarySearch(X_lab, y_pm, X_cand, bud, C, M, term, penalty, start, start_set)
     status, lower, n_open = _run(search, float(limits["gap"]), t_end)
-    return {"w": search.w, "b": search.b, "in_S": search.in_S, "objective": search.ub,
-            "bound": float(lower), "status": status, "n_nodes": search.n_nodes,
-            "n_open": n_open}  # fmt: skip
+    return {
+        "w": search.w,
+        "b": search.b,
+        "in_S": search.in_S,
+        "objective": search.ub,
+        "bound": float(lower),
+        "status": status,
+        "n_nodes": search.n_nodes,
+        "n_open": n_open,
+    }

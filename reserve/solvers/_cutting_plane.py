@@ -488,9 +488,14 @@ class _Master:
         self.cw = np.union1d(self.cw, [state.n_cuts - 1])
         for _ in range(_MAX_ROUNDS):
             v_m, t_m, lam, beta_work, accurate = _master(
-                state.offsets[self.cw], state.slopes[self.cw], Zm[self.work], self.C, self.n,
-                d, self.b_max,
-            )  # fmt: skip
+                state.offsets[self.cw],
+                state.slopes[self.cw],
+                Zm[self.work],
+                self.C,
+                self.n,
+                d,
+                self.b_max,
+            )
             vals = state.slopes @ v_m + state.offsets
             add_c = np.flatnonzero(vals > t_m + 1e-10 * max(abs(t_m), 1e-3))
             add_c = add_c[~np.isin(add_c, self.cw)]

@@ -101,8 +101,13 @@ class _Newton:
             # rounding made M indefinite (rows on the margin: D_r -> 0, M's entries grow
             # without bound): factorise it as R'R from the QR of its square root, which
             # never squares the conditioning (2-3 times the cost)
-            root = np.vstack([np.sqrt(self.Da)[:, None] * A, np.sqrt(self.Db)[:, None] * B,
-                              np.diag(np.sqrt(reg))])  # fmt: skip
+            root = np.vstack(
+                [
+                    np.sqrt(self.Da)[:, None] * A,
+                    np.sqrt(self.Db)[:, None] * B,
+                    np.diag(np.sqrt(reg)),
+                ]
+            )
             R = qr(root, mode="r", overwrite_a=True)[0][:d1]
             self.solve = lambda r: solve_triangular(R, solve_triangular(R, r, trans="T"))
 
@@ -134,13 +139,15 @@ def _error(nt: _Newton, p: _Point, c: np.ndarray, abs_A: np.ndarray, abs_B: np.n
     res_p = max(np.abs(nt.r_a).max(initial=0.0), np.abs(nt.r_b).max(initial=0.0))
     res_d = max(np.abs(nt.r_d).max(initial=0.0), np.abs(nt.r_c).max(initial=0.0))
     sums = abs_A.T @ p.a + abs_B.T @ p.beta  # the terms of A'a + B'beta
-    scale_d = 1.0 + max(float(np.abs(w).max(initial=0.0)), float(c.max(initial=0.0)),
-                        float(sums.max(initial=0.0)))  # fmt: skip
+    scale_d = 1.0 + max(
+        float(np.abs(w).max(initial=0.0)), float(c.max(initial=0.0)), float(sums.max(initial=0.0))
+    )
     return max(res_p / scale_p, res_d / scale_d, p.gap() / (1.0 + abs(primal)))
 
 
-def _iterate(A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float,
-             max_iter: int) -> tuple[_Point, float]:  # fmt: skip
+def _iterate(
+    A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float, max_iter: int
+) -> tuple[_Point, float]:
     """Mehrotra's predictor-corrector from a fixed interior start; the best iterate and its
     error (:func:`_error`).
 
@@ -151,8 +158,9 @@ def _iterate(A: np.ndarray, B: np.ndarray, c: np.ndarray, tol: float,
     caps the dual residual near 1e-8 while the gap closes.
     """
     n, m = A.shape[0], B.shape[0]
-    p = _Point(np.zeros(A.shape[1]), np.ones(n), np.ones(n), 0.5 * c, 0.5 * c,
-               np.ones(m), np.ones(m))  # fmt: skip
+    p = _Point(
+        np.zeros(A.shape[1]), np.ones(n), np.ones(n), 0.5 * c, 0.5 * c, np.ones(m), np.ones(m)
+    )
     best, best_err, since = p, np.inf, 0
     accept = max(tol, _REDUCED_TOL)
     abs_A, abs_B = np.abs(A), np.abs(B)
@@ -179,14 +187,23 @@ def _step(nt: _Newton, p: _Point) -> _Point:
     aff = nt.direction(-p.s * p.a, -p.xi * p.eta, -p.t * p.beta)
     trial = p.moved(_step_to_boundary(p, aff), aff)
     sigma = (trial.gap() / n_pairs / mu) ** 3
-    d = nt.direction(sigma * mu - p.s * p.a - aff.s * aff.a,
-                     sigma * mu - p.xi * p.eta - aff.xi * aff.eta,
-                     sigma * mu - p.t * p.beta - aff.t * aff.beta)  # fmt: skip
+    d = nt.direction(
+        sigma * mu - p.s * p.a - aff.s * aff.a,
+        sigma * mu - p.xi * p.eta - aff.xi * aff.eta,
+        sigma * mu - p.t * p.beta - aff.t * aff.beta,
+    )
     return p.moved(_STEP * _step_to_boundary(p, d), d)
 
 
-def solve_dense(X: np.ndarray, y_pm: np.ndarray, C, Z: np.ndarray | None = None, *,
-                tol: float = 1e-9, max_iter: int = 100) -> QPResult:  # fmt: skip
+def solve_dense(
+    X: np.ndarray,
+    y_pm: np.ndarray,
+    C,
+    Z: np.ndarray | None = None,
+    *,
+    tol: float = 1e-9,
+    max_iter: int = 100,
+) -> QPResult:
     """The fixed-set QP of :func:`reserve.solvers._qp.solve_fixed_set` by the dense
     interior point.
 
@@ -243,5 +260,10 @@ def solve_dense(X: np.ndarray, y_pm: np.ndarray, C, Z: np.ndarray | None = None,
         )
     w, b = p.u[:d].copy(), float(p.u[d])
     status = "Solved" if err <= tol else "AlmostSolved"
-    return QPResult(w=w, b=b, objective=hinge_objective(w, b, X, y_pm, C),
-                    beta=p.beta.copy(), status=f"{status} (dense interior point)")  # fmt: skip
+    return QPResult(
+        w=w,
+        b=b,
+        objective=hinge_objective(w, b, X, y_pm, C),
+        beta=p.beta.copy(),
+        status=f"{status} (dense interior point)",
+    )

@@ -255,8 +255,9 @@ def _constrain(d: np.ndarray, A: np.ndarray, ip: np.ndarray, n_free: int, tol: f
     return _constrain_narrow(d, A, ip, n_free, tol)
 
 
-def _constrain_narrow(d: np.ndarray, A: np.ndarray, ip: np.ndarray, n_free: int,
-                      tol: float) -> list:  # fmt: skip
+def _constrain_narrow(
+    d: np.ndarray, A: np.ndarray, ip: np.ndarray, n_free: int, tol: float
+) -> list:
     """:func:`_constrain` vector by vector (modified Gram-Schmidt, twice).
 
     An orthonormal basis of the span of the constrained rows is grown by Gram-Schmidt (with

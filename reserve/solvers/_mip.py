@@ -343,8 +343,15 @@ def _scorer_rows(Xl, Y, Xc, M, out_idx, free_idx):
     ]
     rhs = [-np.ones(nx), np.zeros(nx)]
     if o:
-        rows.append(sp.hstack([per_scorer([Xc[out_idx]] * S), per_scorer([np.ones((o, 1))] * S),
-                               zeros(S * o, nx + f)]))  # fmt: skip
+        rows.append(
+            sp.hstack(
+                [
+                    per_scorer([Xc[out_idx]] * S),
+                    per_scorer([np.ones((o, 1))] * S),
+                    zeros(S * o, nx + f),
+                ]
+            )
+        )
         rhs.append(np.zeros(S * o))
     if f:
         if S == 1:
@@ -403,8 +410,9 @@ def _tighten(Xl, Y, Xc, C, bud, ub, ub_total, M, fixed_in, s0, deadline, max_rou
             v = plain.max_score(Xc[j], sign=-1.0)  # v >= -(smallest score)
             if v is not None and v < 0.0:
                 fixed_in[j] = True
-    lb, history = _rounds(Xl, Y, Xc, C, bud, ub_total, M, fixed_in, s0, deadline, max_rounds,
-                          target)  # fmt: skip
+    lb, history = _rounds(
+        Xl, Y, Xc, C, bud, ub_total, M, fixed_in, s0, deadline, max_rounds, target
+    )
     return M, fixed_in, lb, history
 
 
@@ -781,8 +789,7 @@ def _gurobi_objective(C, w_vars, xi_vars):
     return obj
 
 
-def _solve_gurobi(gp, Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits,
-                  boxes):  # fmt: skip
+def _solve_gurobi(gp, Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, start, formulation, limits, boxes):
     """Build and solve the MIQP over the ``S`` scorers in Gurobi (native quadratic objective).
 
     ``boxes`` is not used: Gurobi presolves its own bounds.
@@ -798,8 +805,9 @@ def _solve_gurobi(gp, Xl, Y, Xc, bud, C, M, fixed_out, fixed_in, start, formulat
     mdl.Params.MIPGap = limits["gap"]
     mdl.Params.Threads = limits["threads"]
     eta = mdl.addMVar(free.size, vtype=gp.GRB.BINARY, name="eta") if free.size else None
-    w_vars, b_vars, xi_vars = _gurobi_scorers(gp, mdl, Xl, Y, Xc, M, fixed_out, free, eta,
-                                              formulation)  # fmt: skip
+    w_vars, b_vars, xi_vars = _gurobi_scorers(
+        gp, mdl, Xl, Y, Xc, M, fixed_out, free, eta, formulation
+    )
     if free.size:
         if knapsack is not None:
             mdl.addConstr(knapsack[0] @ eta <= knapsack[1])
@@ -1083,9 +1091,12 @@ def _solve(t0, Xl, Y, Xc, cons, C, time_limit, mip_gap, threads, warm_start, sol
     b_out = _feasible(bud, W_out, b0 - _mu_dot(W_out, mu), Xc)
     objective = _objective(W_out, b_out, Xl, Y, C)
     bound, gap, status = certify_gap(
-        objective, best_lb, raw["status"], mip_gap,
+        objective,
+        best_lb,
+        raw["status"],
+        mip_gap,
         "Retry with formulation='simple' and report this instance.",
-    )  # fmt: skip
+    )
     details = _details(bounds, raw, t_mip, formulation, note)
     return MIPResult(
         w=W_out,
@@ -1171,19 +1182,35 @@ def _bounds(Xl0, Y, Xc0, C, bud, ub, lb, W0, b0, formulation, deadline, mip_gap)
     if formulation in ("tight", "indicator"):
         t_b = time.perf_counter()
         M, fixed_in, best_lb, lb_history = _tighten(
-            Xl0, Y, Xc0, C, bud, ub_s, ub_safe, M, fixed_in, _scores(W0, b0, Xc0),
-            t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0), _MAX_BOUND_ROUNDS,
+            Xl0,
+            Y,
+            Xc0,
+            C,
+            bud,
+            ub_s,
+            ub_safe,
+            M,
+            fixed_in,
+            _scores(W0, b0, Xc0),
+            t_b + _BOUND_TIME_SHARE * max(deadline - t_b, 0.0),
+            _MAX_BOUND_ROUNDS,
             ub * (1.0 - mip_gap),
-        )  # fmt: skip
+        )
         t_bounds = time.perf_counter() - t_b
     boxes = None
     if S > 1:
         box = np.array([intercept_box(Xl0, *_scorer(Y, C, s), ub_s[s]) for s in range(S)])
         boxes = (np.sqrt(2.0 * ub_s), box[:, 0], box[:, 1])
     return {
-        "M": M, "fixed_in": fixed_in, "best_lb": best_lb, "lb_history": lb_history,
-        "simple": simple, "ub_start": ub, "t_bounds": t_bounds, "boxes": boxes,
-    }  # fmt: skip
+        "M": M,
+        "fixed_in": fixed_in,
+        "best_lb": best_lb,
+        "lb_history": lb_history,
+        "simple": simple,
+        "ub_start": ub,
+        "t_bounds": t_bounds,
+        "boxes": boxes,
+    }
 
 
 def _run_backend(solver, gp, args, deadline, cons):

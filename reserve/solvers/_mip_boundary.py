@@ -122,14 +122,16 @@ def solve_boundary_mip(
     w0, b0, in0, ub, M = _start(X_lab, y_pm, X_cand, C, term, penalty, start, start_set)
     none = np.zeros(m, dtype=bool)
     limits = {"time": time_limit, "gap": mip_gap}
-    mdl, variables = build_scip_model(X_lab, y_pm[:, None], X_cand, bud, C, M[:, None], none,
-                                      none, "simple", limits)  # fmt: skip
+    mdl, variables = build_scip_model(
+        X_lab, y_pm[:, None], X_cand, bud, C, M[:, None], none, none, "simple", limits
+    )
     y_vars, pi, pj = _add_boundary(mdl, variables[4], term, penalty)
-    start_y = [] if y_vars is None else [
-        (y_vars[p], float(in0[pi[p]] and in0[pj[p]])) for p in range(pi.size)
-    ]  # fmt: skip
-    scip_warm_start(mdl, variables, X_lab, y_pm[:, None], w0[None, :], np.array([b0]), in0,
-                    start_y)  # fmt: skip
+    start_y = (
+        []
+        if y_vars is None
+        else [(y_vars[p], float(in0[pi[p]] and in0[pj[p]])) for p in range(pi.size)]
+    )
+    scip_warm_start(mdl, variables, X_lab, y_pm[:, None], w0[None, :], np.array([b0]), in0, start_y)
     status = scip_optimize(mdl)
     W, b = scip_best_point(mdl, variables)
     w, bb, in_S = w0, b0, in0
@@ -142,8 +144,9 @@ def solve_boundary_mip(
         if _total(W[0], b_new, X_lab, y_pm, C, term, penalty, cand_in) < ub:
             w, bb, in_S = W[0], b_new, cand_in
     objective = _total(w, bb, X_lab, y_pm, C, term, penalty, in_S)
-    bound, gap, status = certify_gap(objective, float(mdl.getDualbound()), status, mip_gap,
-                                     "Report this instance.")  # fmt: skip
+    bound, gap, status = certify_gap(
+        objective, float(mdl.getDualbound()), status, mip_gap, "Report this instance."
+    )
     chosen = np.flatnonzero(in_S)
     score = X_cand[chosen] @ w + bb
     return MIPResult(
@@ -188,8 +191,9 @@ def solve_boundary_bnb(
     )
     w, bb, in_S = raw["w"], raw["b"], raw["in_S"]
     objective = _total(w, bb, X_lab, y_pm, C, term, penalty, in_S)
-    bound, gap, status = certify_gap(objective, raw["bound"], raw["status"], mip_gap,
-                                     "Report this instance.")  # fmt: skip
+    bound, gap, status = certify_gap(
+        objective, raw["bound"], raw["status"], mip_gap, "Report this instance."
+    )
     chosen = np.flatnonzero(in_S)
     score = X_cand[chosen] @ w + bb
     return MIPResult(

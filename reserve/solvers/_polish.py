@@ -392,9 +392,15 @@ class _OneSet:
         in_S = np.zeros(self.m, dtype=bool)
         in_S[S] = True
         res, beta, n_qp = solve_subset(
-            self.X_lab, self.y_pm, self.X_cand, in_S, self.C, self.scores0, self.warm,
+            self.X_lab,
+            self.y_pm,
+            self.X_cand,
+            in_S,
+            self.C,
+            self.scores0,
+            self.warm,
             screen=self.scr,
-        )  # fmt: skip
+        )
         return in_S, float(bud.cost[S].sum()), res, beta, n_qp
 
     def stack(self, w, b):
@@ -424,9 +430,17 @@ class _OneSet:
             rows = np.sort(np.r_[self.best_out[self.best_out != j], drop[0]])
             rows0 = _top_rows(hint, rows, self.n0)
         return solve_subset(
-            self.X_lab, self.y_pm, self.X_cand, trial, self.C, hint, self.warm,
-            rows0=rows0, screen=self.scr, cutoff=cutoff,
-        )  # fmt: skip
+            self.X_lab,
+            self.y_pm,
+            self.X_cand,
+            trial,
+            self.C,
+            hint,
+            self.warm,
+            rows0=rows0,
+            screen=self.scr,
+            cutoff=cutoff,
+        )
 
 
 @dataclass
@@ -540,8 +554,10 @@ def _swap_bound(X_cand, res, beta, scores, i, j, donors) -> float:
             continue
         t = (float(scores[i] - scores[k]) - bj * float(dj @ dk)) / kk
         t = min(max(t, 0.0), float(beta[k]))
-        best = max(best, base + t * float(scores[i] - scores[k]) - bj * t * float(dj @ dk)
-                   - 0.5 * t * t * kk)  # fmt: skip
+        best = max(
+            best,
+            base + t * float(scores[i] - scores[k]) - bj * t * float(dj @ dk) - 0.5 * t * t * kk,
+        )
     return best
 
 
@@ -724,8 +740,9 @@ def _patch_move(sets, in_S: np.ndarray, res, pen: _Penalty, tol: float):
     return None, n_qp
 
 
-def _search(sets, bud: Budget, pen: _Penalty | None, max_rounds: int, max_pairs: int,
-            tol: float) -> PolishResult:  # fmt: skip
+def _search(
+    sets, bud: Budget, pen: _Penalty | None, max_rounds: int, max_pairs: int, tol: float
+) -> PolishResult:
     """Accept improving swaps from the start's set until none is found or ``max_rounds``."""
     in_S, cost_S, res, beta, n_qp = sets.start(bud)
     extra = 0.0 if pen is None else pen.value(in_S)
@@ -743,6 +760,13 @@ def _search(sets, bud: Budget, pen: _Penalty | None, max_rounds: int, max_pairs:
         extra = 0.0 if pen is None else pen.value(in_S)
         history.append(res.objective + extra)
         n_swaps += 1
-    return PolishResult(w=res.w, b=res.b, objective=res.objective + extra,
-                        selected=np.flatnonzero(in_S), n_swaps=n_swaps, n_qp=n_qp,
-                        history=history, selected_mask=in_S)  # fmt: skip
+    return PolishResult(
+        w=res.w,
+        b=res.b,
+        objective=res.objective + extra,
+        selected=np.flatnonzero(in_S),
+        n_swaps=n_swaps,
+        n_qp=n_qp,
+        history=history,
+        selected_mask=in_S,
+    )

@@ -68,9 +68,16 @@ def candidate_pool(scores: np.ndarray, term: Boundary, k: int, penalty: float) -
     return np.flatnonzero(scores >= kth - penalty * reach)
 
 
-def select_compact(scores: object, term: Boundary, k: int, penalty: float, *,
-                   time_limit: float = 60.0, gap: float = 1e-6,
-                   max_pool: int | None = None) -> CompactSelection:  # fmt: skip
+def select_compact(
+    scores: object,
+    term: Boundary,
+    k: int,
+    penalty: float,
+    *,
+    time_limit: float = 60.0,
+    gap: float = 1e-6,
+    max_pool: int | None = None,
+) -> CompactSelection:
     """The ``k`` units maximising ``sum(scores[S]) - penalty * B(S)``, solved by SCIP.
 
     Only the units of :func:`candidate_pool` enter the MIP (the others cannot be in an
@@ -118,18 +125,22 @@ def select_compact(scores: object, term: Boundary, k: int, penalty: float, *,
     restricted = max_pool is not None and pool.size > max_pool
     if restricted:
         pool = np.sort(pool[np.argsort(-s[pool], kind="stable")[:max_pool]])
-    chosen, status, gap_ = _solve_pool(s[pool], term.take(pool), int(k), float(penalty),
-                                       float(time_limit), float(gap))  # fmt: skip
+    chosen, status, gap_ = _solve_pool(
+        s[pool], term.take(pool), int(k), float(penalty), float(time_limit), float(gap)
+    )
     chosen = pool[chosen]
     chosen = chosen[np.lexsort((chosen, -s[chosen]))]
     mask = np.zeros(s.size, dtype=bool)
     mask[chosen] = True
     length = term.length(mask)
     return CompactSelection(
-        selected=chosen, objective=float(s[chosen].sum() - penalty * length), boundary=length,
-        status="restricted" if restricted else status, gap=gap_,
+        selected=chosen,
+        objective=float(s[chosen].sum() - penalty * length),
+        boundary=length,
+        status="restricted" if restricted else status,
+        gap=gap_,
         runtime=time.perf_counter() - t0,
-    )  # fmt: skip
+    )
 
 
 def _solve_pool(s, term, k, penalty, time_limit, gap):

@@ -141,9 +141,12 @@ def feature_map(
     steps: list[tuple[str, object]] = [("scale", StandardScaler())]
     if name == "spline":
         spline = SplineTransformer(
-            n_knots=_SPLINE_KNOTS, degree=_SPLINE_DEGREE, extrapolation="linear",
-            knots="quantile", include_bias=True,
-        )  # fmt: skip
+            n_knots=_SPLINE_KNOTS,
+            degree=_SPLINE_DEGREE,
+            extrapolation="linear",
+            knots="quantile",
+            include_bias=True,
+        )
         steps += [("spline", spline), ("rescale", StandardScaler())]
     elif name == "interactions":
         poly = PolynomialFeatures(degree=2, include_bias=False)
@@ -151,9 +154,11 @@ def feature_map(
     elif name == "rbf":
         n_comp = min(_RBF_COMPONENTS, int(n_samples))
         rbf = Nystroem(
-            kernel="rbf", gamma=1.0 / max(n_features, 1), n_components=n_comp,
+            kernel="rbf",
+            gamma=1.0 / max(n_features, 1),
+            n_components=n_comp,
             random_state=random_state,
-        )  # fmt: skip
+        )
         steps += [("rbf", rbf), ("rescale", StandardScaler())]
     elif name == "stack":
         forest = ForestScore(random_state=random_state, n_jobs=n_jobs)
@@ -215,14 +220,18 @@ def fit_feature_map(
     >>> Zs.shape, bool(np.array_equal(Zf, Zf_alone))
     ((80, 4), True)
     """
-    steps = feature_map(name, n_features=X.shape[1], n_samples=X.shape[0],
-                        random_state=random_state, n_jobs=n_jobs)  # fmt: skip
+    steps = feature_map(
+        name, n_features=X.shape[1], n_samples=X.shape[0], random_state=random_state, n_jobs=n_jobs
+    )
     if shared is not None and name in _FOREST_MAPS and "forest" in shared:
         scale, forest, scaled, logit = shared["forest"]
         rescale = steps[-1][1]
         Z = rescale.fit_transform(np.hstack([scaled, logit]) if _FOREST_MAPS[name] else logit)
-        return [("scale", scale), ("forest", forest.twin(_FOREST_MAPS[name])),
-                ("rescale", rescale)], Z  # fmt: skip
+        return [
+            ("scale", scale),
+            ("forest", forest.twin(_FOREST_MAPS[name])),
+            ("rescale", rescale),
+        ], Z
     Z = X
     for _, step in steps:
         Z_in, Z = Z, step.fit_transform(Z, y)
@@ -317,9 +326,13 @@ class ForestScore(TransformerMixin, BaseEstimator):
         lab, yl = self._labelled(y, X.shape[0])
         draw = min(int(self.max_samples), lab.size)
         self.forest_ = RandomForestClassifier(
-            n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
-            max_samples=draw, oob_score=True, random_state=self.random_state, n_jobs=self.n_jobs,
-        ).fit(X[lab], yl)  # fmt: skip
+            n_estimators=self.n_estimators,
+            min_samples_leaf=self.min_samples_leaf,
+            max_samples=draw,
+            oob_score=True,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs,
+        ).fit(X[lab], yl)
         self.forest_.set_params(n_jobs=1)  # predict: see _proba
         self._eps = 0.5 / (self.n_estimators + 1)
         return self

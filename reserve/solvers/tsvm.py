@@ -228,8 +228,9 @@ def _cccp_step(
     I_u = sp.identity(u, format="csr")
     ones_u = np.ones((u, 1))
     # 1 - y (w.x + b) <= xi   ->   -y x.w - y b - xi <= -1
-    rows_lab = sp.hstack([sp.csr_matrix(-(y_pm[:, None] * X)), -y_pm[:, None], -I_n,
-                          sp.csr_matrix((n, u))])  # fmt: skip
+    rows_lab = sp.hstack(
+        [sp.csr_matrix(-(y_pm[:, None] * X)), -y_pm[:, None], -I_n, sp.csr_matrix((n, u))]
+    )
     zu_n = sp.csr_matrix((u, n))
     rows_pos = sp.hstack([sp.csr_matrix(Z), ones_u, zu_n, -I_u])  # f - 1 <= xi
     rows_neg = sp.hstack([sp.csr_matrix(-Z), -ones_u, zu_n, -I_u])  # -f - 1 <= xi

@@ -321,8 +321,9 @@ class TTK(TopKClassifierMixin):
         check_positive_real(self.tol, "tol", allow_zero=True)
         check_choice(self.ladder, LADDERS, "ladder")
         nj = self.n_jobs
-        if nj is not None and (isinstance(nj, bool) or not isinstance(nj, int | np.integer)
-                               or nj == 0):  # fmt: skip
+        if nj is not None and (
+            isinstance(nj, bool) or not isinstance(nj, int | np.integer) or nj == 0
+        ):
             raise InvalidInputError(
                 f"n_jobs must be None or a non-zero integer (-1: every processor); received {nj!r}"
             )
