@@ -32,7 +32,7 @@ from reserve.errors import InvalidInputError
 from reserve.grid import cell_locations
 from reserve.methods import capabilities
 from reserve.occupancy import LinkAverage
-from reserve.signal import CutoffTies, Verdict, assess_signal, break_cutoff_ties
+from reserve.signal import CutoffTies, Verdict, assess_signal
 from reserve.solvers.ties import tie_width
 
 __all__ = ["LOCATION_COLUMNS", "FitOutcome", "SelectionResult", "build_result"]
@@ -183,36 +183,30 @@ def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray,
 
 
 def _order(
-    problem: Problem, fit: FitOutcome, score: np.ndarray, seed: int | None
+    problem: Problem, fit: FitOutcome, score: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, CutoffTies]:
     """The selected cells (locked-in first, by score, then the estimator's order), the rank
-    order of every ranked cell (the selected, then the other candidates by score) and the tie
-    at the budget's cut: the estimator's ``cutoff_ties_`` when it broke its ties itself, else
-    broken here by :func:`reserve.signal.break_cutoff_ties`."""
+    order of every ranked cell (the selected, then the other candidates in the estimator's
+    ``candidate_rank_``: a tie's runners-up first, then by score) and the tie at the budget's
+    cut, as the estimator broke it (``cutoff_ties_``, :mod:`reserve.solvers.ties`)."""
     rows = problem.rows
     cand_rows = rows[fit.estimator.candidates_]
     sel_rows = rows[fit.picked] if problem.k_free else np.zeros(0, dtype=np.int64)
     in_rows = np.flatnonzero(problem.locked_in)
     in_rows = in_rows[np.lexsort((in_rows, -np.nan_to_num(score[in_rows], nan=-np.inf)))]
-    runners, ties = np.zeros(0, dtype=np.int64), CutoffTies()
-    if problem.cost is None and sel_rows.size and not fit.boundary_penalty:
-        # a cell budget without a boundary penalty: the selection is a top-k
-        own = getattr(fit.estimator, "cutoff_ties_", None)
-        if own is not None:  # the estimator broke them: report, do not re-break
-            ties = own
-        else:
-            free = np.sort(np.setdiff1d(cand_rows, in_rows))
-            sel_rows, runners, ties = break_cutoff_ties(score, free, sel_rows, None, seed)
-    rest = np.setdiff1d(cand_rows, np.concatenate([sel_rows, runners]))
+    ties = CutoffTies()
+    if sel_rows.size:  # cells left to choose: the estimator's cut (none with only locked-in)
+        ties = getattr(fit.estimator, "cutoff_ties_", ties)
+    rest = np.setdiff1d(cand_rows, sel_rows)
     rank = getattr(fit.estimator, "candidate_rank_", None)
-    if rank is not None:  # the estimator's own order (ties at a score broken by a 2nd score)
+    if rank is not None:  # the estimator's order: the tie's runners-up, then by score
         order_of = np.empty(len(problem.X), dtype=np.int64)
         order_of[cand_rows] = rank
         rest = rest[np.argsort(order_of[rest], kind="stable")]
     else:
         rest = rest[np.lexsort((rest, -score[rest]))]
     sel_rows = np.concatenate([in_rows, sel_rows]).astype(np.int64)
-    return sel_rows, np.concatenate([sel_rows, runners, rest]), ties
+    return sel_rows, np.concatenate([sel_rows, rest]), ties
 
 
 def _tables(
@@ -222,7 +216,7 @@ def _tables(
     tie at the budget's cut."""
     units, features = problem.units, problem.features
     per_species, score = _scores(problem, fit, method)
-    sel_rows, order, ties = _order(problem, fit, score, opts.seed)
+    sel_rows, order, ties = _order(problem, fit, score)
     rank = np.zeros(len(units), dtype=np.int64)
     rank[order] = np.arange(1, order.size + 1)
     selected = np.zeros(len(units), dtype=bool)

@@ -6,9 +6,9 @@ Two questions a planner must not have to ask the code:
   of the last chosen cell than the budget has places left, the choice among them is not the
   model's. :func:`break_cutoff_ties` (the one rule, :mod:`reserve.solvers.ties`, re-exported
   here) makes it in a documented, spatially neutral way: by a secondary score when the
-  estimator has one, then by a random permutation seeded with the run's ``seed``, never by
-  cell id. An estimator that breaks its own ties (AutoTTK) reports them as ``cutoff_ties_``;
-  they are reported, not broken again.
+  estimator has one, then by a random permutation seeded with the run's ``seed`` (the
+  estimator's ``random_state``), never by cell id. Every estimator breaks its ties once, as
+  it selects, and reports them as ``cutoff_ties_``; the selection's tables report them.
 * **Does the model rank anything?** :func:`assess_signal` decides ``"ok"``, ``"weak"`` or
   ``"none"`` from intervals, the evidence about the land being bought first (the private-land
   check of :mod:`reserve.confidence`), then cross-validation on the training cells, and says

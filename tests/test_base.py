@@ -1,13 +1,15 @@
-"""The shared top-k rule and canonical order."""
+"""The shared top-k rule, canonical order and tie at the cut."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from reserve.solvers._base import budget_cut, budget_select, canonical_order, top_k
+from reserve.solvers.ties import break_cutoff_ties
 
 scores_st = arrays(np.float64, st.integers(2, 60), elements=st.sampled_from([-1.0, 0.0, 0.5, 2.0]))
 
@@ -114,3 +116,47 @@ def test_budget_cut_is_the_first_prefix_breaker(scores, data):
     k = data.draw(st.integers(1, scores.size))
     ref = np.sort(scores)[::-1][k] if k < scores.size else -np.inf
     assert budget_cut(scores, np.ones(scores.size), k) == ref
+
+
+# --- a tie at the cell budget's cut: broken once, by the one rule, in the selector base ------
+
+
+def _tied_instance():
+    """Labelled rows on a line and candidates whose scores tie across the cut: four
+    duplicate rows at 0.5 below one at 3, for k = 3 (two places for four tied rows)."""
+    X = np.array([[-2.0], [-1.0], [1.0], [2.0], [0.5], [3.0], [0.5], [-3.0], [0.5], [0.5]])
+    y = np.array([0, 0, 1, 1, -1, -1, -1, -1, -1, -1])
+    return X, y, 3
+
+
+@pytest.mark.parametrize("name", ["SVM", "TSVM", "SVMPerf", "TopPush", "AATP"])
+def test_a_baseline_breaks_its_tie_at_the_cut_by_the_one_rule(name):
+    import reserve.solvers as solvers
+
+    X, y, k = _tied_instance()
+    picks = set()
+    for seed in range(8):
+        est = getattr(solvers, name)(k=k, random_state=seed).fit(X, y)
+        s = est.candidate_scores_
+        # oracle: the lower-row top k, then break_cutoff_ties with the estimator's seed
+        want, runners, ties = break_cutoff_ties(s, np.arange(s.size), top_k(s, k), None, seed)
+        assert est.selected_.tolist() == est.candidates_[want].tolist()
+        assert est.cutoff_ties_ == ties and (ties.n_tied, ties.n_tied_chosen) == (4, 2)
+        assert ties.n_drawn == 2 and runners.size == 2
+        # the ranking: the chosen, the tie's runners-up, then the rest by score
+        order = np.argsort(est.candidate_rank_)
+        assert order.tolist() == [*want, *runners, int(np.argmin(s))]
+        again = getattr(solvers, name)(k=k, random_state=seed).fit(X, y)
+        assert np.array_equal(again.selected_, est.selected_)  # one seed repeats
+        picks.add(frozenset(est.selected_.tolist()))
+    assert len(picks) > 1  # seeds can differ
+
+
+def test_a_money_budget_breaks_no_tie():
+    from reserve.solvers import SVM, SelectionProblem
+
+    X, y, _ = _tied_instance()
+    problem = SelectionProblem.from_arrays(X, y, 3, cost=np.ones(len(y)), budget=3.0)
+    est = SVM(random_state=5).fit(problem)
+    assert est.cutoff_ties_.n_tied == 0
+    assert est.selected_.tolist() == est.candidates_[top_k(est.candidate_scores_, 3)].tolist()

@@ -15,6 +15,8 @@ import shapely
 import reserve
 from reserve.adjacency import EDGE_FACTOR
 from reserve.result import patch_report
+from reserve.solvers import top_k
+from reserve.solvers.ties import break_cutoff_ties
 from tests.test_select import make_units, write_units
 
 K = 10
@@ -200,3 +202,30 @@ def test_result_tables_keep_the_input_columns(run):
         np.testing.assert_array_equal(pu[column].to_numpy(), units[column].to_numpy())
     assert pu.crs == units.crs
     assert isinstance(res.ranking, pd.DataFrame) and res.tradeoff is None
+
+
+def test_the_tables_report_the_estimators_tie_without_changing_its_selection(tmp_path):
+    # Candidates share four feature rows (about 20 each), so K cells cut the best group:
+    # the estimator breaks that tie (the one rule, seeded with the run's seed), and the
+    # tables select, rank and count what it chose.
+    units = make_units(seed=3)
+    cand = np.flatnonzero((units["role"] == "candidate").to_numpy())
+    protos = units.loc[cand[:4], ["lc_forest", "lc_crop", "elev_mean"]].to_numpy()
+    units.loc[cand, ["lc_forest", "lc_crop", "elev_mean"]] = protos[np.arange(cand.size) % 4]
+    path = write_units(tmp_path / "cells.gpkg", units)
+    fit_rows = np.flatnonzero(units["role"].isin(["train", "candidate"]).to_numpy())
+    chosen = set()
+    for seed in (0, 1, 2):
+        res = reserve.select_reserve(K, path, method="svm", seed=seed, map=False)
+        est = res.estimator
+        s = est.candidate_scores_
+        want, runners, ties = break_cutoff_ties(s, np.arange(s.size), top_k(s, K), None, seed)
+        assert est.cutoff_ties_ == ties and ties.n_tied > K and ties.n_drawn > 0
+        # the tables: the estimator's selection, its runners-up next, its tie counted
+        assert res.selected["cell_id"].tolist() == fit_rows[est.candidates_[want]].tolist()
+        ranked = res.ranking["cell_id"].tolist()
+        assert ranked[K : K + runners.size] == fit_rows[est.candidates_[runners]].tolist()
+        assert res.summary["n_tied_drawn"] == ties.n_drawn
+        assert res.summary["n_tied_at_cutoff"] == ties.n_tied
+        chosen.add(frozenset(res.selected["cell_id"]))
+    assert len(chosen) > 1  # the draw follows the seed

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 
 from reserve.errors import InvalidInputError, ReserveError
-from reserve.solvers import TTK
+from reserve.solvers import TTK, top_k
 from reserve.solvers._qp import hinge_objective
+from reserve.solvers.ties import break_cutoff_ties
 from tests._oracle import COST_ORACLE_SEEDS, brute_force_ttk, make_cost_instance
 from tests._oracle import make_ttk_instance as make_instance
 
@@ -81,16 +82,21 @@ def test_selected_are_top_k_by_score():
     assert np.all(np.diff(scores[model.selected_]) <= 0)  # best first
 
 
-def test_ties_are_broken_by_lower_row_index():
-    # Duplicate candidate rows tie exactly; the lower index must win, every time.
+def test_a_tie_at_the_cut_is_broken_by_the_one_rule():
+    # Duplicate candidate rows tie exactly; the top k (lower row first), then a tie across
+    # the cut broken by break_cutoff_ties seeded with random_state.
     X, y, k, C = make_instance(5)
     X = np.vstack([X, X[y == -1]])
     y = np.r_[y, -np.ones((y == -1).sum(), dtype=int)]
-    a = TTK(k=k, C=C).fit(X, y)
-    for j in a.selected_:
-        twins = np.flatnonzero((y == -1) & np.all(X == X[j], axis=1))
-        assert twins.size == 2  # each candidate has exactly one duplicate
-        assert twins.min() in a.selected_  # a chosen row's lower-index twin is chosen too
+    for seed in (0, 3):
+        a = TTK(k=k, C=C, random_state=seed).fit(X, y)
+        s = a.candidate_scores_
+        want, _, ties = break_cutoff_ties(s, np.arange(s.size), top_k(s, k), None, seed)
+        assert a.selected_.tolist() == a.candidates_[want].tolist() and a.cutoff_ties_ == ties
+        for j in a.selected_:
+            twins = np.flatnonzero((y == -1) & np.all(X == X[j], axis=1))
+            assert twins.size == 2  # each candidate has exactly one duplicate
+            assert set(twins) <= set(a.selected_) or ties.n_drawn > 0  # else the draw decided
 
 
 def test_shifted_svm_start_is_feasible_and_history_descends():

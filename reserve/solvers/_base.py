@@ -291,7 +291,8 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
     A subclass's ``fit`` reads its data with ``_problem`` (a
     :class:`~reserve.solvers.problem.SelectionProblem`, given or built from the arrays), sets
     ``coef_`` and ``intercept_``, and calls ``_select``, the one place scores become the
-    budget's selection (cells or money, ties at the cut to the lower row).
+    budget's selection (cells or money, a cell budget's tie at the cut broken by the one
+    rule of :mod:`reserve.solvers.ties`).
     """
 
     def __sklearn_tags__(self):  # sklearn protocol: declare binary-only
@@ -342,18 +343,33 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
         return as_problem(X, y, self.k, budget=getattr(self, "budget", None), **arrays)
 
     def _select(self, problem: Any) -> None:
-        """Set ``candidate_scores_``, ``selected_`` (row indices, best first) and ``classes_``.
+        """Set ``candidate_scores_``, ``selected_`` (row indices, best first),
+        ``candidate_rank_``, ``cutoff_ties_`` and ``classes_``.
 
         The selection is the problem's budget's (:meth:`reserve.solvers.Budget.select`):
-        best score first, each candidate taken while it still fits, ties to the lower row
-        (a cell budget: exactly the top ``k``). Every selector turns its scores into a
-        selection here, so a money budget needs nothing from the caller.
+        best score first, each candidate taken while it still fits (a cell budget: exactly the
+        top ``k``). A cell budget's tie at the cut, without a boundary penalty, is broken once
+        here by the one rule (:func:`reserve.solvers.ties.rank_selection`, seeded with
+        ``random_state``) and reported as ``cutoff_ties_``; ``candidate_rank_`` is each
+        candidate's place in the ranking (the chosen, the tie's runners-up, then by score).
+        Every selector turns its scores into a selection here, so a money budget needs nothing
+        from the caller.
         """
+        # Imported here: the ties module imports the budget rule from this module.
+        from reserve.solvers.ties import rank_selection
+
         X, candidates = problem.X, problem.candidates
         # (X @ w)[rows], not X[rows] @ w: the latter copies the candidate block first.
         scores = (X @ self.coef_)[candidates] + self.intercept_
         self.candidates_ = candidates
         self.candidate_scores_ = scores
-        self.selected_ = candidates[problem.budget.select(scores)]
+        top = not problem.money and not getattr(self, "boundary_penalty", 0.0)
+        seed = getattr(self, "random_state", 0)
+        pick, order, self.cutoff_ties_ = rank_selection(
+            scores, problem.budget.select(scores), seed, top=top
+        )
+        self.selected_ = candidates[pick]
+        self.candidate_rank_ = np.empty(order.size, dtype=np.int64)
+        self.candidate_rank_[order] = np.arange(order.size)
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = X.shape[1]

@@ -97,6 +97,10 @@ class AATP(TopKClassifierMixin):
     n_pivots : int
         Pivot rows tried: the labelled rows ranked nearest to the target rank ``q n`` by the
         SVM's training scores (all rows if ``n_pivots >= n``).
+    random_state : int or None, default=0
+        Seed of the draw that breaks a tie at the cell budget's cut (candidates whose
+        scores tie the last chosen one's, more than the places left;
+        :func:`reserve.solvers.ties.rank_selection`); None is 0.
 
     Attributes
     ----------
@@ -116,6 +120,12 @@ class AATP(TopKClassifierMixin):
     pivot_objectives_ : dict of int to float
         Objective per tried pivot row (infeasible pivots absent).
     selected_, candidates_, candidate_scores_, classes_, n_features_in_
+    candidate_rank_ : ndarray of int64, shape (n_candidates,)
+        Each candidate's place in the ranking (0 = best): with a cell budget the chosen,
+        the tie's runners-up, then the others by score; with a money budget by score.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cell budget's cut and how it was broken (none with a money
+        budget).
 
     Examples
     --------
@@ -126,10 +136,13 @@ class AATP(TopKClassifierMixin):
     [5]
     """
 
-    def __init__(self, k: int = 10, C: float = 1.0, n_pivots: int = 9) -> None:
+    def __init__(
+        self, k: int = 10, C: float = 1.0, n_pivots: int = 9, random_state: int | None = 0
+    ) -> None:
         self.k = k
         self.C = C
         self.n_pivots = n_pivots
+        self.random_state = random_state
 
     def fit(self, X: object, y: object = None) -> AATP:
         """Fit on labelled rows, select candidates within the budget; return ``self``.

@@ -50,6 +50,7 @@ from reserve.solvers._validation import (
 )
 from reserve.solvers.constraints import Constraints
 from reserve.solvers.problem import as_problem
+from reserve.solvers.ties import rank_selection
 from reserve.solvers.ttk import TRIVIAL_SPREAD
 
 __all__ = [
@@ -113,7 +114,7 @@ class _MultiTopKMixin(BaseEstimator):
         self.candidates_ = cand
         self.candidate_scores_ = scores
         key = scores.sum(axis=1) if by == "sum" else scores.max(axis=1)
-        self.selected_ = cand[top_k(key, data.k)]
+        self._choose(key, top_k(key, data.k), top=True)
         lab = np.arange(data.labelled.size) if lab_pos is None or np.ndim(C) == 0 else lab_pos
         self.species_objective_ = species_objectives(
             self.coef_, b, X[data.labelled[lab]], data.Y_pm[lab], C
@@ -124,6 +125,15 @@ class _MultiTopKMixin(BaseEstimator):
         self.trivial_ = self.score_spread_ < TRIVIAL_SPREAD
         self.n_features_in_ = X.shape[1]
         self.n_species_ = W.shape[0]
+
+    def _choose(self, key: np.ndarray, pick: np.ndarray, *, top: bool) -> None:
+        """Set ``selected_``, ``candidate_rank_`` and ``cutoff_ties_`` from the candidates'
+        combined scores ``key`` and the budget's ``pick`` (:func:`rank_selection`: with
+        ``top``, a tie at the cut broken by the one rule, seeded with ``random_state``)."""
+        pick, order, self.cutoff_ties_ = rank_selection(key, pick, self.random_state, top=top)
+        self.selected_ = self.candidates_[pick]
+        self.candidate_rank_ = np.empty(order.size, dtype=np.int64)
+        self.candidate_rank_[order] = np.arange(order.size)
 
 
 def _species_weights(class_weight, sample_weight, data: MultiData) -> np.ndarray | None:
@@ -153,7 +163,8 @@ class MultiTTK(_MultiTopKMixin):
 
     Minimises ``sum_s [0.5 ||w_s||^2 + C sum_i c_is [1 - y_is (w_s . x_i + b_s)]_+]`` subject
     to at most ``k`` candidate cells having a positive max-score ``max_s (w_s . z_j + b_s)``,
-    then selects exactly ``k`` cells: the top ``k`` by max-score, ties to the lower row. With
+    then selects exactly ``k`` cells: the top ``k`` by max-score, a tie at the cut broken by
+    the one rule (:func:`reserve.solvers.ties.rank_selection`, seeded with ``random_state``). With
     one species it is :class:`reserve.solvers.TTK`. The weights ``c_is`` are 1 unless
     ``class_weight`` (per species: ``"balanced"`` balances each species' own classes) or
     ``sample_weight`` in :meth:`fit` (per row, every species) say otherwise.
@@ -179,7 +190,9 @@ class MultiTTK(_MultiTopKMixin):
         Threads for Gurobi, as for :class:`reserve.solvers.TTK`; SCIP's standard solve is
         sequential.
     random_state : int or None
-        The fit is deterministic; accepted for the common interface.
+        Seed of the draw that breaks a tie at the cut (candidates whose max-scores tie the
+        last chosen one's, more than the places left); None is 0. Nothing else in
+        the fit draws random numbers.
     class_weight : None, "balanced" or dict
         As for :class:`reserve.solvers.TTK`, species by species.
 
@@ -191,6 +204,11 @@ class MultiTTK(_MultiTopKMixin):
         Row indices of the chosen cells, best first.
     candidates_ : ndarray
         Row indices of all candidates; ``candidate_scores_`` (m, n_species) their scores.
+    candidate_rank_ : ndarray of int64, shape (n_candidates,)
+        Each candidate's place in the ranking (0 = best): the chosen, the tie's runners-up,
+        then the others by max-score.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cut and how it was broken.
     objective_ : float
         Recomputed from ``coef_`` and ``intercept_``; ``species_objective_`` per species.
     init_objective_, fd_objective_ : float
@@ -357,6 +375,9 @@ class MultiSVM(_MultiTopKMixin):
         Number of cells to select.
     C : float
         Hinge-loss weight.
+    random_state : int or None, default=0
+        Seed of the draw that breaks a tie at the cell budget's cut (candidates whose summed
+        scores tie the last chosen one's, more than the places left); None is 0.
 
     Attributes
     ----------
@@ -365,6 +386,8 @@ class MultiSVM(_MultiTopKMixin):
         Shifted intercepts; ``raw_intercept_`` the SVMs' own.
     selected_, candidates_, candidate_scores_, objective_, species_objective_, runtime_
         As for :class:`MultiTTK`.
+    candidate_rank_, cutoff_ties_
+        As for :class:`MultiTTK`, by the summed scores (no tie with a money budget).
 
     Examples
     --------
@@ -375,9 +398,10 @@ class MultiSVM(_MultiTopKMixin):
     [5]
     """
 
-    def __init__(self, k: int = 10, C: float = 1.0) -> None:
+    def __init__(self, k: int = 10, C: float = 1.0, random_state: int | None = 0) -> None:
         self.k = k
         self.C = C
+        self.random_state = random_state
 
     def fit(self, X: object, Y: object = None) -> MultiSVM:
         """Fit one SVM per species on the labelled rows, select cells; return ``self``.
@@ -393,7 +417,7 @@ class MultiSVM(_MultiTopKMixin):
         self.raw_intercept_ = b
         self._finish(data, W, b, C, "sum")
         if problem.money:  # the intercepts shifted at k cells; the budget walks the sums
-            order = problem.budget.select(self.candidate_scores_.sum(axis=1))
-            self.selected_ = data.candidates[order]
+            key = self.candidate_scores_.sum(axis=1)
+            self._choose(key, problem.budget.select(key), top=False)
         self.runtime_ = time.perf_counter() - t0
         return self

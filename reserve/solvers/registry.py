@@ -105,7 +105,9 @@ def make_estimator(
         :class:`~reserve.solvers.MultiSVM` when the species' scores are summed, else
         :class:`~reserve.solvers.MultiTTK`.
     random_state : int or None, default=None
-        Seed of the TTK methods.
+        Seed of every method: it breaks a tie at the cell budget's cut
+        (:func:`reserve.solvers.ties.rank_selection`; AutoTTK's own rule), and seeds what
+        else a method draws.
     time_limit : float, default=60.0
         Seconds per exact (MIP) solve.
     fit_time_limit : float or None, default=None
@@ -231,14 +233,17 @@ def _money(kw: dict[str, Any]) -> dict[str, Any]:
 def _tsvm(**kw: Any) -> Any:
     from reserve.solvers.tsvm import TSVM
 
-    return TSVM(k=kw["k"], C=kw["C"], max_time=kw["fit_time_limit"])
+    return TSVM(
+        k=kw["k"], C=kw["C"], max_time=kw["fit_time_limit"], random_state=kw["random_state"]
+    )
 
 
 def _baseline(module: str, name: str) -> Any:
     def build(**kw: Any) -> Any:
         import importlib
 
-        return getattr(importlib.import_module(module), name)(k=kw["k"], C=kw["C"])
+        cls = getattr(importlib.import_module(module), name)
+        return cls(k=kw["k"], C=kw["C"], random_state=kw["random_state"])
 
     return build
 
@@ -264,7 +269,7 @@ def _several_species(
 
     caps = CAPABILITIES[method]
     if caps.species_score == "sum":
-        return MultiSVM(k=k, C=C)
+        return MultiSVM(k=k, C=C, random_state=random_state)
     solver = "mip" if caps.exact else "fd"
     return MultiTTK(k=k, C=C, solver=solver, time_limit=time_limit, random_state=random_state)
 

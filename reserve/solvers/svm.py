@@ -100,6 +100,10 @@ class SVM(TopKClassifierMixin):
         Number of candidates to select.
     C : float
         Hinge-loss weight.
+    random_state : int or None, default=0
+        Seed of the draw that breaks a tie at the cell budget's cut (candidates whose
+        scores tie the last chosen one's, more than the places left;
+        :func:`reserve.solvers.ties.rank_selection`); None is 0.
 
     Attributes
     ----------
@@ -114,6 +118,12 @@ class SVM(TopKClassifierMixin):
         Row indices of the selected candidates, best first (a money budget: what fits).
     candidates_, candidate_scores_, classes_, n_features_in_
         As for every top-k estimator.
+    candidate_rank_ : ndarray of int64, shape (n_candidates,)
+        Each candidate's place in the ranking (0 = best): with a cell budget the chosen,
+        the tie's runners-up, then the others by score; with a money budget by score.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cell budget's cut and how it was broken (none with a money
+        budget).
 
     Examples
     --------
@@ -124,9 +134,10 @@ class SVM(TopKClassifierMixin):
     [5]
     """
 
-    def __init__(self, k: int = 10, C: float = 1.0) -> None:
+    def __init__(self, k: int = 10, C: float = 1.0, random_state: int | None = 0) -> None:
         self.k = k
         self.C = C
+        self.random_state = random_state
 
     def fit(self, X: object, y: object = None) -> SVM:
         """Fit on labelled rows, select within the budget among candidates; return ``self``.

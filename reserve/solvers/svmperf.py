@@ -101,10 +101,20 @@ class SVMPerf(TopKClassifierMixin):
         Stop when no labelling violates the working set's slack by more than ``tol``.
     max_iter : int
         Cutting-plane iterations at most.
+    random_state : int or None, default=0
+        Seed of the draw that breaks a tie at the cell budget's cut (candidates whose
+        scores tie the last chosen one's, more than the places left;
+        :func:`reserve.solvers.ties.rank_selection`); None is 0.
 
     Attributes
     ----------
     coef_, intercept_, selected_, candidates_, candidate_scores_, classes_, n_features_in_
+    candidate_rank_ : ndarray of int64, shape (n_candidates,)
+        Each candidate's place in the ranking (0 = best): with a cell budget the chosen,
+        the tie's runners-up, then the others by score; with a money budget by score.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cell budget's cut and how it was broken (none with a money
+        budget).
     objective_ : float
         ``0.5 ||w||^2 + C * structural_loss(w)`` (exact, recomputed by the separation oracle).
     k_train_ : int
@@ -121,11 +131,19 @@ class SVMPerf(TopKClassifierMixin):
     [5]
     """
 
-    def __init__(self, k: int = 10, C: float = 1.0, tol: float = 1e-3, max_iter: int = 500) -> None:
+    def __init__(
+        self,
+        k: int = 10,
+        C: float = 1.0,
+        tol: float = 1e-3,
+        max_iter: int = 500,
+        random_state: int | None = 0,
+    ) -> None:
         self.k = k
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
+        self.random_state = random_state
 
     def fit(self, X: object, y: object = None) -> SVMPerf:
         """Fit on labelled rows, select candidates within the budget; return ``self``.

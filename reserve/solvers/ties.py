@@ -9,9 +9,10 @@ random permutation seeded with the run's seed, never by row order (rows follow t
 an id order picks a strip along one edge of the region). Without a tie across the cut the
 selection is the estimator's, unchanged.
 
-An estimator that breaks its ties itself (AutoTTK) reports the outcome as ``cutoff_ties_``;
-the selection's tables then report it and do not break the tie again. For the others the
-tables call :func:`break_cutoff_ties` once.
+Every selector breaks its ties once, where its scores become the budget's selection: the
+selector base (:func:`rank_selection`, seeded with the estimator's ``random_state``) and
+AutoTTK (:func:`select_with_ties`, with its secondary score) report the outcome as
+``cutoff_ties_`` and the ranking as ``candidate_rank_``; the selection's tables report them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "CutoffTies",
     "break_cutoff_ties",
     "near_another",
+    "rank_selection",
     "secondary_scores",
     "select_with_ties",
     "start_tie_forest",
@@ -170,6 +172,56 @@ def break_cutoff_ties(
     drawn = m if secondary is None else _drawn(tie_levels(secondary[group]), group, keep, rest)
     new = np.concatenate([chosen[~np.isin(chosen, group)], keep])
     return new, rest, CutoffTies(group.size, m, drawn, flat)
+
+
+def rank_selection(
+    s: np.ndarray, pick: np.ndarray, seed: int | None, *, top: bool = True
+) -> tuple[np.ndarray, np.ndarray, CutoffTies]:
+    """A budget's selection of candidates scored ``s``, its tie at the cut broken, the ranking.
+
+    With ``top`` (``pick`` is a cell budget's top ``k`` and no boundary penalty chose it) a tie
+    across the cut is broken by :func:`break_cutoff_ties`, seeded with ``seed``, without a
+    secondary score, and the ranking lists the chosen, the tie's runners-up, then the other
+    candidates by score, then position; otherwise (a money budget, a boundary penalty)
+    ``pick`` stands, no tie is reported and the ranking is by score, then position.
+
+    Parameters
+    ----------
+    s : ndarray of shape (m,)
+        The candidates' scores.
+    pick : ndarray of int
+        Positions of the chosen candidates, best first.
+    seed : int or None
+        Seed of the permutation that orders the tie; None is 0, so that a fit stays a
+        function of its input.
+    top : bool, default=True
+        Whether ``pick`` is a top ``k`` whose tie at the cut the rule breaks.
+
+    Returns
+    -------
+    pick : ndarray of int
+        Positions of the chosen candidates, best first.
+    order : ndarray of int
+        Positions of every candidate, best first.
+    ties : CutoffTies
+
+    Examples
+    --------
+    >>> s = np.array([3.0, 1.0, 1.0, 1.0, 0.0])
+    >>> pick, order, ties = rank_selection(s, np.array([0, 1]), 0)
+    >>> len(pick), ties.n_tied, ties.n_drawn, sorted(order[2:4].tolist() + pick[1:].tolist())
+    (2, 3, 1, [1, 2, 3])
+    >>> rank_selection(s, np.array([0, 1]), 0, top=False)[1].tolist()
+    [0, 1, 2, 3, 4]
+    """
+    pick = np.asarray(pick, dtype=np.int64)
+    order = np.lexsort((np.arange(s.size), -s))
+    if not top:
+        return pick, order, CutoffTies()
+    seed = 0 if seed is None else seed
+    pick, runners, ties = break_cutoff_ties(s, np.arange(s.size), pick, None, seed)
+    first = np.concatenate([pick, runners])
+    return pick, np.concatenate([first, order[~np.isin(order, first)]]), ties
 
 
 def _drawn(s_lev: np.ndarray, group: np.ndarray, keep: np.ndarray, rest: np.ndarray) -> int:

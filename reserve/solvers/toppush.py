@@ -106,6 +106,10 @@ class TopPush(TopKClassifierMixin):
         and the limit is reached before ``tol``; ``duality_gap_`` reports how far off it is.
     tol : float
         Stop when the duality gap is below ``tol * max(1, primal objective)``.
+    random_state : int or None, default=0
+        Seed of the draw that breaks a tie at the cell budget's cut (candidates whose
+        scores tie the last chosen one's, more than the places left;
+        :func:`reserve.solvers.ties.rank_selection`); None is 0.
 
     Attributes
     ----------
@@ -117,6 +121,12 @@ class TopPush(TopKClassifierMixin):
         Primal minus dual objective at the returned point (>= 0).
     n_iter_ : int
     selected_, candidates_, candidate_scores_, classes_, n_features_in_
+    candidate_rank_ : ndarray of int64, shape (n_candidates,)
+        Each candidate's place in the ranking (0 = best): with a cell budget the chosen,
+        the tie's runners-up, then the others by score; with a money budget by score.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cell budget's cut and how it was broken (none with a money
+        budget).
 
     Examples
     --------
@@ -128,12 +138,18 @@ class TopPush(TopKClassifierMixin):
     """
 
     def __init__(
-        self, k: int = 10, C: float = 1.0, max_iter: int = 1000, tol: float = 1e-4
+        self,
+        k: int = 10,
+        C: float = 1.0,
+        max_iter: int = 1000,
+        tol: float = 1e-4,
+        random_state: int | None = 0,
     ) -> None:
         self.k = k
         self.C = C
         self.max_iter = max_iter
         self.tol = tol
+        self.random_state = random_state
 
     def fit(self, X: object, y: object = None) -> TopPush:
         """Fit on labelled rows, select candidates within the budget; return ``self``.

@@ -80,6 +80,10 @@ class TSVM(TopKClassifierMixin):
         Seconds after which no further CCCP step is started. Every CCCP iterate is a
         balanced point with lower ``J`` than the last, so stopping early returns a valid,
         less optimised model; ``stop_reason_`` says so.
+    random_state : int or None, default=0
+        Seed of the draw that breaks a tie at the cell budget's cut (candidates whose
+        scores tie the last chosen one's, more than the places left;
+        :func:`reserve.solvers.ties.rank_selection`); None is 0.
 
     Attributes
     ----------
@@ -96,6 +100,12 @@ class TSVM(TopKClassifierMixin):
     stop_reason_ : str
         ``"converged"``, ``"stalled"``, ``"max_iter"`` or ``"max_time"``.
     selected_, candidates_, candidate_scores_, classes_, n_features_in_
+    candidate_rank_ : ndarray of int64, shape (n_candidates,)
+        Each candidate's place in the ranking (0 = best): with a cell budget the chosen,
+        the tie's runners-up, then the others by score; with a money budget by score.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cell budget's cut and how it was broken (none with a money
+        budget).
 
     Examples
     --------
@@ -115,6 +125,7 @@ class TSVM(TopKClassifierMixin):
         max_iter: int = 20,
         tol: float = 1e-4,
         max_time: float | None = None,
+        random_state: int | None = 0,
     ) -> None:
         self.k = k
         self.C = C
@@ -123,6 +134,7 @@ class TSVM(TopKClassifierMixin):
         self.max_iter = max_iter
         self.tol = tol
         self.max_time = max_time
+        self.random_state = random_state
 
     def fit(self, X: object, y: object = None) -> TSVM:
         """Fit on labelled rows and candidates (``y == -1``), select within the budget.

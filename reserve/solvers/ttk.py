@@ -168,11 +168,12 @@ class TTK(TopKClassifierMixin):
         ``"bnb"`` (convex-QP nodes; proves high-dimensional instances SCIP leaves open; see
         :func:`reserve.solvers._mip.solve_ttk_mip`).
     random_state : int or None
-        Not used by the fit, which is deterministic: no step draws random numbers (the row
-        order that makes the answer order-independent uses a fixed projection, the same for
-        every seed). Kept for scikit-learn's convention that randomness, should a step ever
-        need it, enters through ``random_state``, and because ``reserve select --seed`` hands
-        its seed to the estimator (``get_params`` then records it in the run summary).
+        Seed of the draw that breaks a tie at the cell budget's cut (candidates whose scores
+        tie the last chosen one's, more than the places left;
+        :func:`reserve.solvers.ties.rank_selection`); None is 0. Nothing else in the
+        fit draws random numbers (the row order that makes the answer order-independent uses
+        a fixed projection, the same for every seed). ``reserve select --seed`` hands its
+        seed to the estimator (``get_params`` then records it in the run summary).
     budget : float or None
         Money budget: the selected candidates' costs (``cost`` in :meth:`fit`) add up to at
         most ``budget`` (a relative 1e-12 of rounding allowed). Required with ``cost``, refused
@@ -214,6 +215,12 @@ class TTK(TopKClassifierMixin):
         The budget used: ``budget``, or ``k`` for the cell budget.
     candidates_ : ndarray
         Row indices of all candidates; ``candidate_scores_`` their scores.
+    candidate_rank_ : ndarray of int64, shape (n_candidates,)
+        Each candidate's place in the ranking (0 = best): with a cell budget and no boundary
+        penalty the chosen, the tie's runners-up, then the others by score; else by score.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        The tie at the cell budget's cut and how it was broken (none with a money budget or a
+        boundary penalty).
     objective_ : float
         Objective recomputed from ``coef_`` and ``intercept_`` (plus the boundary penalty of
         ``selected_`` with ``boundary_penalty``).
