@@ -249,6 +249,8 @@ class MappedTTK(ClassifierMixin, BaseEstimator):
         The fitted map and TTK.
     selected_, candidates_, candidate_scores_ : ndarray
         TTK's.
+    cutoff_ties_ : reserve.solvers.ties.CutoffTies
+        TTK's (what the fold's scorer reads, :func:`reserve.solvers.search.held_out_precision`).
 
     Examples
     --------
@@ -301,6 +303,7 @@ class MappedTTK(ClassifierMixin, BaseEstimator):
         self.selected_ = ttk.selected_
         self.candidates_ = ttk.candidates_
         self.candidate_scores_ = ttk.candidate_scores_
+        self.cutoff_ties_ = ttk.cutoff_ties_
         return self
 
 

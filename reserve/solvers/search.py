@@ -29,6 +29,7 @@ from sklearn.model_selection import GroupKFold, StratifiedKFold
 
 from reserve.errors import InvalidInputError, SolverError
 from reserve.fork import can_fork, fork_map, one_blas_thread
+from reserve.solvers._base import top_k
 from reserve.solvers._validation import check_choice, check_transductive
 
 __all__ = [
@@ -108,7 +109,11 @@ def held_out_precision(estimator: BaseEstimator, y_fold: np.ndarray) -> float:
     """The share of a fold's selection that the held-out labels call present.
 
     ``y_fold`` holds the true labels of the fold's rows in the fit's order (the held-out
-    rows' too, which the fit saw as -1); the fit selected among the held-out rows.
+    rows' too, which the fit saw as -1); the fit selected among the held-out rows. A tie at
+    the fold's cut that the fit broke by its seeded draw (``cutoff_ties_``,
+    :mod:`reserve.solvers.ties`) is counted as the budget's top ``k`` takes it, the tied rows
+    in row order (:func:`reserve.solvers.top_k`): a fold's score, and so the choice it
+    informs, does not follow the draw.
 
     Examples
     --------
@@ -116,7 +121,12 @@ def held_out_precision(estimator: BaseEstimator, y_fold: np.ndarray) -> float:
     >>> held_out_precision(SimpleNamespace(selected_=[3, 5]), np.array([1, 0, 0, 1, 1, 0]))
     0.5
     """
-    return float(y_fold[np.asarray(estimator.selected_)].mean())
+    chosen = np.asarray(estimator.selected_)
+    ties = getattr(estimator, "cutoff_ties_", None)
+    if ties is not None and ties.n_drawn:  # the top k before the draw
+        scores = np.asarray(estimator.candidate_scores_)
+        chosen = np.asarray(estimator.candidates_)[top_k(scores, chosen.size)]
+    return float(y_fold[chosen].mean())
 
 
 def time_limited(estimator: BaseEstimator) -> bool:
