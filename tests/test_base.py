@@ -160,3 +160,17 @@ def test_a_money_budget_breaks_no_tie():
     est = SVM(random_state=5).fit(problem)
     assert est.cutoff_ties_.n_tied == 0
     assert est.selected_.tolist() == est.candidates_[top_k(est.candidate_scores_, 3)].tolist()
+
+
+def test_a_folds_precision_counts_the_tie_in_row_order():
+    # held_out_precision scores the top k before the draw: the same for every seed, while
+    # the selections differ (the tied rows 4, 6, 8, 9 hold labels 1, 0, 0, 1).
+    from reserve.solvers import SVM
+    from reserve.solvers.search import held_out_precision
+
+    X, y, k = _tied_instance()
+    truth = np.r_[y[:4], [1, 1, 0, 0, 0, 1]]
+    fits = [SVM(k=k, random_state=seed).fit(X, y) for seed in range(8)]
+    assert len({frozenset(f.selected_.tolist()) for f in fits}) > 1
+    before = truth[[5, 4, 6]].mean()  # row 5, then the lower tied rows 4 and 6
+    assert all(held_out_precision(f, truth) == before for f in fits)
