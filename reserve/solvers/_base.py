@@ -363,10 +363,9 @@ class TopKClassifierMixin(ClassifierMixin, BaseEstimator):
         scores = (X @ self.coef_)[candidates] + self.intercept_
         self.candidates_ = candidates
         self.candidate_scores_ = scores
-        top = not problem.money and not getattr(self, "boundary_penalty", 0.0)
-        seed = getattr(self, "random_state", 0)
+        top = not problem.money and not problem.constraints.boundary_penalty
         pick, order, self.cutoff_ties_ = rank_selection(
-            scores, problem.budget.select(scores), seed, top=top
+            scores, problem.budget.select(scores), self.random_state, top=top
         )
         self.selected_ = candidates[pick]
         self.candidate_rank_ = np.empty(order.size, dtype=np.int64)
