@@ -396,15 +396,16 @@ class TTK(TopKClassifierMixin):
             C = C * c  # per-row hinge weights C c_i, through every solver
         cand_rows = canonical_order(data.X, data.candidates)
         X_lab, X_cand = data.X[lab], data.X[cand_rows]
-        b_solve = bud.take(np.searchsorted(data.candidates, cand_rows))
-        self._term = self._check_boundary(problem.boundary, data.candidates, cand_rows)
+        self._check_boundary(problem.boundary)
+        # the problem's constraints in the solvers' candidate order
+        solve = problem.constraints.take(np.searchsorted(data.candidates, cand_rows))
+        b_solve, self._term = solve.budget, solve.boundary
         y_pm = np.where(data.y[lab] == 1, 1.0, -1.0)
 
         w, b, b_svm = shifted_svm_start(X_lab, y_pm, X_cand, b_solve, C)
         # With unequal costs the selection's size is about what the start buys.
         bought = None if b_solve.card is not None else int(b_solve.select(X_cand @ w + b).size)
-        lam = float(self.boundary_penalty)
-        cons = Constraints(b_solve, 1, self._term, lam, bought)
+        cons = replace(solve, expected_cells=bought)
         k = cons.n_cells
         self.init_objective_ = hinge_objective(w, b, X_lab, y_pm, C)
         laddered = self.ladder == "mean" and self.solver == "fd"
@@ -431,10 +432,8 @@ class TTK(TopKClassifierMixin):
         self.runtime_ = time.perf_counter() - t0
         return self
 
-    def _check_boundary(
-        self, boundary: Boundary | None, candidates: np.ndarray, cand_rows: np.ndarray
-    ) -> Boundary | None:
-        """The boundary term (given over ``candidates``) in the ``cand_rows`` order, or None."""
+    def _check_boundary(self, boundary: Boundary | None) -> None:
+        """Refuse a boundary penalty without a boundary, or with a solver that ignores it."""
         lam = check_positive_real(self.boundary_penalty, "boundary_penalty", allow_zero=True)
         if boundary is None:
             if lam > 0:
@@ -443,7 +442,7 @@ class TTK(TopKClassifierMixin):
                     "reserve.solvers.Boundary over the rows of X); pass it, or leave the "
                     "penalty at 0"
                 )
-            return None
+            return
         if lam > 0 and self.solver == "mip" and self.mip_solver not in ("auto", "scip", "bnb"):
             raise InvalidInputError(
                 f"boundary_penalty > 0 is solved exactly by SCIP or the branch and bound only "
@@ -455,7 +454,6 @@ class TTK(TopKClassifierMixin):
                 "boundary_penalty > 0 needs polish=True: the feasible-direction method alone "
                 "does not see the boundary (nor the exact solvers' start); pass polish=True"
             )
-        return boundary.take(np.searchsorted(candidates, cand_rows))
 
     def _select_set(self, data: object, cand_rows: np.ndarray) -> None:
         """With a boundary penalty, select the set the search chose; record its boundary."""
