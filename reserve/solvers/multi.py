@@ -48,7 +48,6 @@ from reserve.solvers._validation import (
     check_positive_real,
     check_solver_params,
 )
-from reserve.solvers.constraints import Constraints
 from reserve.solvers.problem import as_problem
 from reserve.solvers.ties import rank_selection
 from reserve.solvers.ttk import TRIVIAL_SPREAD
@@ -309,8 +308,10 @@ class MultiTTK(_MultiTopKMixin):
             lab_pos, C = lab_pos[keep], C * Cw[keep]
         X_lab = data.X[data.labelled[lab_pos]]
         Y_pm = data.Y_pm[lab_pos]
-        X_cand = data.X[canonical_order(data.X, data.candidates)]
-        cons = Constraints.cells(k, X_cand.shape[0], n_species=Y_pm.shape[1])
+        cand_rows = canonical_order(data.X, data.candidates)
+        X_cand = data.X[cand_rows]
+        # the problem's constraints in the solvers' candidate order
+        cons = problem.constraints.take(np.searchsorted(data.candidates, cand_rows))
 
         W, b, _ = _svm_per_species(X_lab, Y_pm, C)
         b = feasible_intercepts(X_cand @ W.T, b, k)
