@@ -736,7 +736,8 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     )
     parser.add_argument("--states", default=None, help="ebird: states (US-FL,...; default all)")
     parser.add_argument("--sizes", default="3000,10000", help="ebird: cell sides in metres")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--regions", default="region,bcr27", help="multi: the regions of the suite")
+    parser.add_argument("--out", type=Path, default=None, help="report (default by suite)")
     parser.add_argument("--csv", type=Path, default=None, help="also write every record here")
     parser.add_argument(
         "--from-csv",
@@ -746,6 +747,16 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     )
     args = parser.parse_args(argv)
     suites = args.suites.split(",")
+    command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
+    if "multi" in suites:
+        if suites != ["multi"]:
+            parser.error("run --suites multi on its own (its methods and records differ)")
+        from benchmarks.peers_multi import OUT as MULTI_OUT
+        from benchmarks.peers_multi import cli
+
+        args.out = args.out or MULTI_OUT
+        return cli(args, command.strip())
+    args.out = args.out or OUT
     chosen = args.methods.split(",")
     unknown = [m for m in [*chosen, args.reference] if m not in methods]
     if unknown or set(suites) - {"region", "bcr27", "uci", "ebird"}:
@@ -776,7 +787,6 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
                 if any(r["method"] == m + "+surveyed" for r in records)
             ),
         ]
-    command = "python -m benchmarks.bench_peers " + " ".join(sys.argv[1:] if argv is None else argv)
     text = report(records, chosen, args.reference, command.strip(), notes)
     print(text)
     write_atomic(args.out, text)
