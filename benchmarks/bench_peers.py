@@ -48,6 +48,14 @@ Suites (``--suites``):
   labels of the surveyed private cells outside the fold. Run it on its own with ``--csv``;
   ``--work`` keeps the ingested units (outside the repository: eBird data is never
   redistributed);
+- ``multi``: several species at once (:mod:`benchmarks.peers_multi`, run on its own): the
+  default region (both virtual species, seeds as ``region``) and BCR 27 (its three species,
+  ``--folds`` random candidate folds; ``--regions`` picks them), budgets 30 and 100, each
+  species' target half of what its own single-species plan reaches; the several-species
+  path with targets against separate plans split by budget share, a random forest per
+  species with the same targets, and ``MultiTTK``; targets met and true occupied cells.
+  Its figures are in ``benchmarks/results/peers_multi.md`` (the default ``--out`` of the
+  suite);
 - ``uci``: the seven UCI sets of the paper, 10 random 50/50 splits each
   (:func:`reserve.paper.datasets.transductive_split`, seeds 0-9), k = 5 % of the test half; unlike
   the paper's Table 3, no method tunes ``C``.
