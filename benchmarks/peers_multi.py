@@ -420,6 +420,7 @@ def multittk_plan(problem: MultiProblem, k: int, seed: int) -> np.ndarray:
 def run_problem(problem: MultiProblem, budgets: Sequence[int], seed: int = 0) -> list[dict]:
     """Every method at every budget of one problem; one record per method, budget, species."""
     records = []
+    code = revision()
     t0 = time.perf_counter()
     forest, detected = forest_probabilities(problem, seed)
     forest_seconds = time.perf_counter() - t0
@@ -466,6 +467,7 @@ def run_problem(problem: MultiProblem, budgets: Sequence[int], seed: int = 0) ->
                         "met_true": int(true_met[s]),
                         "seconds": seconds,
                         "status": status,
+                        "code": code,
                     }
                 )
         line = "  ".join(
@@ -645,13 +647,39 @@ def target_check(records: list[dict], methods: Sequence[str]) -> list[str]:
     return out
 
 
+def revision() -> str:
+    """The repository's commit (short), ``+`` when the work tree has changes; ``unknown``
+    outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+" if dirty else "")
+
+
 def report(records: list[dict], command: str, notes: Sequence[str]) -> str:
     """The whole markdown report of the several-species suite."""
     methods = [m for m in (*METHODS, *DIAGNOSTICS) if any(r["method"] == m for r in records)]
+    codes = ", ".join(dict.fromkeys(str(r.get("code", "unknown")) for r in records))
     lines = [
         "# Peers, several species: targets met and true occupied cells",
         "",
-        f"`{command}` (Python {platform.python_version()}, {os.cpu_count()} CPUs). "
+        f"`{command}` (Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"{platform.machine()}; code {codes}, report written {time.strftime('%Y-%m-%d')}). "
         "Methods, targets and truth: see `benchmarks/peers_multi.py`.",
         "",
         *[f"- {n}" for n in notes],
