@@ -714,7 +714,7 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     methods = dict(METHODS if methods is None else methods)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="region,bcr27,uci")
-    parser.add_argument("--methods", default=",".join(methods))
+    parser.add_argument("--methods", default=None, help="default: every method of the suite")
     parser.add_argument("--reference", default=DEFAULT_METHOD)
     parser.add_argument("--quick", action="store_true", help="2 seeds, 3 folds, 3 splits")
     parser.add_argument("--seeds", default=None, help="region simulation seeds (0,1,2,3,4)")
@@ -765,6 +765,7 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
         args.out = args.out or MULTI_OUT
         return cli(args, command.strip())
     args.out = args.out or OUT
+    args.methods = args.methods or ",".join(methods)
     chosen = args.methods.split(",")
     unknown = [m for m in [*chosen, args.reference] if m not in methods]
     if unknown or set(suites) - {"region", "bcr27", "uci", "ebird"}:

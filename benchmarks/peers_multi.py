@@ -339,10 +339,24 @@ def _positions(problem: MultiProblem, cell_ids: np.ndarray) -> np.ndarray:
     return np.array([where[int(c)] for c in cell_ids], dtype=np.int64)
 
 
-def species_run(problem: MultiProblem, species: str, k: int, seed: int) -> SpeciesRun:
-    """``reserve select --species species --budget k`` (the default method) on the cells."""
+def species_run(
+    problem: MultiProblem, species: str, k: int, seed: int, cache: Path | None = None
+) -> SpeciesRun:
+    """``reserve select --species species --budget k`` (the default method) on the cells.
+
+    With ``cache`` (a folder outside the repository) the run is kept there and read back by
+    a later run of the same problem, species, budget and seed.
+    """
+    from reserve.config import species_slug
     from reserve.select import select_reserve
 
+    key = f"{problem.suite} {problem.name} k{k} seed{seed} {species}"
+    path = None if cache is None else cache / (species_slug(key) + ".npz")
+    if path is not None and path.is_file():
+        with np.load(path) as kept:
+            return SpeciesRun(
+                kept["probability"], kept["ranking"], kept["selected"], float(kept["seconds"])
+            )
     t0 = time.perf_counter()
     res = select_reserve(k, problem.cells, species=species, seed=seed, n_jobs=1)
     seconds = time.perf_counter() - t0
@@ -351,12 +365,22 @@ def species_run(problem: MultiProblem, species: str, k: int, seed: int) -> Speci
     ranked = res.ranking.sort_values("rank")["cell_id"].to_numpy()
     ranked = ranked[np.isin(ranked, problem.candidates)]
     chosen = res.selected["cell_id"].to_numpy()
-    return SpeciesRun(
+    run = SpeciesRun(
         np.nan_to_num(prob, nan=0.0),
         _positions(problem, ranked),
         _positions(problem, chosen),
         seconds,
     )
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            path,
+            probability=run.probability,
+            ranking=run.ranking,
+            selected=run.selected,
+            seconds=run.seconds,
+        )
+    return run
 
 
 def forest_probabilities(problem: MultiProblem, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -417,35 +441,52 @@ def multittk_plan(problem: MultiProblem, k: int, seed: int) -> np.ndarray:
 # --------------------------------------------------------------------------- running
 
 
-def run_problem(problem: MultiProblem, budgets: Sequence[int], seed: int = 0) -> list[dict]:
-    """Every method at every budget of one problem; one record per method, budget, species."""
+def run_problem(
+    problem: MultiProblem,
+    budgets: Sequence[int],
+    seed: int = 0,
+    methods: Sequence[str] = (*METHODS, *DIAGNOSTICS),
+    cache: Path | None = None,
+) -> list[dict]:
+    """``methods`` at every budget of one problem; one record per method, budget, species.
+
+    The single-species runs that set the targets run (or are read from ``cache``) whatever
+    ``methods`` holds.
+    """
     records = []
     code = revision()
-    t0 = time.perf_counter()
-    forest, detected = forest_probabilities(problem, seed)
-    forest_seconds = time.perf_counter() - t0
+    forest_seconds = 0.0
+    if {"rf+targets", "rf+detections"} & set(methods):
+        t0 = time.perf_counter()
+        forest, detected = forest_probabilities(problem, seed)
+        forest_seconds = time.perf_counter() - t0
     for k in budgets:
-        runs = [species_run(problem, s, k, seed) for s in problem.species]
+        runs = [species_run(problem, s, k, seed, cache) for s in problem.species]
         P = np.column_stack([r.probability for r in runs])
         targets = plan_targets(P, [r.selected for r in runs])
         true_targets = plan_targets(problem.truth, [r.selected for r in runs])
         single = sum(r.seconds for r in runs)
         chosen: dict[str, tuple[np.ndarray, float, str]] = {}
-        t0 = time.perf_counter()
-        rows, status = target_plan(P, k, targets, seed)
-        chosen["ours"] = (rows, single + time.perf_counter() - t0, status)
-        t0 = time.perf_counter()
-        rows = budget_share_split([r.ranking for r in runs], k)
-        chosen["split"] = (rows, single + time.perf_counter() - t0, "")
-        t0 = time.perf_counter()
-        rows, status = target_plan(forest, k, targets, seed)
-        chosen["rf+targets"] = (rows, forest_seconds + time.perf_counter() - t0, status)
-        t0 = time.perf_counter()
-        rows, status = target_plan(np.where(detected, 1.0, forest), k, targets, seed)
-        chosen["rf+detections"] = (rows, forest_seconds + time.perf_counter() - t0, status)
-        t0 = time.perf_counter()
-        rows = multittk_plan(problem, k, seed)
-        chosen["multittk"] = (rows, time.perf_counter() - t0, "")
+        if "ours" in methods:
+            t0 = time.perf_counter()
+            rows, status = target_plan(P, k, targets, seed)
+            chosen["ours"] = (rows, single + time.perf_counter() - t0, status)
+        if "split" in methods:
+            t0 = time.perf_counter()
+            rows = budget_share_split([r.ranking for r in runs], k)
+            chosen["split"] = (rows, single + time.perf_counter() - t0, "")
+        if "rf+targets" in methods:
+            t0 = time.perf_counter()
+            rows, status = target_plan(forest, k, targets, seed)
+            chosen["rf+targets"] = (rows, forest_seconds + time.perf_counter() - t0, status)
+        if "multittk" in methods:
+            t0 = time.perf_counter()
+            rows = multittk_plan(problem, k, seed)
+            chosen["multittk"] = (rows, time.perf_counter() - t0, "")
+        if "rf+detections" in methods:
+            t0 = time.perf_counter()
+            rows, status = target_plan(np.where(detected, 1.0, forest), k, targets, seed)
+            chosen["rf+detections"] = (rows, forest_seconds + time.perf_counter() - t0, status)
         for method, (rows, seconds, status) in chosen.items():
             if rows.size != k or np.unique(rows).size != k:
                 raise RuntimeError(f"{method} chose {np.unique(rows).size} cells, not {k}")
@@ -748,18 +789,20 @@ def run_suite(
     *,
     regions: Sequence[str] = ("region", "bcr27"),
     budgets: Sequence[int] = BUDGETS,
+    methods: Sequence[str] = (*METHODS, *DIAGNOSTICS),
+    cache: Path | None = None,
     csv_path: Path | None = None,
     notes: list[str] | None = None,
 ) -> list[dict]:
     """Every problem of the suite at every budget; records appended to ``csv_path`` as each
-    problem ends."""
+    problem ends (``cache``: see :func:`species_run`)."""
     from threadpoolctl import threadpool_limits
 
     notes = [] if notes is None else notes
     records: list[dict] = []
     with threadpool_limits(1):
         for problem in multi_problems(seeds, n_folds, work, notes, regions):
-            new = run_problem(problem, budgets)
+            new = run_problem(problem, budgets, methods=methods, cache=cache)
             if csv_path is not None:
                 append_records(csv_path, new, fresh=not records)
             records += new
@@ -772,11 +815,19 @@ def cli(args: Any, command: str) -> int:
 
     ``args`` are :mod:`benchmarks.bench_peers`' parsed options: ``seeds`` (default 0-4,
     ``--quick`` the first 2), ``folds`` (BCR 27 candidate folds, ``--quick`` 2), ``regions``,
-    ``work``, ``csv``, ``from_csv`` and ``out``.
+    ``methods`` (default all), ``work`` (kept: the redrawn regions and, under
+    ``species_runs``, the single-species runs, read back by a later run; keep it outside the
+    repository), ``csv``, ``from_csv`` and ``out``.
     """
     from benchmarks.bench_peers import write_atomic
 
     notes: list[str] = []
+    methods = tuple(args.methods.split(",")) if args.methods else (*METHODS, *DIAGNOSTICS)
+    unknown = sorted(set(methods) - {*METHODS, *DIAGNOSTICS})
+    if unknown:
+        raise SystemExit(
+            f"unknown method {unknown}; the multi suite has {', '.join((*METHODS, *DIAGNOSTICS))}"
+        )
     if args.from_csv is not None:
         records = read_records(args.from_csv)
     else:
@@ -790,6 +841,8 @@ def cli(args: Any, command: str) -> int:
                 2 if args.quick else args.folds,
                 work,
                 regions=tuple(args.regions.split(",")),
+                methods=methods,
+                cache=None if args.work is None else args.work / "species_runs",
                 csv_path=args.csv,
                 notes=notes,
             )
