@@ -457,6 +457,11 @@ def _heuristic(P, v, R, a, tg, budget, cost, deadline):
     if cost is not None:
         rank = rank / cost
     chosen = _polish(Pt, R, a, v, chosen, budget, cost, rank, deadline)
+    F_h = float(_F_of(Pt[chosen].sum(0), R, a))
+    if m and F_h > F_cap:
+        # The utility bound is over plans no worse than this one: re-solve at its shortfall.
+        rel2.F_cap = F_h + STAGE_TOLERANCE * max(1.0, F_h)
+        _, _, _, lam2, mu2 = _grow(rel2, cols, deadline)
     return chosen, F_bound, (lam2, mu2 if m else 0.0)
 
 
