@@ -417,12 +417,14 @@ def forest_probabilities(problem: MultiProblem, seed: int) -> tuple[np.ndarray, 
 
 
 def target_plan(P: np.ndarray, k: int, targets: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
-    """``k`` candidate positions by :func:`reserve.solvers.targets.plan_species`, and its
-    status."""
+    """``k`` candidate positions by :func:`reserve.solvers.targets.plan_species` (its
+    defaults: SCIP up to its size limit, else LP rounding with a proven bound), and its
+    status, solver and gap."""
     from reserve.solvers.targets import plan_species
 
     plan = plan_species(P, k, targets=targets, random_state=seed)
-    return np.asarray(plan.selected, dtype=np.int64), str(plan.status)
+    status = f"{plan.status} ({plan.solver}, gap {plan.gap:.2g})"
+    return np.asarray(plan.selected, dtype=np.int64), status
 
 
 def multittk_plan(problem: MultiProblem, k: int, seed: int) -> np.ndarray:
