@@ -366,6 +366,8 @@ def select_command(config: str | None, **kw: object) -> None:
             drawer.cancel()
     if result.summary.get("signal", "ok") != "ok":
         click.echo(f"reserve: warning: {result.summary['signal_note']}", err=True)
+    for warning in filter(None, str(result.summary.get("target_warnings", "")).split(" | ")):
+        click.echo(f"reserve: warning: {warning}", err=True)
     from reserve.report import print_selection
 
     print_selection(result)

@@ -53,6 +53,7 @@ from reserve.errors import InvalidInputError
 from reserve.export import CSV_NAME, SUMMARY_NAME, identified_crs
 from reserve.fork import Standby
 from reserve.methods import capabilities
+from reserve.representation import SpeciesFit, combine_results, plan_representation
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.run_files import (
     check_decoration,
@@ -234,6 +235,31 @@ def cross_fitted_scores(
     return held_out
 
 
+def _planned(
+    opts: SelectOptions,
+    units: Any,
+    problem: Problem,
+    inputs: Mapping[str, str],
+    config: Mapping[str, Any],
+    say: Callable[[str], None],
+) -> SelectionResult:
+    """Several species: each species' own single-species fit, then one plan over their
+    calibrated probabilities (:mod:`reserve.representation`)."""
+    fits = []
+    for name in opts.species or ():
+        one = opts.for_species(name)
+        own = build_problem(units, one, problem.source)
+        say(f"{name}:")
+        fit = _fit(one, own, say)
+        result = build_result(own, one, fit, inputs=inputs, config=one.recorded(None))
+        fits.append(SpeciesFit(name, own, result))
+    plan_in, plan, warnings = plan_representation(problem, opts, fits, say)
+    result = combine_results(problem, opts, fits, plan_in, plan, warnings)
+    result.summary["config"] = json.dumps(dict(config), sort_keys=True, default=str)
+    result.config = dict(config)
+    return result
+
+
 def run_selection(
     opts: SelectOptions,
     *,
@@ -297,7 +323,6 @@ def run_selection(
             f"effort covariates {', '.join(problem.effort)}; candidates scored at the training "
             "median"
         )
-    fit = _fit(opts, problem, say)
     inputs = {
         "cells_path": str(cells_path),
         "cells_sha256": file_sha256(cells_path),
@@ -305,7 +330,12 @@ def run_selection(
         "outline_path": drawn["outline"],
     }
     recorded = dict(config) if config is not None else opts.recorded(map_path)
-    result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
+    if opts.planned:
+        result = _planned(opts, units, problem, inputs, recorded, say)
+    else:
+        result = build_result(
+            problem, opts, _fit(opts, problem, say), inputs=inputs, config=recorded
+        )
     if not result.summary.get("species"):  # one species: named by the ingest, for the map
         result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
