@@ -251,7 +251,7 @@ class SelectOptions:
         """Refuse an option the method does not declare, naming the methods that do."""
         if self.joint_fit and not capabilities(self.method).several_species:
             raise InvalidInputError(
-                f"method={self.method!r} fits one species; with --joint-fit use "
+                f"method={self.method!r} selects for one species at a time; with --joint-fit use "
                 f"one of {', '.join(MULTI_SPECIES_METHODS)}"
             )
         if self.boundary_penalty != 0.0 and not capabilities(self.method).boundary:
