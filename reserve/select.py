@@ -365,6 +365,10 @@ def select_reserve(
     n_jobs: int = SELECT_DEFAULTS.n_jobs,
     cost_column: str | None = None,
     species: list[str] | tuple[str, ...] | str | None = None,
+    target: Any = None,
+    weight: Any = None,
+    strict_targets: bool = SELECT_DEFAULTS.strict_targets,
+    joint_fit: bool = SELECT_DEFAULTS.joint_fit,
     model: str = SELECT_DEFAULTS.model,
     effort: bool = SELECT_DEFAULTS.effort,
     learn_from: str = SELECT_DEFAULTS.learn_from,
@@ -390,6 +394,14 @@ def select_reserve(
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags),
         every one of them: nothing is written without ``out``; an existing output is an
         error, raised before any work, unless ``overwrite``; ``map=False`` draws no map.
+    target, weight : sequence of str, mapping, or None
+        With two or more ``species``: ``"SPECIES=N"`` / ``"SPECIES=P%"`` targets and
+        ``"SPECIES=W"`` weights (:mod:`reserve.goals`), or a mapping of species to value.
+    strict_targets : bool
+        Refuse a target above what the candidates can reach (else warn and plan).
+    joint_fit : bool
+        Several species: one joint fit (``MultiTTK``) instead of a fit per species and a
+        plan over their calibrated probabilities.
     exclude_novel : bool
         Never select a candidate whose habitat lies outside the training cells' range
         (negative MESS, :mod:`reserve.novelty`): they are locked out. Off: they are flagged.
@@ -407,7 +419,8 @@ def select_reserve(
     Raises
     ------
     InvalidInputError
-        Bad options; conflicting locks (a usage error).
+        Bad options; conflicting locks (a usage error); with ``strict_targets``, a target
+        above what the candidates can reach.
     DataFileError
         Unusable cells or lock polygon file; unwritable output folder.
     OutputExistsError
@@ -440,6 +453,10 @@ def select_reserve(
         n_jobs=n_jobs,
         cost_column=cost_column,
         species=species,
+        target=target,
+        weight=weight,
+        strict_targets=strict_targets,
+        joint_fit=joint_fit,
         model=model,
         effort=effort,
         boundary_penalty=boundary_penalty,
