@@ -58,7 +58,10 @@ def test_text_is_parsed_only_from_sources():
         ({"budget": 3, "time_limit": "soon"}, "time_limit must be a number"),
         ({"budget": 3, "overwrite": 1}, "overwrite must be true or false"),
         ({"budget": 3, "out": 5}, "out must be a path"),
-        ({"budget": 3, "species": ["A", "B"], "method": "aatp", "joint_fit": True}, "one species at a time"),
+        (
+            {"budget": 3, "species": ["A", "B"], "method": "aatp", "joint_fit": True},
+            "one species at a time",
+        ),
     ],
 )
 def test_bad_options_are_refused(kw, message):
