@@ -365,8 +365,8 @@ def select_reserve(
     n_jobs: int = SELECT_DEFAULTS.n_jobs,
     cost_column: str | None = None,
     species: list[str] | tuple[str, ...] | str | None = None,
-    target: Any = None,
-    weight: Any = None,
+    target: Any = (),
+    weight: Any = (),
     strict_targets: bool = SELECT_DEFAULTS.strict_targets,
     joint_fit: bool = SELECT_DEFAULTS.joint_fit,
     model: str = SELECT_DEFAULTS.model,
@@ -394,7 +394,7 @@ def select_reserve(
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags),
         every one of them: nothing is written without ``out``; an existing output is an
         error, raised before any work, unless ``overwrite``; ``map=False`` draws no map.
-    target, weight : sequence of str, mapping, or None
+    target, weight : sequence of str, or mapping
         With two or more ``species``: ``"SPECIES=N"`` / ``"SPECIES=P%"`` targets and
         ``"SPECIES=W"`` weights (:mod:`reserve.goals`), or a mapping of species to value.
     strict_targets : bool
