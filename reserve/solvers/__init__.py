@@ -26,6 +26,7 @@ from reserve.solvers.search import (
 )
 from reserve.solvers.svm import SVM
 from reserve.solvers.svmperf import SVMPerf
+from reserve.solvers.targets import SpeciesPlan, plan_species, reachable
 from reserve.solvers.toppush import TopPush
 from reserve.solvers.tsvm import TSVM
 from reserve.solvers.ttk import TTK
@@ -48,6 +49,7 @@ __all__ = [
     "MultiTTK",
     "SVMPerf",
     "SelectionProblem",
+    "SpeciesPlan",
     "TopPush",
     "TransductiveSearchCV",
     "TransductiveSplit",
@@ -61,5 +63,7 @@ __all__ = [
     "fold_k",
     "hinge_objective",
     "make_estimator",
+    "plan_species",
+    "reachable",
     "top_k",
 ]
