@@ -116,7 +116,8 @@ def _probabilities(fits: Sequence[SpeciesFit]) -> np.ndarray:
 
 def plan_inputs(problem: Problem, opts: SelectOptions, fits: Sequence[SpeciesFit]) -> PlanInputs:
     """The plan's arrays: probabilities of the free candidates, absolute targets, weights."""
-    prob = np.nan_to_num(_probabilities(fits), nan=0.0)
+    # a calibrated probability may overshoot 1 by a rounding error
+    prob = np.clip(np.nan_to_num(_probabilities(fits), nan=0.0), 0.0, 1.0)
     rows = np.flatnonzero(problem.candidate)
     P = prob[rows]
     base = prob[problem.locked_in].sum(axis=0)
