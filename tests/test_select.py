@@ -659,7 +659,7 @@ def two_species(seed: int = 0) -> gpd.GeoDataFrame:
 
 def test_two_species_share_the_cells(tmp_path):
     path = write_units(tmp_path / "c.gpkg", two_species())
-    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"])
+    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"], joint_fit=True)
     pu, sel, est = res.planning_units, res.selected, res.estimator
     assert type(est).__name__ == "MultiTTK" and est.coef_.shape == (2, len(FEATURES))
     assert len(sel) == 8 and pu["selected"].sum() == 8
@@ -677,13 +677,15 @@ def test_two_species_share_the_cells(tmp_path):
     cand = pu[pu["role"] == "candidate"].sort_values(["score", "cell_id"], ascending=[False, True])
     assert set(sel["cell_id"]) == set(cand["cell_id"][:8])
     assert res.summary["species"] == "Forest Bird, Crop Bird"
-    again = select_reserve(8, path, species=["Forest Bird", "Crop Bird"])
+    again = select_reserve(8, path, species=["Forest Bird", "Crop Bird"], joint_fit=True)
     assert again.selected["cell_id"].tolist() == sel["cell_id"].tolist()
 
 
 def test_two_species_sum_of_svms_ranks_by_the_sum(tmp_path):
     path = write_units(tmp_path / "c.gpkg", two_species())
-    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"], method="svm")
+    res = select_reserve(
+        8, path, species=["Forest Bird", "Crop Bird"], method="svm", joint_fit=True
+    )
     pu = res.planning_units
     assert type(res.estimator).__name__ == "MultiSVM"
     np.testing.assert_allclose(pu["score"], pu["score__forest_bird"] + pu["score__crop_bird"])
@@ -707,11 +709,15 @@ def test_one_species_reads_its_own_label_column(tmp_path):
         ({"species": ["Forest Bird", "Owl"]}, InvalidInputError, "species in the file"),
         ({"species": ["Forest Bird", "forest bird"]}, InvalidInputError, "twice"),
         (
-            {"species": ["Forest Bird", "Crop Bird"], "method": "tsvm"},
+            {"species": ["Forest Bird", "Crop Bird"], "joint_fit": True, "method": "tsvm"},
             InvalidInputError,
             "selects for one species",
         ),
-        ({"species": ["Forest Bird", "Crop Bird"], "C": "cv"}, InvalidInputError, "one species"),
+        (
+            {"species": ["Forest Bird", "Crop Bird"], "joint_fit": True, "C": "cv"},
+            InvalidInputError,
+            "one species",
+        ),
         (
             {"species": ["Forest Bird", "Crop Bird"], "cost_column": "lc_crop"},
             InvalidInputError,
