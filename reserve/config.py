@@ -286,10 +286,11 @@ class SelectOptions:
     def _check_species(self) -> None:
         if not self.several_species:
             return
-        if self.cost_column is not None:
+        if self.cost_column is not None and self.joint_fit:
             raise InvalidInputError(
-                "a money budget (--cost-column) with several --species is not supported; "
-                "pass one --species, or drop --cost-column and give a number of cells"
+                "a money budget (--cost-column) with --joint-fit is not supported; drop "
+                "--joint-fit (each species fitted, then planned within the money), or "
+                "drop --cost-column and give a number of cells"
             )
         if self.C == "cv" and self.joint_fit:
             raise InvalidInputError(

@@ -95,7 +95,12 @@ class PlanInputs:
         Absolute targets (NaN: none).
     weights : numpy.ndarray of shape (S,)
     reachable : numpy.ndarray of shape (S,)
-        The most each species alone can get within the budget.
+        The most each species alone can get within the budget (with a money budget, the
+        fractional-knapsack bound: the most it could get).
+    budget : float
+        What the plan may spend: the free cells, or the free money with ``cost``.
+    cost : numpy.ndarray or None
+        Each free candidate's cost (a money budget), else None.
     """
 
     rows: np.ndarray
@@ -105,6 +110,8 @@ class PlanInputs:
     targets: np.ndarray
     weights: np.ndarray
     reachable: np.ndarray
+    budget: float
+    cost: np.ndarray | None
 
 
 def _probabilities(fits: Sequence[SpeciesFit]) -> np.ndarray:
@@ -129,8 +136,11 @@ def plan_inputs(problem: Problem, opts: SelectOptions, fits: Sequence[SpeciesFit
             for j, f in enumerate(fits)
         ]
     )
-    most = reachable(P, problem.k_free, base=base)
-    return PlanInputs(rows, P, base, total, targets, np.asarray(opts.weights()), most)
+    cost = None if problem.cost is None else problem.cost[rows]
+    budget = problem.k_free if cost is None else float(problem.free_budget)
+    most = reachable(P, budget, cost=cost, base=base)
+    weights = np.asarray(opts.weights())
+    return PlanInputs(rows, P, base, total, targets, weights, most, budget, cost)
 
 
 def _unreachable(inputs: PlanInputs, fits: Sequence[SpeciesFit], opts: SelectOptions) -> list[str]:
@@ -142,7 +152,7 @@ def _unreachable(inputs: PlanInputs, fits: Sequence[SpeciesFit], opts: SelectOpt
             given = next(g for g in opts.target if g.species == f.name)
             out.append(
                 f"target {str(given)!r} asks for {t:.1f} expected occupied cells; the "
-                f"{opts.budget} cells can reach at most {most:.1f} for {f.name!r}"
+                f"budget {opts.budget:g} can reach at most {most:.1f} for {f.name!r}"
             )
     if out and opts.strict_targets:
         raise InvalidInputError(
@@ -184,13 +194,15 @@ def plan_representation(
     inputs = plan_inputs(problem, opts, fits)
     warnings = _unreachable(inputs, fits, opts)
     objective = "least weighted shortfall, then" if opts.target else "the most"
+    spend = f"{problem.k_free} cells" if inputs.cost is None else f"{inputs.budget:g} of cost"
     say(
-        f"planning {problem.k_free} cells for {len(fits)} species: {objective} weighted "
+        f"planning {spend} for {len(fits)} species: {objective} weighted "
         "expected occupied cells"
     )
     plan = plan_species(
         inputs.P,
-        problem.k_free,
+        inputs.budget,
+        cost=inputs.cost,
         targets=inputs.targets if opts.target else None,
         weights=inputs.weights,
         base=inputs.base,
@@ -393,6 +405,8 @@ def combine_results(
     table = _table(opts, fits, inputs, plan, sel_rows)
     summary = _summary(first.summary, opts, fits, plan, table, warnings)
     summary.update(patches, n_selected=int(sel_rows.size))
+    if problem.cost is not None:  # the plan's spending, not the first species' own run's
+        summary["total_cost"] = float(problem.cost[sel_rows].sum())
     parts = [f.result.contributions for f in fits if f.result.contributions is not None]
     result = SelectionResult(
         planning_units=units,

@@ -216,7 +216,7 @@ CASES = {
         "--C 'cv' chooses C for one species",
     ),
     "species_money": (
-        ["--budget", "3", "--species", "A", "--species", "B", "--cost-column", "x"],
+        ["--budget", "3", "--species", "A", "--species", "B", "--joint-fit", "--cost-column", "x"],
         2,
         "not supported",
     ),
