@@ -468,7 +468,7 @@ def representation_table(table: pd.DataFrame, summary: Mapping[str, Any]) -> Any
 
     level = round(100 * float(summary.get("interval_level") or 0.9))
     out = Table(title="representation (expected occupied cells among the chosen)", box=None)
-    heads = ("species", "weight", "target", "cells", "expected", f"{level}%", "share", "short")
+    heads = ("species", "weight", "target", "in cells", "expected", f"{level}%", "share", "short")
     for i, head in enumerate((*heads, "met", "signal")):
         out.add_column(head, justify="left" if i == 0 else "right", no_wrap=True)
     for r in table.itertuples(index=False):
