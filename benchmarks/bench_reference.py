@@ -43,10 +43,11 @@ RUNS: dict[str, dict[str, Any]] = {
     "locked": {"budget": 30, "locked_in": "keep", "locked_out": "avoid", "cells": "priced"},
     "boundary_auto": {"budget": 30, "boundary_penalty": "auto", "n_jobs": 1},
     "ttk_mip": {"budget": 30, "method": "ttk-mip", "time_limit": 20},
-    "two_species": {"budget": 30, "species": [THRUSH, QUAIL], "model": "linear"},
+    "two_species": {"budget": 30, "species": [THRUSH, QUAIL], "model": "linear", "joint_fit": True},
     "two_species_mip": {
         "budget": 10,
         "species": [THRUSH, QUAIL],
+        "joint_fit": True,
         "method": "ttk-mip",
         "time_limit": 20,
     },

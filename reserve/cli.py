@@ -366,6 +366,8 @@ def select_command(config: str | None, **kw: object) -> None:
             drawer.cancel()
     if result.summary.get("signal", "ok") != "ok":
         click.echo(f"reserve: warning: {result.summary['signal_note']}", err=True)
+    for warning in filter(None, str(result.summary.get("target_warnings", "")).split(" | ")):
+        click.echo(f"reserve: warning: {warning}", err=True)
     from reserve.report import print_selection
 
     print_selection(result)
@@ -412,7 +414,12 @@ def evaluate_command(
     --cell-ids against the true occupancy of a simulated region: the embedded region (reserve
     select without --cells) or a --truth CSV. A real region has no truth to compare with.
     """
-    from reserve.evaluate import evaluate_selection, read_selection
+    from reserve.evaluate import (
+        evaluate_representation,
+        evaluate_selection,
+        read_representation,
+        read_selection,
+    )
 
     if selection is None and cell_ids is None:
         raise InvalidInputError(
@@ -424,11 +431,30 @@ def evaluate_command(
     if selection is not None and truth_path is None:
         _check_simulated(selection)
     ids = read_selection(selection) if selection else _int_list(cell_ids, "--cell-ids")
+    plan = None if selection is None or truth_path or species else read_representation(selection)
+    if plan is not None:  # several species planned together: each against its own truth
+        _echo_representation(evaluate_representation(ids, plan))  # type: ignore[arg-type]
+        return
     r = evaluate_selection(ids, truth_path, species)  # type: ignore[arg-type]
     click.echo(
         f"precision@{r['k']} = {r['n_occupied']}/{r['k']} = {r['precision']:.3f} "
         f"(expected {r['expected_precision']:.3f}; prevalence {r['prevalence']:.3f})"
     )
+
+
+def _echo_representation(table: Any) -> None:
+    """One line per species: precision against its truth and whether its target was met."""
+    for r in table.itertuples(index=False):
+        target = (
+            "no target"
+            if r.met is None
+            else f"target {r.target:.1f}: {'met' if r.met else 'not met'} "
+            f"(expected {r.expected:.1f})"
+        )
+        click.echo(
+            f"{r.species}: precision@{r.k} = {r.n_occupied}/{r.k} = {r.precision:.3f} "
+            f"(expected {r.expected_precision:.3f}); {target}"
+        )
 
 
 def _check_simulated(selection: str) -> None:

@@ -37,6 +37,7 @@ from reserve.defaults import (
     species_slug,
 )
 from reserve.errors import InvalidInputError
+from reserve.goals import Target, Weight, check_named
 from reserve.methods import capabilities, methods_with, quoted
 from reserve.options import (
     CONFIG_KEYS,
@@ -126,6 +127,18 @@ class SelectOptions:
         Column of each cell's cost; makes ``budget`` a total cost.
     species : tuple of str or None
         Species of a multi-species ingest.
+    target : tuple of reserve.goals.Target
+        Several species: each species' target (expected occupied cells among the chosen,
+        or a share of its expected occupied candidate cells); none by default.
+    weight : tuple of reserve.goals.Weight
+        Several species: each species' weight in the plan (1 when not given).
+    strict_targets : bool
+        Refuse a target above what the candidates can reach, instead of planning with the
+        shortfall reported.
+    joint_fit : bool
+        Several species: one joint fit (``MultiTTK``, a method declaring
+        ``several_species``) instead of a fit per species and a plan over their calibrated
+        probabilities (the default).
     model : str
         One of :data:`SELECT_MODELS`; ``auto`` means ``linear`` for the methods without
         feature maps and for several species (see :attr:`effective_model`).
@@ -166,6 +179,10 @@ class SelectOptions:
     n_jobs: int = SELECT_DEFAULTS.n_jobs
     cost_column: str | None = None
     species: tuple[str, ...] | None = None
+    target: tuple[Target, ...] = ()
+    weight: tuple[Weight, ...] = ()
+    strict_targets: bool = SELECT_DEFAULTS.strict_targets
+    joint_fit: bool = SELECT_DEFAULTS.joint_fit
     model: str = SELECT_DEFAULTS.model
     effort: bool = SELECT_DEFAULTS.effort
     boundary_penalty: float | str = SELECT_DEFAULTS.boundary_penalty
@@ -183,6 +200,7 @@ class SelectOptions:
             object.__setattr__(self, "cost_column", str(self.cost_column))
         object.__setattr__(self, "budget", parse_budget(self.budget, money=self.money))
         self._check_species()
+        self._check_goals()
         self._check_capabilities()
         self._check_penalty()
         self._check_learn_from()
@@ -193,6 +211,25 @@ class SelectOptions:
         return self.species is not None and len(self.species) > 1
 
     @property
+    def planned(self) -> bool:
+        """Whether several species are fitted one by one and planned together (not
+        ``joint_fit``)."""
+        return self.several_species and not self.joint_fit
+
+    def for_species(self, name: str) -> SelectOptions:
+        """The options of ``name``'s own single-species fit (no targets or weights)."""
+        from dataclasses import replace
+
+        return replace(
+            self, species=(name,), target=(), weight=(), strict_targets=False, joint_fit=False
+        )
+
+    def weights(self) -> tuple[float, ...]:
+        """Each species' weight, in the order of ``species`` (1 when not given)."""
+        given = {w.species: w.value for w in self.weight}
+        return tuple(given.get(s, 1.0) for s in self.species or ())
+
+    @property
     def money(self) -> bool:
         """Whether ``budget`` is a total cost (``cost_column`` given)."""
         return self.cost_column is not None
@@ -201,7 +238,7 @@ class SelectOptions:
     def effective_model(self) -> str:
         """The model fitted: the one asked for by a method with feature maps on one species,
         else ``linear``."""
-        if not capabilities(self.method).feature_maps or self.several_species:
+        if not capabilities(self.method).feature_maps or (self.several_species and self.joint_fit):
             return "linear"
         return self.model
 
@@ -212,9 +249,9 @@ class SelectOptions:
 
     def _check_capabilities(self) -> None:
         """Refuse an option the method does not declare, naming the methods that do."""
-        if self.several_species and not capabilities(self.method).several_species:
+        if self.joint_fit and not capabilities(self.method).several_species:
             raise InvalidInputError(
-                f"method={self.method!r} selects for one species; with several --species use "
+                f"method={self.method!r} selects for one species at a time; with --joint-fit use "
                 f"one of {', '.join(MULTI_SPECIES_METHODS)}"
             )
         if self.boundary_penalty != 0.0 and not capabilities(self.method).boundary:
@@ -230,17 +267,34 @@ class SelectOptions:
                 "--model auto for this method"
             )
 
+    def _check_goals(self) -> None:
+        """Targets and weights: for two or more species fitted one by one, each named once."""
+        asked = [f for f in ("target", "weight", "strict_targets") if getattr(self, f)]
+        if asked and not self.planned:
+            why = "--joint-fit fits no targets" if self.joint_fit else "they need two or more"
+            raise InvalidInputError(
+                f"{asked[0]} plans several species ({why}); pass two or more --species "
+                f"without --joint-fit, or drop --{asked[0].replace('_', '-')}"
+            )
+        if self.joint_fit and not self.several_species:
+            raise InvalidInputError(
+                "joint_fit needs two or more --species; drop --joint-fit or add a --species"
+            )
+        check_named(self.target, self.species or (), "target")
+        check_named(self.weight, self.species or (), "weight")
+
     def _check_species(self) -> None:
         if not self.several_species:
             return
-        if self.cost_column is not None:
+        if self.cost_column is not None and self.joint_fit:
             raise InvalidInputError(
-                "a money budget (--cost-column) with several --species is not supported; "
-                "pass one --species, or drop --cost-column and give a number of cells"
+                "a money budget (--cost-column) with --joint-fit is not supported; drop "
+                "--joint-fit (each species fitted, then planned within the money), or "
+                "drop --cost-column and give a number of cells"
             )
-        if self.C == "cv":
+        if self.C == "cv" and self.joint_fit:
             raise InvalidInputError(
-                "C='cv' chooses C for one species; with several --species pass a number, e.g. --C 1"
+                "C='cv' chooses C for one species; with --joint-fit pass a number, e.g. --C 1"
             )
 
     def _check_penalty(self) -> None:
@@ -308,6 +362,8 @@ class SelectOptions:
         """The options as a dict of :data:`CONFIG_KEYS` (species as a list, as given)."""
         out = {key: getattr(self, key) for key in _FIELD_ORDER}
         out["species"] = None if self.species is None else list(self.species)
+        out["target"] = [str(t) for t in self.target]
+        out["weight"] = [str(w) for w in self.weight]
         return out
 
     def map_path(self, cells_path: Path) -> Path | None:

@@ -262,6 +262,12 @@ class SelectDefaults:
         Weight of the selection's boundary length in TTK's objective (0: none).
     overwrite : bool
         Replace existing outputs (off: an existing output is refused).
+    strict_targets : bool
+        Refuse a species' target above what the candidates can reach (off: warn and plan,
+        the shortfall reported).
+    joint_fit : bool
+        Several species: one joint TTK fit with a shared k (``MultiTTK``) instead of a fit
+        per species and a plan over their calibrated probabilities.
     """
 
     method: str = "ttk"
@@ -283,6 +289,8 @@ class SelectDefaults:
     learn_from: str = "public"
     boundary_penalty: float = 0.0
     overwrite: bool = False
+    strict_targets: bool = False
+    joint_fit: bool = False
 
 
 SELECT_DEFAULTS = SelectDefaults()

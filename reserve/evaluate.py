@@ -28,7 +28,13 @@ import pandas as pd
 from reserve.design import boolean_values
 from reserve.errors import DataFileError, InvalidInputError
 
-__all__ = ["evaluate_selection", "read_selection", "read_truth"]
+__all__ = [
+    "evaluate_representation",
+    "evaluate_selection",
+    "read_representation",
+    "read_selection",
+    "read_truth",
+]
 
 _TRUTH_COLUMNS = ("cell_id", "psi", "occupied")
 
@@ -232,3 +238,58 @@ def evaluate_selection(
         "prevalence": round(float(truth["occupied"].mean()), 6),
         "truth_path": str(truth_path),
     }
+
+
+def read_representation(path: str | os.PathLike[str]) -> pd.DataFrame | None:
+    """The ``representation`` layer of a ``reserve select`` GeoPackage (several species
+    planned together), or None when the file has none."""
+    import pyogrio
+
+    path = _input_file(path, "SELECTION")
+    if path.suffix.lower() != ".gpkg":
+        return None
+    _selected_layer(path)  # a GeoPackage of reserve select's, or refused
+    layers = [str(name) for name, _ in pyogrio.list_layers(path)]
+    if "representation" not in layers:
+        return None
+    return pyogrio.read_dataframe(path, layer="representation", read_geometry=False)
+
+
+def evaluate_representation(
+    selected_cell_ids: Sequence[int] | np.ndarray, representation: pd.DataFrame
+) -> pd.DataFrame:
+    """Per species of a several-species plan: precision and whether its target was met.
+
+    Parameters
+    ----------
+    selected_cell_ids : sequence of int
+        The chosen cells.
+    representation : pandas.DataFrame
+        The run's ``representation`` layer (``species``, ``target``, ``expected``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per species: ``species``, ``k``, ``n_occupied`` (truly occupied chosen
+        cells), ``precision``, ``expected_precision``, ``target`` (NaN: none), ``expected``
+        (the plan's expectation) and ``met`` (``n_occupied >= target``; None without a
+        target), against each species' truth of the embedded region.
+    """
+    rows = []
+    for r in representation.itertuples(index=False):
+        e = evaluate_selection(selected_cell_ids, species=str(r.species))
+        target = float(r.target)
+        met = bool(e["n_occupied"] >= target) if np.isfinite(target) else None
+        rows.append(
+            {
+                "species": str(r.species),
+                "k": e["k"],
+                "n_occupied": e["n_occupied"],
+                "precision": e["precision"],
+                "expected_precision": e["expected_precision"],
+                "target": target,
+                "expected": float(r.expected),
+                "met": met,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -172,6 +172,7 @@ def write_geopackage(
     overwrite: bool = False,
     ranking: pd.DataFrame | None = None,
     tradeoff: pd.DataFrame | None = None,
+    representation: pd.DataFrame | None = None,
 ) -> Path:
     """Write ``planning_units``, ``selected``, ``run_summary`` (and ``ranking``) to a GeoPackage.
 
@@ -189,6 +190,9 @@ def write_geopackage(
         The ranked cells, written as the table ``ranking`` (no geometry).
     tradeoff : pandas.DataFrame, optional
         The boundary calibration, written as the table ``boundary_tradeoff``.
+    representation : pandas.DataFrame, optional
+        With several species planned together: one row per species, written as the table
+        ``representation``.
 
     Returns
     -------
@@ -222,7 +226,12 @@ def write_geopackage(
         pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw, **_WKT2)
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
-        for name, frame in (("ranking", ranking), ("boundary_tradeoff", tradeoff)):
+        tables = (
+            ("ranking", ranking),
+            ("boundary_tradeoff", tradeoff),
+            ("representation", representation),
+        )
+        for name, frame in tables:
             if frame is not None:  # tables without geometry, when the run made them
                 frame = pd.DataFrame(frame).reset_index(drop=True)
                 pyogrio.write_dataframe(frame, tmp, layer=name, append=True, **kw)
@@ -334,4 +343,5 @@ def write_result(
         overwrite=overwrite,
         ranking=result.ranking,
         tradeoff=result.tradeoff,
+        representation=result.representation,
     )

@@ -58,7 +58,7 @@ import geopandas as gpd
 import numpy as np
 import shapely
 
-from reserve.config import SELECT_DEFAULTS
+from reserve.config import SELECT_DEFAULTS, species_slug
 from reserve.errors import DataFileError, OutputExistsError
 from reserve.grid import cell_locations
 
@@ -286,6 +286,7 @@ def build_map(
     if tiles:
         folium.TileLayer(tiles, name="base map", control=False).add_to(m)
     _add_layers(m, data, units, len(sel), public, outline)
+    _add_species_layers(m, units, summary)
     _add_panels(m, summary, data, len(sel), thinned, public is not None)
     return m.get_root().render()
 
@@ -454,6 +455,58 @@ def _add_layers(
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
     folium.LayerControl(collapsed=False).add_to(m)  # before the script, which may fold it
     m.add_child(macro)
+
+
+#: Prefix of the per-species probability columns drawn as one overlay per species.
+SPECIES_PROBABILITY_PREFIX = "probability__"
+
+
+def species_layer_name(species: str) -> str:
+    """The layer switch's name of one species' overlay.
+
+    Examples
+    --------
+    >>> species_layer_name("Virtual Quail")
+    'Virtual Quail: chosen cells by probability'
+    """
+    return f"{species}: chosen cells by probability"
+
+
+def _add_species_layers(m: Any, units: gpd.GeoDataFrame, summary: Mapping[str, Any]) -> None:
+    """Several species planned together: one overlay per species (the first shown), the
+    chosen cells shaded by that species' calibrated probability (light: 0, dark green: 1)."""
+    import folium
+    from branca.colormap import linear
+
+    names = [n.strip() for n in str(summary.get("species") or "").split(",") if n.strip()]
+    columns = {n: SPECIES_PROBABILITY_PREFIX + species_slug(n) for n in names}
+    if len(names) < 2 or not all(c in units.columns for c in columns.values()):
+        return
+    ramp = linear.YlGn_09.scale(0.0, 1.0)
+    chosen = units[units["selected"].astype(bool)]
+    for j, (name, col) in enumerate(columns.items()):
+        p = chosen[col].to_numpy(dtype=np.float64)
+        cells = gpd.GeoDataFrame(
+            {
+                "cell_id": chosen["cell_id"].to_numpy(),
+                "probability": np.round(p, 3),
+                "fill": [ramp(v) if np.isfinite(v) else "#999999" for v in p],
+            },
+            geometry=chosen.geometry.to_numpy(),
+            crs=chosen.crs,
+        )
+        group = folium.FeatureGroup(name=species_layer_name(name), show=j == 0)
+        folium.GeoJson(
+            cells.to_json(),
+            style_function=lambda f: {
+                "fillColor": f["properties"]["fill"],
+                "color": "#222222",
+                "weight": 1,
+                "fillOpacity": 0.85,
+            },
+            tooltip=folium.GeoJsonTooltip(["cell_id", "probability"], aliases=["cell", name]),
+        ).add_to(group)
+        group.add_to(m)
 
 
 def _patches_geojson(units: gpd.GeoDataFrame) -> str | None:

@@ -26,6 +26,7 @@ from reserve.defaults import (
     SELECT_DEFAULTS,
 )
 from reserve.errors import InvalidInputError
+from reserve.goals import parse_targets, parse_weights
 from reserve.methods import METHODS, MODELS, check_method, check_model
 
 __all__ = [
@@ -320,6 +321,39 @@ SELECT_OPTIONS: dict[str, OptionSpec] = {
             _species,
             metavar="NAME",
             multiple=True,
+        ),
+        OptionSpec(
+            "target",
+            "With several --species: a species' expected occupied cells among the chosen "
+            "(SPECIES=N) or a share of its expected occupied candidate cells (SPECIES=P%); "
+            "repeat it per species.",
+            "text",
+            parse_targets,
+            metavar="SPECIES=N|P%",
+            multiple=True,
+        ),
+        OptionSpec(
+            "weight",
+            "With several --species: a species' weight in the plan (SPECIES=W, default 1); "
+            "repeat it per species.",
+            "text",
+            parse_weights,
+            metavar="SPECIES=W",
+            multiple=True,
+        ),
+        OptionSpec(
+            "strict_targets",
+            "Refuse a target above what the candidates can reach (default: warn, plan, and "
+            "report the shortfall).",
+            "flag",
+            _bool,
+        ),
+        OptionSpec(
+            "joint_fit",
+            "With several --species: one joint TTK fit with a shared k (MultiTTK) instead "
+            "of a fit per species and a plan over their calibrated probabilities.",
+            "flag",
+            _bool,
         ),
         OptionSpec(
             "cells",

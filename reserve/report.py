@@ -120,6 +120,10 @@ class RunReport:
     calibration_source : str
     interval_level : float
     created_utc : str
+    plan_solver, plan_objective : str
+        Several species planned together: the plan's solver and objective ('' otherwise).
+    n_targets, n_targets_met : int
+        Species with a target, and those whose target the plan meets.
     """
 
     method: str = ""
@@ -175,6 +179,10 @@ class RunReport:
     calibration_source: str = ""
     interval_level: float = 0.9
     created_utc: str = ""
+    plan_solver: str = ""
+    plan_objective: str = ""
+    n_targets: int = 0
+    n_targets_met: int = 0
 
     @property
     def money(self) -> bool:
@@ -227,6 +235,8 @@ def confidence_lines(r: RunReport) -> list[str]:
     cross-validation and the expected occupied cells, each figure with its interval."""
     level = r.interval_level
     lines = [f"signal {r.signal}: decided by the {r.signal_evidence}"]
+    if r.plan_solver:  # several species planned: each one's check is its own
+        return lines
     if r.check_available:
         lines.append(
             f"private-land check: {r.check_n_surveyed} surveyed private cells "
@@ -244,6 +254,8 @@ def confidence_lines(r: RunReport) -> list[str]:
             f"cross-validation: precision {r.cv_precision.text(level)} on the "
             f"{r.n_train + r.n_learned} labelled cells against {r.cv_blind:.2f} blind"
         )
+    if r.expected_occupied.value != r.expected_occupied.value:  # NaN: one per species
+        return lines
     lines.append(
         f"expected occupied: {r.expected_occupied.text(level, '.1f', '.0f')} of the "
         f"{r.n_selected} chosen cells; {r.n_selected_known_detection} chosen with a detection "
@@ -358,8 +370,18 @@ def selection_table(result: SelectionResult) -> tuple[Any, list[str]]:
     if cost_col:
         flags.insert(0, cost_col)
     patched = "patch_id" in sel.columns and bool((sel["patch_id"] > 0).any())
-    cols = ["rank", "cell_id", *(["patch_id"] if patched else []), *flags, "score", *feats]
+    per_species = [c for c in sel.columns if c.startswith(PROBABILITY_PREFIX)]
+    cols = [
+        "rank",
+        "cell_id",
+        *(["patch_id"] if patched else []),
+        *flags,
+        "score",
+        *per_species,
+        *feats,
+    ]
     heads = {"locked_in": "locked", "selection_frequency": "freq", "patch_id": "patch"}
+    heads.update({c: "p " + c.removeprefix(PROBABILITY_PREFIX) for c in per_species})
     table = Table(title=f"{r.n_selected} selected cells ({r.method})", box=None)
     for col in cols:
         table.add_column(heads.get(col, col), justify="right", no_wrap=True)
@@ -386,7 +408,7 @@ def selection_table(result: SelectionResult) -> tuple[Any, list[str]]:
     cand = units[units["rank"] > 0]  # every candidate cell that was ranked
     table.add_section()
     for name, frame in (("selected", sel), ("candidates", cand)):
-        means = frame[["score", *feats]].mean(axis=0).to_numpy()
+        means = frame[["score", *per_species, *feats]].mean(axis=0).to_numpy()
         pad = [""] * (len(flags) + patched)
         table.add_row("mean", name, *pad, *(f"{v:.3f}" for v in means))
     return table, cols
@@ -410,6 +432,8 @@ def print_selection(result: SelectionResult, file: TextIO | None = None) -> None
     width = max(100, sum(max(len(c), 9) + 2 for c in cols))
     console = Console(file=file or sys.stdout, width=width, highlight=False)
     console.print(table)
+    if result.representation is not None:
+        console.print(representation_table(result.representation, result.summary))
     _print_figures(console, RunReport.from_summary(result.summary))
     paths = {
         "GeoPackage": result.gpkg_path,
@@ -420,6 +444,48 @@ def print_selection(result: SelectionResult, file: TextIO | None = None) -> None
     for label, path in paths.items():
         if path is not None:
             console.print(f"{label}: {path}")
+
+
+#: Prefix of the per-species probability columns of a several-species plan.
+PROBABILITY_PREFIX = "probability__"
+
+
+def representation_table(table: pd.DataFrame, summary: Mapping[str, Any]) -> Any:
+    """The ``representation`` table (one row per species) as a rich ``Table``.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The ``representation`` layer (:data:`reserve.representation.REPRESENTATION_COLUMNS`).
+    summary : mapping
+        The run summary (its ``interval_level``).
+
+    Returns
+    -------
+    rich.table.Table
+    """
+    from rich.table import Table
+
+    level = round(100 * float(summary.get("interval_level") or 0.9))
+    out = Table(title="representation (expected occupied cells among the chosen)", box=None)
+    heads = ("species", "weight", "target", "in cells", "expected", f"{level}%", "share", "short")
+    for i, head in enumerate((*heads, "met", "signal")):
+        out.add_column(head, justify="left" if i == 0 else "right", no_wrap=True)
+    for r in table.itertuples(index=False):
+        has = r.target == r.target  # not NaN
+        out.add_row(
+            r.species,
+            f"{r.weight:g}",
+            r.target_given or "-",
+            f"{r.target:.1f}" if has else "-",
+            f"{r.expected:.1f}",
+            f"{r.expected_low:.0f}-{r.expected_high:.0f}",
+            f"{r.share:.1%}",
+            f"{r.shortfall:.1f}" if has else "-",
+            ("yes" if r.met else "no") if has else "-",
+            r.signal,
+        )
+    return out
 
 
 def _print_figures(console: Any, r: RunReport) -> None:
@@ -443,6 +509,12 @@ def _print_figures(console: Any, r: RunReport) -> None:
     if r.n_locked_in or r.n_locked_out:
         console.print(_locked_line(r))
     _print_novelty(console, r)
+    if r.plan_solver:
+        console.print(
+            f"plan: {r.plan_objective} by {r.plan_solver}, {r.solver_status}; targets met "
+            f"{r.n_targets_met} of {r.n_targets}; gap {r.gap:.1%}",
+            soft_wrap=True,
+        )
     if r.expected_presences is not None:
         per = ", ".join(
             f"{name} {p:.2f}" for name, p in zip(r.species, r.expected_precision, strict=True)
@@ -510,7 +582,8 @@ def _method_line(r: RunReport) -> str:
     ...                        solver_status="time_limit", objective=12.5, bound=12.0, gap=0.04))
     'method ttk-mip, model linear, C 1 (cv); solver time_limit: objective 12.5, bound 12, gap 4.0%'
     """
-    line = f"method {r.method}, model {r.model_fitted}, C {r.c:g} ({r.c_source})"
+    c = f"C {r.c:g} ({r.c_source})" if r.c == r.c else f"C {r.c_source}"
+    line = f"method {r.method}, model {r.model_fitted}, {c}"
     figures = {"objective": (r.objective, ".6g"), "bound": (r.bound, ".6g"), "gap": (r.gap, ".1%")}
     proved = [f"{name} {v:{spec}}" for name, (v, spec) in figures.items() if v == v]
     if r.bound != r.bound and r.gap != r.gap:

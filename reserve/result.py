@@ -35,7 +35,14 @@ from reserve.occupancy import LinkAverage
 from reserve.signal import CutoffTies, Verdict, assess_signal
 from reserve.solvers.ties import tie_width
 
-__all__ = ["LOCATION_COLUMNS", "FitOutcome", "SelectionResult", "build_result"]
+__all__ = [
+    "LOCATION_COLUMNS",
+    "Evidence",
+    "FitOutcome",
+    "SelectionResult",
+    "build_result",
+    "expected_among",
+]
 
 
 @dataclass
@@ -77,6 +84,11 @@ class SelectionResult:
     tradeoff : pandas.DataFrame or None
         The boundary calibration's fits (the ``boundary_tradeoff`` layer), with
         ``--boundary-penalty auto``.
+    evidence : Evidence or None
+        How sure the selection is, with the calibration of its probabilities.
+    representation : pandas.DataFrame or None
+        With several species planned together: one row per species (the
+        ``representation`` layer, :mod:`reserve.representation`).
     """
 
     planning_units: gpd.GeoDataFrame
@@ -93,6 +105,8 @@ class SelectionResult:
     contributions: np.ndarray | None = None
     ranking: pd.DataFrame | None = None
     tradeoff: pd.DataFrame | None = None
+    evidence: Any = None
+    representation: pd.DataFrame | None = None
 
     def main_features(self, n: int = 3) -> list[str]:
         """The ``n`` features that explain most of the selected cells' scores.
@@ -577,6 +591,36 @@ def assess_evidence(
     return Evidence(check, cv, verdict, cal, source, probability, expected, many, flags)
 
 
+def expected_among(
+    evidence: Evidence, problem: Problem, score: np.ndarray, rows: np.ndarray, seed: int | None
+) -> tuple[float, float, float]:
+    """Expected occupied cells among ``rows`` and its interval, by the run's calibration.
+
+    Parameters
+    ----------
+    evidence : Evidence
+        The run's evidence (its calibration).
+    problem : reserve.design.Problem
+        The problem of the run (labels and checklists of every cell).
+    score : numpy.ndarray of shape (n_cells,)
+        Every cell's score.
+    rows : numpy.ndarray of int
+        The cells counted.
+    seed : int or None
+        Seed of the calibration's draws.
+
+    Returns
+    -------
+    (float, float, float)
+        :meth:`reserve.occupancy.LinkAverage.expected_count` at :data:`LEVEL`.
+    """
+    visits = np.where(np.isin(problem.label, (0, 1)), _checklists(problem), 0.0)
+    detected = problem.label == 1
+    return evidence.calibration.expected_count(
+        score[rows], visits[rows], detected[rows], LEVEL, seed
+    )
+
+
 def evidence_columns(evidence: Evidence) -> dict[str, np.ndarray]:
     """Per cell: ``probability``, ``known_detection`` and ``surveyed_no_detection``."""
     return {"probability": evidence.probability, **evidence.flags}
@@ -824,6 +868,7 @@ def build_result(
         contributions=contributions,
         ranking=ranking,
         tradeoff=fit.tradeoff,
+        evidence=evidence,
     )
     summary["main_features"] = ", ".join(result.main_features())
     summary["n_tied_at_cutoff"] = _tied_at_cutoff(problem, fit, result_units["score"].to_numpy())

@@ -53,6 +53,7 @@ from reserve.errors import InvalidInputError
 from reserve.export import CSV_NAME, SUMMARY_NAME, identified_crs
 from reserve.fork import Standby
 from reserve.methods import capabilities
+from reserve.representation import SpeciesFit, combine_results, plan_representation
 from reserve.result import FitOutcome, SelectionResult, build_result
 from reserve.run_files import (
     check_decoration,
@@ -234,6 +235,31 @@ def cross_fitted_scores(
     return held_out
 
 
+def _planned(
+    opts: SelectOptions,
+    units: Any,
+    problem: Problem,
+    inputs: Mapping[str, str],
+    config: Mapping[str, Any],
+    say: Callable[[str], None],
+) -> SelectionResult:
+    """Several species: each species' own single-species fit, then one plan over their
+    calibrated probabilities (:mod:`reserve.representation`)."""
+    fits = []
+    for name in opts.species or ():
+        one = opts.for_species(name)
+        own = build_problem(units, one, problem.source)
+        say(f"{name}:")
+        fit = _fit(one, own, say)
+        result = build_result(own, one, fit, inputs=inputs, config=one.recorded(None))
+        fits.append(SpeciesFit(name, own, result))
+    plan_in, plan, warnings = plan_representation(problem, opts, fits, say)
+    result = combine_results(problem, opts, fits, plan_in, plan, warnings)
+    result.summary["config"] = json.dumps(dict(config), sort_keys=True, default=str)
+    result.config = dict(config)
+    return result
+
+
 def run_selection(
     opts: SelectOptions,
     *,
@@ -297,7 +323,6 @@ def run_selection(
             f"effort covariates {', '.join(problem.effort)}; candidates scored at the training "
             "median"
         )
-    fit = _fit(opts, problem, say)
     inputs = {
         "cells_path": str(cells_path),
         "cells_sha256": file_sha256(cells_path),
@@ -305,7 +330,12 @@ def run_selection(
         "outline_path": drawn["outline"],
     }
     recorded = dict(config) if config is not None else opts.recorded(map_path)
-    result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
+    if opts.planned:
+        result = _planned(opts, units, problem, inputs, recorded, say)
+    else:
+        result = build_result(
+            problem, opts, _fit(opts, problem, say), inputs=inputs, config=recorded
+        )
     if not result.summary.get("species"):  # one species: named by the ingest, for the map
         result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
@@ -335,6 +365,10 @@ def select_reserve(
     n_jobs: int = SELECT_DEFAULTS.n_jobs,
     cost_column: str | None = None,
     species: list[str] | tuple[str, ...] | str | None = None,
+    target: Any = (),
+    weight: Any = (),
+    strict_targets: bool = SELECT_DEFAULTS.strict_targets,
+    joint_fit: bool = SELECT_DEFAULTS.joint_fit,
     model: str = SELECT_DEFAULTS.model,
     effort: bool = SELECT_DEFAULTS.effort,
     learn_from: str = SELECT_DEFAULTS.learn_from,
@@ -360,6 +394,14 @@ def select_reserve(
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags),
         every one of them: nothing is written without ``out``; an existing output is an
         error, raised before any work, unless ``overwrite``; ``map=False`` draws no map.
+    target, weight : sequence of str, or mapping
+        With two or more ``species``: ``"SPECIES=N"`` / ``"SPECIES=P%"`` targets and
+        ``"SPECIES=W"`` weights (:mod:`reserve.goals`), or a mapping of species to value.
+    strict_targets : bool
+        Refuse a target above what the candidates can reach (else warn and plan).
+    joint_fit : bool
+        Several species: one joint fit (``MultiTTK``) instead of a fit per species and a
+        plan over their calibrated probabilities.
     exclude_novel : bool
         Never select a candidate whose habitat lies outside the training cells' range
         (negative MESS, :mod:`reserve.novelty`): they are locked out. Off: they are flagged.
@@ -377,7 +419,8 @@ def select_reserve(
     Raises
     ------
     InvalidInputError
-        Bad options; conflicting locks (a usage error).
+        Bad options; conflicting locks (a usage error); with ``strict_targets``, a target
+        above what the candidates can reach.
     DataFileError
         Unusable cells or lock polygon file; unwritable output folder.
     OutputExistsError
@@ -410,6 +453,10 @@ def select_reserve(
         n_jobs=n_jobs,
         cost_column=cost_column,
         species=species,
+        target=target,
+        weight=weight,
+        strict_targets=strict_targets,
+        joint_fit=joint_fit,
         model=model,
         effort=effort,
         boundary_penalty=boundary_penalty,

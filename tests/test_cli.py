@@ -407,9 +407,10 @@ def test_select_for_two_species(tmp_path):
         str(tmp_path / "m.html"),
     )
     assert res.exit_code == 0, res.stderr
-    assert "expected precision" in res.stdout and "Crop Bird" in res.stdout
+    assert "representation" in res.stdout and "Crop Bird" in res.stdout
     sel = pyogrio.read_dataframe(tmp_path / "out" / "reserve.gpkg", layer="selected")
-    assert {"score__forest_bird", "score__crop_bird"} <= set(sel.columns) and len(sel) == 6
+    assert {"probability__forest_bird", "probability__crop_bird"} <= set(sel.columns)
+    assert len(sel) == 6
 
 
 def _page(path: Path) -> str:

@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Options whose values are words or lists, where TEXT is the proper type.
 TEXT_OPTIONS = {
     "species",
+    "target",
+    "weight",
     "region",
     "region_layer",
     "crs",

@@ -58,7 +58,10 @@ def test_text_is_parsed_only_from_sources():
         ({"budget": 3, "time_limit": "soon"}, "time_limit must be a number"),
         ({"budget": 3, "overwrite": 1}, "overwrite must be true or false"),
         ({"budget": 3, "out": 5}, "out must be a path"),
-        ({"budget": 3, "species": ["A", "B"], "method": "aatp"}, "selects for one species"),
+        (
+            {"budget": 3, "species": ["A", "B"], "method": "aatp", "joint_fit": True},
+            "one species at a time",
+        ),
     ],
 )
 def test_bad_options_are_refused(kw, message):
@@ -86,7 +89,9 @@ def test_model_is_checked_and_resolved_per_method():
         SelectOptions(budget=3, method="svm", model="spline")
     assert SelectOptions(budget=3, method="svm").effective_model == "linear"
     two = SelectOptions(budget=3, species=["Wood Thrush", "Veery"])
-    assert two.effective_model == "linear"
+    assert two.effective_model == "auto"  # each species' own fit
+    joint = SelectOptions(budget=3, species=["Wood Thrush", "Veery"], joint_fit=True)
+    assert joint.effective_model == "linear"
     assert SelectOptions(budget=3, model=" Spline ").effective_model == "spline"
 
 

@@ -206,17 +206,17 @@ CASES = {
     "species_empty": (["--budget", "3", "--species", ""], 2, "species must be species names"),
     "species_twice": (["--budget", "3", "--species", "A b", "--species", "a-B"], 2, "twice"),
     "species_method": (
-        ["--budget", "3", "--species", "A", "--species", "B", "--method", "tsvm"],
+        ["--budget", "3", "--species", "A", "--species", "B", "--joint-fit", "--method", "tsvm"],
         2,
         "selects for one species",
     ),
     "species_cv": (
-        ["--budget", "3", "--species", "A", "--species", "B", "--C", "cv"],
+        ["--budget", "3", "--species", "A", "--species", "B", "--joint-fit", "--C", "cv"],
         2,
         "--C 'cv' chooses C for one species",
     ),
     "species_money": (
-        ["--budget", "3", "--species", "A", "--species", "B", "--cost-column", "x"],
+        ["--budget", "3", "--species", "A", "--species", "B", "--joint-fit", "--cost-column", "x"],
         2,
         "not supported",
     ),

@@ -83,7 +83,7 @@ def test_a_several_species_method_selects_k_for_two_species(method):
 def test_a_one_species_method_is_refused_several_species(method):
     names = ", ".join(methods_with("several_species"))
     with pytest.raises(InvalidInputError, match=f"selects for one species.*{re.escape(names)}"):
-        SelectOptions(budget=3, method=method, species=["A", "B"])
+        SelectOptions(budget=3, method=method, species=["A", "B"], joint_fit=True)
     with pytest.raises(InvalidInputError, match=re.escape(quoted(_with("several_species")))):
         make_estimator(method, k=3, n_species=2)
 

@@ -659,7 +659,7 @@ def two_species(seed: int = 0) -> gpd.GeoDataFrame:
 
 def test_two_species_share_the_cells(tmp_path):
     path = write_units(tmp_path / "c.gpkg", two_species())
-    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"])
+    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"], joint_fit=True)
     pu, sel, est = res.planning_units, res.selected, res.estimator
     assert type(est).__name__ == "MultiTTK" and est.coef_.shape == (2, len(FEATURES))
     assert len(sel) == 8 and pu["selected"].sum() == 8
@@ -677,13 +677,15 @@ def test_two_species_share_the_cells(tmp_path):
     cand = pu[pu["role"] == "candidate"].sort_values(["score", "cell_id"], ascending=[False, True])
     assert set(sel["cell_id"]) == set(cand["cell_id"][:8])
     assert res.summary["species"] == "Forest Bird, Crop Bird"
-    again = select_reserve(8, path, species=["Forest Bird", "Crop Bird"])
+    again = select_reserve(8, path, species=["Forest Bird", "Crop Bird"], joint_fit=True)
     assert again.selected["cell_id"].tolist() == sel["cell_id"].tolist()
 
 
 def test_two_species_sum_of_svms_ranks_by_the_sum(tmp_path):
     path = write_units(tmp_path / "c.gpkg", two_species())
-    res = select_reserve(8, path, species=["Forest Bird", "Crop Bird"], method="svm")
+    res = select_reserve(
+        8, path, species=["Forest Bird", "Crop Bird"], method="svm", joint_fit=True
+    )
     pu = res.planning_units
     assert type(res.estimator).__name__ == "MultiSVM"
     np.testing.assert_allclose(pu["score"], pu["score__forest_bird"] + pu["score__crop_bird"])
@@ -707,13 +709,17 @@ def test_one_species_reads_its_own_label_column(tmp_path):
         ({"species": ["Forest Bird", "Owl"]}, InvalidInputError, "species in the file"),
         ({"species": ["Forest Bird", "forest bird"]}, InvalidInputError, "twice"),
         (
-            {"species": ["Forest Bird", "Crop Bird"], "method": "tsvm"},
+            {"species": ["Forest Bird", "Crop Bird"], "joint_fit": True, "method": "tsvm"},
             InvalidInputError,
             "selects for one species",
         ),
-        ({"species": ["Forest Bird", "Crop Bird"], "C": "cv"}, InvalidInputError, "one species"),
         (
-            {"species": ["Forest Bird", "Crop Bird"], "cost_column": "lc_crop"},
+            {"species": ["Forest Bird", "Crop Bird"], "joint_fit": True, "C": "cv"},
+            InvalidInputError,
+            "one species",
+        ),
+        (
+            {"species": ["Forest Bird", "Crop Bird"], "joint_fit": True, "cost_column": "lc_crop"},
             InvalidInputError,
             "not supported",
         ),
@@ -728,3 +734,31 @@ def test_bad_species_are_refused_and_nothing_is_written(tmp_path, kw, error, mes
     with pytest.raises(error, match=message):
         select_reserve(budget=6, cells=path, out=out, **kw)
     assert not (out / "reserve.gpkg").exists()
+
+
+def test_two_species_plan_within_a_money_budget(tmp_path):
+    """The plan spends at most the budget and its weighted expected occupied cells are the
+    optimum of an independent knapsack solve (scipy's MILP) over the same probabilities."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    units = two_species()
+    units["price"] = np.round(np.random.default_rng(3).lognormal(0, 0.6, len(units)), 3)
+    path = write_units(tmp_path / "c.gpkg", units)
+    species = ["Forest Bird", "Crop Bird"]
+    res = select_reserve(6.0, path, species=species, cost_column="price", model="linear")
+    pu = res.planning_units
+    chosen = pu["selected"].to_numpy(dtype=bool)
+    assert pu.loc[chosen, "price"].sum() <= 6.0 + 1e-9
+    assert res.summary["total_cost"] == pytest.approx(pu.loc[chosen, "price"].sum())
+    cand = (pu["role"] == "candidate").to_numpy()
+    P = pu.loc[cand, ["probability__forest_bird", "probability__crop_bird"]].to_numpy()
+    value = np.clip(np.nan_to_num(P), 0, 1).sum(axis=1)
+    price = pu.loc[cand, "price"].to_numpy()
+    best = milp(
+        -value,
+        constraints=LinearConstraint(price[None, :], -np.inf, 6.0),
+        integrality=np.ones(value.size),
+        bounds=Bounds(0, 1),
+    )
+    got = value[chosen[cand]].sum()
+    assert got == pytest.approx(-best.fun, rel=1e-6)
