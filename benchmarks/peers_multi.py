@@ -8,9 +8,11 @@ run's calibrated probabilities (the ``probability`` column: the unit of ``--targ
 passed as an absolute target. Every method then chooses ``k`` candidate cells for all the
 species at once, with the same budget and the same targets:
 
-- ``ours``: the several-species path with targets (one AutoTTK fit per species, its calibrated
-  probabilities, then :func:`reserve.solvers.targets.plan_species`: the least weighted
-  relative shortfall first, then the sum of expected occupied cells);
+- ``ours``: ``reserve select`` with every species and ``--target "S=N"`` for each, its
+  default several-species path (:mod:`reserve.representation`: one AutoTTK fit per species
+  as a single-species run makes it, its calibrated probabilities, then
+  :func:`reserve.solvers.targets.plan_species`: the least weighted relative shortfall
+  first, then the sum of expected occupied cells);
 - ``split``: separate single-species plans split by budget share (:func:`budget_share_split`:
   ``k / S`` cells from each species' own ranking, their union, overlaps refilled from the
   next-best cell of each species in turn);
@@ -18,9 +20,9 @@ species at once, with the same budget and the same targets:
   random_state=seed)`` per species on the same features and training rows, its
   ``predict_proba`` as the probabilities, and the same target model solved by
   :func:`~reserve.solvers.targets.plan_species` (a prioritizr user with SDM layers);
-- ``multittk``: :class:`reserve.solvers.multi.MultiTTK` as ``reserve select`` runs several
-  species without targets (``--method ttk``, the linear joint fit: the sum of the species'
-  SVM objectives, ``k`` cells shared).
+- ``multittk``: :class:`reserve.solvers.multi.MultiTTK`, ``reserve select`` with several
+  species and ``--joint-fit`` (the linear joint fit that was the several-species path
+  before targets: the sum of the species' SVM objectives, ``k`` cells shared; no targets).
 
 A diagnostic beside them, ``rf+detections``: ``rf+targets`` with the probability of every
 candidate whose own survey detected the species set to 1. ``reserve select``'s calibrated
@@ -427,13 +429,40 @@ def target_plan(P: np.ndarray, k: int, targets: np.ndarray, seed: int) -> tuple[
     return np.asarray(plan.selected, dtype=np.int64), status
 
 
-def multittk_plan(problem: MultiProblem, k: int, seed: int) -> np.ndarray:
-    """``k`` candidate positions from ``reserve select`` with every species, ``--method
-    ttk``: the linear joint fit (:class:`reserve.solvers.multi.MultiTTK`)."""
+def ours_plan(
+    problem: MultiProblem, k: int, targets: np.ndarray, seed: int
+) -> tuple[np.ndarray, str]:
+    """``k`` candidate positions from ``reserve select`` with every species and their
+    absolute targets (``--target "S=N"``): what the command runs by default with several
+    species (:mod:`reserve.representation`); and the plan's status, solver and gap."""
     from reserve.select import select_reserve
 
     res = select_reserve(
-        k, problem.cells, species=list(problem.species), method="ttk", seed=seed, n_jobs=1
+        k,
+        problem.cells,
+        species=list(problem.species),
+        target={s: float(t) for s, t in zip(problem.species, targets, strict=True)},
+        seed=seed,
+        n_jobs=1,
+    )
+    sm = res.summary
+    status = f"{sm['solver_status']} ({sm['plan_solver']}, gap {float(sm['gap']):.2g})"
+    return _positions(problem, res.selected["cell_id"].to_numpy()), status
+
+
+def multittk_plan(problem: MultiProblem, k: int, seed: int) -> np.ndarray:
+    """``k`` candidate positions from ``reserve select`` with every species, ``--method ttk
+    --joint-fit``: the linear joint fit (:class:`reserve.solvers.multi.MultiTTK`)."""
+    from reserve.select import select_reserve
+
+    res = select_reserve(
+        k,
+        problem.cells,
+        species=list(problem.species),
+        method="ttk",
+        joint_fit=True,
+        seed=seed,
+        n_jobs=1,
     )
     if "MultiTTK" not in type(res.estimator).__name__:
         raise RuntimeError(f"expected MultiTTK, reserve select ran {res.estimator!r}")
@@ -471,8 +500,8 @@ def run_problem(
         chosen: dict[str, tuple[np.ndarray, float, str]] = {}
         if "ours" in methods:
             t0 = time.perf_counter()
-            rows, status = target_plan(P, k, targets, seed)
-            chosen["ours"] = (rows, single + time.perf_counter() - t0, status)
+            rows, status = ours_plan(problem, k, targets, seed)
+            chosen["ours"] = (rows, time.perf_counter() - t0, status)
         if "split" in methods:
             t0 = time.perf_counter()
             rows = budget_share_split([r.ranking for r in runs], k)
