@@ -195,10 +195,7 @@ def plan_representation(
     warnings = _unreachable(inputs, fits, opts)
     objective = "least weighted shortfall, then" if opts.target else "the most"
     spend = f"{problem.k_free} cells" if inputs.cost is None else f"{inputs.budget:g} of cost"
-    say(
-        f"planning {spend} for {len(fits)} species: {objective} weighted "
-        "expected occupied cells"
-    )
+    say(f"planning {spend} for {len(fits)} species: {objective} weighted expected occupied cells")
     plan = plan_species(
         inputs.P,
         inputs.budget,
