@@ -172,6 +172,7 @@ def write_geopackage(
     overwrite: bool = False,
     ranking: pd.DataFrame | None = None,
     tradeoff: pd.DataFrame | None = None,
+    survey_next: gpd.GeoDataFrame | None = None,
 ) -> Path:
     """Write ``planning_units``, ``selected``, ``run_summary`` (and ``ranking``) to a GeoPackage.
 
@@ -189,6 +190,8 @@ def write_geopackage(
         The ranked cells, written as the table ``ranking`` (no geometry).
     tradeoff : pandas.DataFrame, optional
         The boundary calibration, written as the table ``boundary_tradeoff``.
+    survey_next : geopandas.GeoDataFrame, optional
+        The suggested surveys, written as the layer ``survey_next`` (in ``selected``'s CRS).
 
     Returns
     -------
@@ -222,6 +225,9 @@ def write_geopackage(
         pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw, **_WKT2)
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
+        if survey_next is not None:
+            survey_next = survey_next.set_crs(selected.crs, allow_override=True)
+            pyogrio.write_dataframe(survey_next, tmp, layer="survey_next", append=True, **kw)
         for name, frame in (("ranking", ranking), ("boundary_tradeoff", tradeoff)):
             if frame is not None:  # tables without geometry, when the run made them
                 frame = pd.DataFrame(frame).reset_index(drop=True)
@@ -334,4 +340,5 @@ def write_result(
         overwrite=overwrite,
         ranking=result.ranking,
         tradeoff=result.tradeoff,
+        survey_next=result.survey_next,
     )

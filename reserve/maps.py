@@ -286,6 +286,7 @@ def build_map(
     if tiles:
         folium.TileLayer(tiles, name="base map", control=False).add_to(m)
     _add_layers(m, data, units, len(sel), public, outline)
+    _add_survey_layer(m, units)
     _add_panels(m, summary, data, len(sel), thinned, public is not None)
     return m.get_root().render()
 
@@ -454,6 +455,31 @@ def _add_layers(
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
     folium.LayerControl(collapsed=False).add_to(m)  # before the script, which may fold it
     m.add_child(macro)
+
+
+#: Outline of a cell suggested for a survey (``survey_rank`` > 0): dashed orange, unfilled.
+SURVEY_STYLE = {"color": "#ff7f00", "weight": 3, "dash_array": "6 4", "fill": False}
+
+
+def _add_survey_layer(m: Any, units: gpd.GeoDataFrame) -> None:
+    """The cells to survey next (``survey_rank`` > 0, :mod:`reserve.surveys`) as their own
+    layer of dashed outlines over the others, each with its rank; none without them."""
+    if "survey_rank" not in units.columns:
+        return
+    import folium
+
+    todo = units[units["survey_rank"].to_numpy() > 0].sort_values("survey_rank")
+    if todo.empty:
+        return
+    group = folium.FeatureGroup(name=f"survey next ({len(todo)}, dashed orange)").add_to(m)
+    for rank, cell, geom in zip(todo["survey_rank"], todo["cell_id"], todo.geometry, strict=True):
+        ring = [(y, x) for x, y in shapely.get_exterior_ring(geom).coords]
+        folium.Polygon(
+            ring,
+            tooltip=f"survey #{int(rank)} (cell id {cell})",
+            class_name="reserve-survey",
+            **SURVEY_STYLE,
+        ).add_to(group)
 
 
 def _patches_geojson(units: gpd.GeoDataFrame) -> str | None:

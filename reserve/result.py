@@ -77,6 +77,9 @@ class SelectionResult:
     tradeoff : pandas.DataFrame or None
         The boundary calibration's fits (the ``boundary_tradeoff`` layer), with
         ``--boundary-penalty auto``.
+    survey_next : geopandas.GeoDataFrame or None
+        The suggested surveys (the ``survey_next`` layer, :mod:`reserve.surveys`), with
+        ``--suggest-surveys``.
     """
 
     planning_units: gpd.GeoDataFrame
@@ -93,6 +96,7 @@ class SelectionResult:
     contributions: np.ndarray | None = None
     ranking: pd.DataFrame | None = None
     tradeoff: pd.DataFrame | None = None
+    survey_next: gpd.GeoDataFrame | None = None
 
     def main_features(self, n: int = 3) -> list[str]:
         """The ``n`` features that explain most of the selected cells' scores.
