@@ -286,7 +286,6 @@ def build_map(
     if tiles:
         folium.TileLayer(tiles, name="base map", control=False).add_to(m)
     _add_layers(m, data, units, len(sel), public, outline)
-    _add_survey_layer(m, units)
     _add_panels(m, summary, data, len(sel), thinned, public is not None)
     return m.get_root().render()
 
@@ -453,6 +452,7 @@ def _add_layers(
         .replace("__MAP__", m.get_name())
     )
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
+    _add_survey_layer(m, units)
     folium.LayerControl(collapsed=False).add_to(m)  # before the script, which may fold it
     m.add_child(macro)
 
@@ -463,7 +463,7 @@ SURVEY_STYLE = {"color": "#ff7f00", "weight": 3, "dash_array": "6 4", "fill": Fa
 
 def _add_survey_layer(m: Any, units: gpd.GeoDataFrame) -> None:
     """The cells to survey next (``survey_rank`` > 0, :mod:`reserve.surveys`) as their own
-    layer of dashed outlines over the others, each with its rank; none without them."""
+    layer of dashed outlines over the others; none without them."""
     if "survey_rank" not in units.columns:
         return
     import folium
@@ -471,12 +471,16 @@ def _add_survey_layer(m: Any, units: gpd.GeoDataFrame) -> None:
     todo = units[units["survey_rank"].to_numpy() > 0].sort_values("survey_rank")
     if todo.empty:
         return
+    # a pane of its own above the cells (which the page's script draws later); clicks go
+    # through to the cell beneath and its popup
+    folium.map.CustomPane("reserve_survey", z_index=450, pointer_events=False).add_to(m)
     group = folium.FeatureGroup(name=f"survey next ({len(todo)}, dashed orange)").add_to(m)
-    for rank, cell, geom in zip(todo["survey_rank"], todo["cell_id"], todo.geometry, strict=True):
+    for geom in todo.geometry:
         ring = [(y, x) for x, y in shapely.get_exterior_ring(geom).coords]
         folium.Polygon(
             ring,
-            tooltip=f"survey #{int(rank)} (cell id {cell})",
+            pane="reserve_survey",
+            interactive=False,
             class_name="reserve-survey",
             **SURVEY_STYLE,
         ).add_to(group)
