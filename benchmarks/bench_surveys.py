@@ -51,7 +51,14 @@ from reserve.default_region import FILES, default_data_dir
 from reserve.design import read_planning_units
 from reserve.evaluate import read_truth
 from reserve.select import reselect, select_reserve
-from reserve.surveys import SURVEY_CHECKLISTS, SurveyResults, suggest_surveys
+from reserve.surveys import (
+    SURVEY_CHECKLISTS,
+    SurveyResults,
+    settle_selection,
+    single_values,
+    suggest_surveys,
+    survey_detection,
+)
 
 OUT = Path(__file__).resolve().parent / "results" / "surveys.md"
 PLANS = ("suggested", "random", "top", "uncertain", "coverage")
@@ -110,7 +117,7 @@ def _coverage_plan(res: Any, pool: pd.DataFrame, m: int) -> np.ndarray:
     return ids[chosen]
 
 
-def plans(res: Any, m: int, seed: int) -> dict[str, tuple[np.ndarray, float]]:
+def plans(res: Any, m: int, seed: int, alone: bool = False) -> dict[str, tuple[np.ndarray, float]]:
     """Each plan's ``m`` cells and the seconds it took to choose them."""
     pool = _eligible(res.ranking)
     out: dict[str, tuple[np.ndarray, float]] = {}
@@ -119,6 +126,12 @@ def plans(res: Any, m: int, seed: int) -> dict[str, tuple[np.ndarray, float]]:
         res.ranking, res.planning_units, res.summary["detection_per_checklist"], m, seed=0
     )
     out["suggested"] = (layer["cell_id"].to_numpy(), time.perf_counter() - t)
+    if alone:  # the design without the joint greedy: the best M by their value alone
+        det = survey_detection(res.summary["detection_per_checklist"])
+        free = res.ranking[~res.ranking["locked_in"].astype(bool)].reset_index(drop=True)
+        p_all = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64))
+        value = np.where(p_all < 1.0, single_values(p_all, det, int(free["selected"].sum())), -1)
+        out["alone"] = (free["cell_id"].to_numpy()[np.argsort(-value, kind="stable")[:m]], 0.0)
     rng = np.random.default_rng([seed, m])
     out["random"] = (rng.choice(pool["cell_id"].to_numpy(), m, replace=False), 0.0)
     out["top"] = (pool["cell_id"].to_numpy()[:m], 0.0)
@@ -143,13 +156,40 @@ def survey(
     )
 
 
+def settled_without_refit(res: Any, surveys: SurveyResults) -> np.ndarray:
+    """The run's ranking settled on the surveys without a refit: the chosen cell ids.
+
+    Each surveyed cell's probability is updated by Bayes' rule with the run's calibration
+    (1 after a detection), and :func:`reserve.surveys.settle_selection` decides the set:
+    the world the suggestions' value is computed in, scored against the truth.
+    """
+    free = res.ranking[~res.ranking["locked_in"].astype(bool)].reset_index(drop=True)
+    p = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64))
+    d = survey_detection(res.summary["detection_per_checklist"])
+    at = pd.Index(free["cell_id"]).get_indexer(surveys.cell_id)
+    surveyed = np.zeros(p.size, dtype=bool)
+    surveyed[at] = True
+    detected = np.zeros(p.size, dtype=bool)
+    detected[at[surveys.detected]] = True
+    after = p.copy()
+    after[at] = np.where(surveys.detected, 1.0, p[at] * (1 - d) / (1 - p[at] * d))
+    k = int(free["selected"].astype(bool).sum())
+    return free["cell_id"].to_numpy()[settle_selection(after, surveyed, detected, k).chosen]
+
+
 def precision(ids: np.ndarray, occupied: pd.Series) -> float:
     """Share of truly occupied cells among ``ids``."""
     return float(occupied.loc[ids].to_numpy().astype(bool).mean())
 
 
 def run_case(
-    seed: int, species: str, k: int, ms: list[int], cells: Path, folder: Path
+    seed: int,
+    species: str,
+    k: int,
+    ms: list[int],
+    cells: Path,
+    folder: Path,
+    reselection: str = "refit",
 ) -> list[dict]:
     """One seed, species and budget: the run before surveys and every plan's reselection."""
     truth = read_truth(truth_path(folder, species))["occupied"]
@@ -169,11 +209,18 @@ def run_case(
     draws = pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids)
     records = []
     for m in ms:
-        for plan, (cells_m, plan_s) in plans(res, m, seed).items():
+        for plan, (cells_m, plan_s) in plans(res, m, seed, reselection == "settle").items():
             t = time.perf_counter()
             surveys = survey(np.asarray(cells_m), truth, draws, p_check)
-            after = reselect(opts, units, surveys, res.estimator, str(cells))
-            got = precision(after.selected["cell_id"].to_numpy(), truth)
+            if reselection == "settle":
+                chosen = settled_without_refit(res, surveys)
+            else:
+                chosen = (
+                    reselect(opts, units, surveys, res.estimator, str(cells))
+                    .selected["cell_id"]
+                    .to_numpy()
+                )
+            got = precision(chosen, truth)
             rec = {
                 "seed": seed,
                 "species": species,
@@ -186,6 +233,7 @@ def run_case(
                 "n_detected": int(surveys.detected.sum()),
                 "seconds": plan_s + time.perf_counter() - t,
                 "base_seconds": base_s,
+                "reselection": reselection,
             }
             records.append(rec)
             print(
@@ -213,6 +261,7 @@ def _paired(records: pd.DataFrame, m: int, plan: str) -> dict[str, Any]:
 
 def report(records: pd.DataFrame, command: str) -> str:
     """The markdown report."""
+    plan_names = [p for p in (*PLANS, "alone") if p in set(records["plan"])]
     seeds = sorted(records["seed"].unique())
     lines = [
         "# Surveys before buying: suggested against four other plans",
@@ -225,36 +274,40 @@ def report(records: pd.DataFrame, command: str) -> str:
         "refits the run's model without a new search and settles the surveyed cells. Gain: "
         "precision at k after the surveys minus before, in percentage points; wins / losses "
         "and the Wilcoxon signed-rank p are the suggested plan's against each other plan, "
-        "paired by seed, species and k.",
+        "paired by seed, species and k. Reselection: "
+        + ", ".join(sorted(set(records.get("reselection", pd.Series(["refit"])).astype(str))))
+        + " (refit: the model refitted on the surveys, then settled; settle: the ranking "
+        "settled on the outcomes without a refit). `alone`: the best M cells by their value "
+        "alone, without the joint greedy.",
         "",
         "| M | "
-        + " | ".join(f"{p} gain" for p in PLANS)
+        + " | ".join(f"{p} gain" for p in plan_names)
         + " | "
-        + " | ".join(f"vs {p} (W/L, p)" for p in PLANS[1:])
+        + " | ".join(f"vs {p} (W/L, p)" for p in plan_names[1:])
         + " |",
-        "|---" * (1 + len(PLANS) + len(PLANS) - 1) + "|",
+        "|---" * (1 + len(plan_names) + len(plan_names) - 1) + "|",
     ]
     for m in sorted(records["m"].unique()):
         at = records[records["m"] == m]
-        gains = [100 * at.loc[at["plan"] == p, "gain"].mean() for p in PLANS]
+        gains = [100 * at.loc[at["plan"] == p, "gain"].mean() for p in plan_names]
         best = max(gains)
         cells = [(f"**{g:+.2f}**" if g == best else f"{g:+.2f}") for g in gains]
         vs = []
-        for p in PLANS[1:]:
+        for p in plan_names[1:]:
             r = _paired(records, m, p)
             vs.append(f"{r['wins']}/{r['losses']}, {r['p']:.3g}")
         lines.append(f"| {m} | " + " | ".join(cells) + " | " + " | ".join(vs) + " |")
     lines += ["", "By budget:", ""]
-    lines.append("| k | M | " + " | ".join(PLANS) + " | before |")
-    lines.append("|---" * (3 + len(PLANS)) + "|")
+    lines.append("| k | M | " + " | ".join(plan_names) + " | before |")
+    lines.append("|---" * (3 + len(plan_names)) + "|")
     for (k, m), at in records.groupby(["k", "m"]):
-        gains = [f"{100 * at.loc[at['plan'] == p, 'gain'].mean():+.2f}" for p in PLANS]
+        gains = [f"{100 * at.loc[at['plan'] == p, 'gain'].mean():+.2f}" for p in plan_names]
         before = at["base"].mean()
         lines.append(f"| {k} | {m} | " + " | ".join(gains) + f" | {before:.3f} |")
     lines += ["", "Seconds (mean per reselection, plan included; the run before surveys):", ""]
     secs = records.groupby("plan")["seconds"].mean()
     lines.append(
-        ", ".join(f"{p} {secs[p]:.1f} s" for p in PLANS)
+        ", ".join(f"{p} {secs[p]:.1f} s" for p in plan_names)
         + f"; run before surveys {records['base_seconds'].mean():.1f} s."
     )
     return "\n".join(lines) + "\n"
@@ -269,6 +322,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--surveys", type=ints, default=[10, 20, 50])
     parser.add_argument(
         "--species", type=lambda s: s.split(","), default=list(DEFAULT_REGION.species_all)
+    )
+    parser.add_argument(
+        "--reselection",
+        choices=("refit", "settle"),
+        default="refit",
+        help="refit: the run's model refitted on the surveys, then settled (what reserve "
+        "select --surveys does); settle: the ranking settled on the outcomes without a refit",
     )
     parser.add_argument("--csv", type=Path, default=None, help="write every record as it ends")
     parser.add_argument("--from-csv", type=Path, default=None, help="report from an earlier --csv")
@@ -291,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             cells, folder = cached_region(seed, args.work)
             for species in args.species:
                 for k in args.budgets:
-                    new = run_case(seed, species, k, args.surveys, cells, folder)
+                    new = run_case(seed, species, k, args.surveys, cells, folder, args.reselection)
                     rows += new
                     if args.csv is not None:
                         pd.DataFrame(rows).to_csv(args.csv, index=False)

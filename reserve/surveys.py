@@ -46,10 +46,13 @@ __all__ = [
     "SURVEY_CHECKLISTS",
     "SURVEY_NEXT_COLUMNS",
     "VALUE_DRAWS",
+    "Plan",
     "Settlement",
     "SurveyResults",
     "apply_surveys",
+    "expected_joint_gain",
     "joint_gain",
+    "plan_surveys",
     "read_surveys",
     "settle_selection",
     "single_values",
@@ -335,12 +338,6 @@ def single_values(p: np.ndarray, d: float, k: int) -> np.ndarray:
     missed = p[:k] * (1.0 - d) / np.maximum(1.0 - hit[:k], 1e-12)
     out[:k] = (1.0 - hit[:k]) * np.maximum(p[k] - missed, 0.0)
     return out
-
-
-def _outcomes(p: np.ndarray, d: float, cells: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``VALUE_DRAWS`` draws of the surveys' detections (presence, then detection)."""
-    u = rng.random((VALUE_DRAWS, cells.size))
-    return u < p[cells] * d
 
 
 def joint_gain(
