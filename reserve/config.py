@@ -149,6 +149,12 @@ class SelectOptions:
         or ``"auto"`` for Cohon's calibration (:func:`reserve.solvers.calibrate_penalty`).
     learn_from : str
         ``"public"`` or ``"surveyed"`` (:attr:`SelectDefaults.learn_from`).
+    suggest_surveys : int or None
+        Candidate cells to suggest for a survey before buying (:mod:`reserve.surveys`).
+    survey_clusters : int or None
+        Most contiguous areas the suggested surveys are grouped into.
+    surveys : path-like or None
+        CSV of new survey results (``cell_id,detected[,checklists]``).
     map_dir : str or None
         Folder of the map when ``map`` names none: None puts it beside the GeoPackage (in
         ``out``); :meth:`from_sources` sets :attr:`SelectDefaults.map_dir` when it supplies
@@ -187,6 +193,9 @@ class SelectOptions:
     effort: bool = SELECT_DEFAULTS.effort
     boundary_penalty: float | str = SELECT_DEFAULTS.boundary_penalty
     learn_from: str = SELECT_DEFAULTS.learn_from
+    suggest_surveys: int | None = None
+    survey_clusters: int | None = None
+    surveys: str | os.PathLike[str] | None = None
     map_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -204,6 +213,7 @@ class SelectOptions:
         self._check_capabilities()
         self._check_penalty()
         self._check_learn_from()
+        self._check_surveys()
 
     @property
     def several_species(self) -> bool:
@@ -327,6 +337,23 @@ class SelectOptions:
                 "--boundary-penalty, or pass --learn-from public"
             )
 
+    def _check_surveys(self) -> None:
+        """Survey suggestions and new surveys: one species, a budget in cells, no boundary."""
+        if self.survey_clusters is not None and self.suggest_surveys is None:
+            raise InvalidInputError(
+                "survey_clusters groups suggested surveys; pass --suggest-surveys M with it"
+            )
+        if self.suggest_surveys is None and self.surveys is None:
+            return
+        asked = "--suggest-surveys" if self.suggest_surveys is not None else "--surveys"
+        for refused, what, fix in (
+            (self.several_species, "several --species", "pass one --species"),
+            (self.money, "a money budget (--cost-column)", "give the budget in cells"),
+            (self.boundary_penalty != 0.0, "a boundary penalty", "drop --boundary-penalty"),
+        ):
+            if refused:
+                raise InvalidInputError(f"{asked} with {what} is not supported; {fix}")
+
     @classmethod
     def from_sources(
         cls, given: Mapping[str, Any], config: str | os.PathLike[str] | None = None
@@ -391,7 +418,7 @@ class SelectOptions:
     def recorded(self, map_path: Path | None) -> dict[str, Any]:
         """The effective configuration of a Python call, as recorded in the summary."""
         out = self.to_dict()
-        for key in ("cells", "out", "locked_in", "locked_out"):
+        for key in ("cells", "out", "locked_in", "locked_out", "surveys"):
             out[key] = None if out[key] is None else str(out[key])
         out["map"] = None if map_path is None else str(map_path)
         return out

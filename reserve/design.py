@@ -1080,7 +1080,12 @@ def _fit_arrays(
     return raw, rows, y, np.vstack([raw[base], own])
 
 
-def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> Problem:
+def build_problem(
+    units: gpd.GeoDataFrame,
+    opts: SelectOptions,
+    source: str,
+    learn: np.ndarray | None = None,
+) -> Problem:
     """Check ``units`` against ``opts`` and build the :class:`Problem`.
 
     Parameters
@@ -1091,6 +1096,9 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
         Budget, locks, cost column and species of the run.
     source : str
         The cells file, named in messages.
+    learn : numpy.ndarray of bool, optional
+        Candidate cells whose labels the fit learns from whatever ``learn_from`` says (the
+        cells of new surveys, :mod:`reserve.surveys`).
 
     Returns
     -------
@@ -1118,6 +1126,9 @@ def build_problem(units: gpd.GeoDataFrame, opts: SelectOptions, source: str) -> 
     features = _feature_names(units, exclude, source)
     train, cand = _fit_rows(units, label, lock_out | lock_in, source)
     learned = cand & np.isin(label, (0, 1)) if opts.learn_from == "surveyed" else None
+    if learn is not None:
+        extra = cand & np.isin(label, (0, 1)) & learn
+        learned = extra if learned is None else learned | extra
     labelled = train if learned is None else train | learned  # the cells the fit learns from
     effort: dict[str, float] = {}
     if opts.effort:

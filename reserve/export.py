@@ -173,6 +173,7 @@ def write_geopackage(
     ranking: pd.DataFrame | None = None,
     tradeoff: pd.DataFrame | None = None,
     representation: pd.DataFrame | None = None,
+    survey_next: gpd.GeoDataFrame | None = None,
 ) -> Path:
     """Write ``planning_units``, ``selected``, ``run_summary`` (and ``ranking``) to a GeoPackage.
 
@@ -193,6 +194,8 @@ def write_geopackage(
     representation : pandas.DataFrame, optional
         With several species planned together: one row per species, written as the table
         ``representation``.
+    survey_next : geopandas.GeoDataFrame, optional
+        The suggested surveys, written as the layer ``survey_next`` (in ``selected``'s CRS).
 
     Returns
     -------
@@ -226,6 +229,9 @@ def write_geopackage(
         pyogrio.write_dataframe(planning_units, tmp, layer="planning_units", **kw, **_WKT2)
         pyogrio.write_dataframe(selected, tmp, layer="selected", append=True, **kw)
         pyogrio.write_dataframe(table, tmp, layer="run_summary", append=True, **kw)
+        if survey_next is not None:
+            survey_next = survey_next.set_crs(selected.crs, allow_override=True)
+            pyogrio.write_dataframe(survey_next, tmp, layer="survey_next", append=True, **kw)
         tables = (
             ("ranking", ranking),
             ("boundary_tradeoff", tradeoff),
@@ -344,4 +350,5 @@ def write_result(
         ranking=result.ranking,
         tradeoff=result.tradeoff,
         representation=result.representation,
+        survey_next=result.survey_next,
     )

@@ -453,6 +453,7 @@ def _add_layers(
         .replace("__MAP__", m.get_name())
     )
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
+    _add_survey_layer(m, units)
     folium.LayerControl(collapsed=False).add_to(m)  # before the script, which may fold it
     m.add_child(macro)
 
@@ -507,6 +508,35 @@ def _add_species_layers(m: Any, units: gpd.GeoDataFrame, summary: Mapping[str, A
             tooltip=folium.GeoJsonTooltip(["cell_id", "probability"], aliases=["cell", name]),
         ).add_to(group)
         group.add_to(m)
+
+
+#: Outline of a cell suggested for a survey (``survey_rank`` > 0): dashed orange, unfilled.
+SURVEY_STYLE = {"color": "#ff7f00", "weight": 3, "dash_array": "6 4", "fill": False}
+
+
+def _add_survey_layer(m: Any, units: gpd.GeoDataFrame) -> None:
+    """The cells to survey next (``survey_rank`` > 0, :mod:`reserve.surveys`) as their own
+    layer of dashed outlines over the others; none without them."""
+    if "survey_rank" not in units.columns:
+        return
+    import folium
+
+    todo = units[units["survey_rank"].to_numpy() > 0].sort_values("survey_rank")
+    if todo.empty:
+        return
+    # a pane of its own above the cells (which the page's script draws later); clicks go
+    # through to the cell beneath and its popup
+    folium.map.CustomPane("reserve_survey", z_index=450, pointer_events=False).add_to(m)
+    group = folium.FeatureGroup(name=f"survey next ({len(todo)}, dashed orange)").add_to(m)
+    for geom in todo.geometry:
+        ring = [(y, x) for x, y in shapely.get_exterior_ring(geom).coords]
+        folium.Polygon(
+            ring,
+            pane="reserve_survey",
+            interactive=False,
+            class_name="reserve-survey",
+            **SURVEY_STYLE,
+        ).add_to(group)
 
 
 def _patches_geojson(units: gpd.GeoDataFrame) -> str | None:

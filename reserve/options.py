@@ -468,6 +468,29 @@ SELECT_OPTIONS: dict[str, OptionSpec] = {
             metavar="LAMBDA|auto",
         ),
         OptionSpec("overwrite", "Replace existing outputs.", "flag", _bool),
+        OptionSpec(
+            "suggest_surveys",
+            "Also suggest the M candidate cells whose survey is expected to improve the "
+            "purchase most (the survey_next layer; default: none).",
+            "integer",
+            _count(1),
+            metavar="M",
+        ),
+        OptionSpec(
+            "survey_clusters",
+            "Group the suggested surveys into at most G contiguous areas (default: no grouping).",
+            "integer",
+            _count(1),
+            metavar="G",
+        ),
+        OptionSpec(
+            "surveys",
+            "CSV of new survey results, cell_id,detected[,checklists]: their labels and "
+            "checklists join the run, the model learns from them, and a detection is bought "
+            "first (default: none).",
+            "path",
+            _path,
+        ),
     )
 }
 
@@ -576,7 +599,7 @@ INGEST_OPTIONS: dict[str, OptionSpec] = {
 CONFIG_KEYS: tuple[str, ...] = tuple(SELECT_OPTIONS)
 
 #: Options whose value is a path (``map`` may also be true or false).
-PATH_KEYS = ("cells", "out", "map", "locked_in", "locked_out")
+PATH_KEYS = ("cells", "out", "map", "locked_in", "locked_out", "surveys")
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:

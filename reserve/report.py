@@ -414,6 +414,39 @@ def selection_table(result: SelectionResult) -> tuple[Any, list[str]]:
     return table, cols
 
 
+def survey_table(layer: Any, summary: Mapping[str, Any]) -> Any:
+    """The suggested surveys (the ``survey_next`` layer) as a rich ``Table``.
+
+    Columns: the survey's rank, the cell, its cluster (with ``--survey-clusters``), why,
+    its marginal expected gain in the chosen set's occupied cells, its probability of
+    presence and whether it is chosen now; the title states the plan's joint expected gain.
+    """
+    from rich.table import Table
+
+    clustered = int(summary.get("survey_clusters", 0) or 0) > 0
+    gain = float(summary.get("survey_expected_gain", float("nan")))
+    table = Table(
+        title=f"{len(layer)} cells to survey next",
+        caption=f"expected gain {gain:.2f} occupied chosen cells; a survey is "
+        f"{summary.get('survey_checklists', '')} checklists",
+        box=None,
+    )
+    cols = ["rank", "cell_id", *(["cluster"] if clustered else []), "why", "gain", "p", "chosen"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "why" else "right", no_wrap=True)
+    for row in layer.itertuples(index=False):
+        table.add_row(
+            str(row.rank),
+            str(row.cell_id),
+            *([str(row.cluster)] if clustered else []),
+            row.why,
+            f"{row.expected_gain:.3f}",
+            f"{row.probability:.2f}",
+            "yes" if row.selected else "",
+        )
+    return table
+
+
 def print_selection(result: SelectionResult, file: TextIO | None = None) -> None:
     """The selected cells as a compact table, then the run's figures (``reserve select``'s
     standard output).
@@ -435,6 +468,15 @@ def print_selection(result: SelectionResult, file: TextIO | None = None) -> None
     if result.representation is not None:
         console.print(representation_table(result.representation, result.summary))
     _print_figures(console, RunReport.from_summary(result.summary))
+    s = result.summary
+    if "n_surveys" in s:
+        console.print(
+            f"new surveys: {s['n_surveys']} cells ({s['n_surveys_detected']} with a detection, "
+            f"{s['n_selected_surveys_detected']} of them bought first); "
+            f"{s['n_surveys_dropped']} chosen cells left out after a survey without one"
+        )
+    if result.survey_next is not None:
+        console.print(survey_table(result.survey_next, s))
     paths = {
         "GeoPackage": result.gpkg_path,
         "ranking CSV": result.csv_path,

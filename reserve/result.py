@@ -89,6 +89,9 @@ class SelectionResult:
     representation : pandas.DataFrame or None
         With several species planned together: one row per species (the
         ``representation`` layer, :mod:`reserve.representation`).
+    survey_next : geopandas.GeoDataFrame or None
+        The suggested surveys (the ``survey_next`` layer, :mod:`reserve.surveys`), with
+        ``--suggest-surveys``.
     """
 
     planning_units: gpd.GeoDataFrame
@@ -107,6 +110,7 @@ class SelectionResult:
     tradeoff: pd.DataFrame | None = None
     evidence: Any = None
     representation: pd.DataFrame | None = None
+    survey_next: gpd.GeoDataFrame | None = None
 
     def main_features(self, n: int = 3) -> list[str]:
         """The ``n`` features that explain most of the selected cells' scores.

@@ -24,10 +24,12 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import has_fit_parameter
 
@@ -37,9 +39,11 @@ from reserve.config import (
     CONFIG_KEYS,
     SELECT_DEFAULTS,
     SELECT_METHODS,
+    SPECIES_LABEL_PREFIX,
     SelectOptions,
     load_config,
     resolve_config,
+    species_slug,
 )
 from reserve.design import (
     REQUIRED_COLUMNS,
@@ -66,6 +70,15 @@ from reserve.run_files import (
 )
 from reserve.solvers import SelectionProblem, describe_members, make_estimator
 from reserve.solvers.registry import chosen_C
+from reserve.surveys import (
+    SURVEY_CHECKLISTS,
+    SurveyResults,
+    apply_surveys,
+    read_surveys,
+    settle_selection,
+    suggest_surveys,
+    survey_detection,
+)
 
 __all__ = [
     "CONFIG_KEYS",
@@ -73,11 +86,14 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "SelectOptions",
     "SelectionResult",
+    "label_column",
     "load_config",
     "read_planning_units",
+    "reselect",
     "resolve_config",
     "run_selection",
     "select_reserve",
+    "unlearned_scores",
 ]
 
 METHODS = SELECT_METHODS  #: Methods accepted by ``method=`` / ``--method``.
@@ -180,7 +196,10 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = scaler.transform(X_all)
-    held_out = cross_fitted_scores(opts, problem, est, X_all, say)
+    if opts.learn_from == "public" and problem.learned is not None:  # new surveys learned
+        held_out = unlearned_scores(problem, est, Z)
+    else:
+        held_out = cross_fitted_scores(opts, problem, est, X_all, say)
     return FitOutcome(
         estimator=est,
         Z=Z,
@@ -260,6 +279,190 @@ def _planned(
     return result
 
 
+def unlearned_scores(problem: Problem, est: Any, Z: np.ndarray) -> np.ndarray:
+    """Every cell's score from the final fit, NaN for the cells it learned the labels of.
+
+    With ``learn_from="public"`` only the cells of new surveys are learned (``surveys=``):
+    the other surveyed candidates stay out of sample and check the ranking alone, without
+    the refits of :func:`cross_fitted_scores`.
+    """
+    finite = np.isfinite(Z).all(axis=1)
+    out = np.full(len(Z), np.nan)
+    out[finite] = est.decision_function(Z[finite])
+    out[problem.learned] = np.nan
+    return out
+
+
+def _read_surveys(
+    opts: SelectOptions, units: Any, say: Callable[[str], None]
+) -> tuple[Any, SurveyResults | None]:
+    """The planning units with the new surveys' labels, and the surveys (None without)."""
+    if opts.surveys is None:
+        return units, None
+    locked = units["locked_out"].astype(bool).to_numpy()
+    candidate = (units["role"].astype(str).to_numpy() == "candidate") & ~locked
+    surveys = read_surveys(opts.surveys, units, candidate)
+    say(
+        f"{surveys.cell_id.size} new surveys from {opts.surveys} "
+        f"({int(surveys.detected.sum())} with a detection)"
+    )
+    return apply_surveys(units, surveys, label_column(opts)), surveys
+
+
+def label_column(opts: SelectOptions) -> str:
+    """The planning units' label column of the run's species."""
+    if not opts.species:
+        return "label"
+    return SPECIES_LABEL_PREFIX + species_slug(opts.species[0])
+
+
+def reselect(
+    opts: SelectOptions,
+    units: Any,
+    surveys: SurveyResults,
+    estimator: Any,
+    source: str = "",
+) -> SelectionResult:
+    """The selection after new surveys, refitting a fitted run's model without a new search.
+
+    The cheap half of the loop suggest, survey, reselect: the planning units take the
+    surveys (:func:`reserve.surveys.apply_surveys`), the estimator is refitted with the
+    feature maps and C it chose (``refit_params``: no cross-validation) on the problem that
+    learns their labels, and the chosen cells are settled on their outcomes
+    (:func:`reserve.surveys.settle_selection`). ``reserve select --surveys`` does the same
+    with a fresh model choice.
+
+    Parameters
+    ----------
+    opts : reserve.config.SelectOptions
+        The run's options (``surveys`` is not read: ``surveys`` is given).
+    units : geopandas.GeoDataFrame
+        The planning units before the surveys.
+    surveys : reserve.surveys.SurveyResults
+    estimator : estimator
+        The fitted estimator of the run before the surveys.
+    source : str
+        The cells file, for messages.
+
+    Returns
+    -------
+    SelectionResult
+        Without outputs written.
+    """
+    from sklearn.base import clone
+
+    units = apply_surveys(units, surveys, label_column(opts))
+    learn = pd.Index(units["cell_id"]).isin(surveys.cell_id)
+    problem = build_problem(units, opts, source, learn=learn)
+    _check_survey_cells(problem, surveys, None)
+    scaler, fitted = standardised(problem.selection)
+    chosen = getattr(estimator, "refit_params", None)
+    est = clone(estimator) if chosen is None else clone(estimator).set_params(**chosen())
+    t = time.perf_counter()
+    est.fit(fitted)
+    Z = scaler.transform(np.where(np.isfinite(problem.X), problem.X, np.nan))
+    C, C_source = chosen_C(est, "given")
+    fit = FitOutcome(
+        estimator=est,
+        Z=Z,
+        picked=np.asarray(est.selected_, dtype=np.int64),
+        C=C,
+        C_source=C_source,
+        cv=None,
+        fit_seconds=time.perf_counter() - t,
+        frequency=None,
+        held_out=unlearned_scores(problem, est, Z) if opts.learn_from == "public" else None,
+    )
+    inputs = {"cells_path": source, "cells_sha256": "", "public_path": "", "outline_path": ""}
+    result = build_result(problem, opts, fit, inputs=inputs, config=opts.recorded(None))
+    fit, figures = _settled(problem, opts, fit, result, surveys)
+    result = build_result(problem, opts, fit, inputs=inputs, config=opts.recorded(None))
+    result.summary.update(figures)
+    return result
+
+
+def _check_survey_cells(problem: Problem, surveys: SurveyResults | None, m: int | None) -> None:
+    """Refuse surveyed cells the options lock, and more suggestions than candidates."""
+    n_cand = int(problem.candidate.sum())
+    if m is not None and m > n_cand:
+        raise InvalidInputError(
+            f"suggest_surveys={m} is more than the {n_cand} candidate cells; pass at most {n_cand}"
+        )
+    if surveys is None:
+        return
+    pos = pd.Index(problem.units["cell_id"]).get_indexer(surveys.cell_id)
+    out = ~problem.candidate[pos]
+    if out.any():
+        rows = ", ".join(str(r + 2) for r in np.flatnonzero(out)[:5])
+        raise InvalidInputError(
+            f"surveys {surveys.source!r}: rows {rows} name cells locked in or out for this run "
+            "(--locked-in, --locked-out, --exclude-novel); unlock them or drop those rows"
+        )
+
+
+def _settled(
+    problem: Problem,
+    opts: SelectOptions,
+    fit: FitOutcome,
+    result: SelectionResult,
+    surveys: SurveyResults,
+) -> tuple[FitOutcome, dict[str, Any]]:
+    """The fit with its chosen cells settled on the new surveys
+    (:func:`reserve.surveys.settle_selection`), and the summary's survey figures."""
+    ranking = result.ranking[~result.ranking["locked_in"].astype(bool)]
+    at = pd.Index(ranking["cell_id"])
+    surveyed = np.zeros(len(ranking), dtype=bool)
+    surveyed[at.get_indexer(surveys.cell_id)] = True
+    detected = np.zeros(len(ranking), dtype=bool)
+    detected[at.get_indexer(surveys.cell_id[surveys.detected])] = True
+    p = np.nan_to_num(ranking["probability"].to_numpy(dtype=np.float64), nan=0.0)
+    settled = settle_selection(p, surveyed, detected, int(problem.k_free))
+    cells = pd.Index(problem.units["cell_id"]).get_indexer(at[settled.chosen])
+    n_fitted = int((problem.train | problem.candidate).sum())  # learned copies come after
+    picked = pd.Index(problem.rows[:n_fitted]).get_indexer(cells)
+    figures = {
+        "surveys_path": str(opts.surveys),
+        "n_surveys": int(surveys.cell_id.size),
+        "n_surveys_detected": int(surveys.detected.sum()),
+        "n_selected_surveys_detected": settled.n_detected,
+        "n_surveys_dropped": settled.n_dropped,
+    }
+    return replace(fit, picked=picked.astype(np.int64)), figures
+
+
+def _suggest(opts: SelectOptions, result: SelectionResult, say: Callable[[str], None]) -> None:
+    """Add the ``survey_next`` layer, its cells' ``survey_rank`` and the summary's figures."""
+    t = time.perf_counter()
+    detection = float(result.summary["detection_per_checklist"])
+    layer, total = suggest_surveys(
+        result.ranking,
+        result.planning_units,
+        detection,
+        int(opts.suggest_surveys),
+        clusters=opts.survey_clusters,
+        seed=opts.seed,
+    )
+    rank = np.zeros(len(result.planning_units), dtype=np.int64)
+    rank[pd.Index(result.planning_units["cell_id"]).get_indexer(layer["cell_id"])] = layer["rank"]
+    result.planning_units["survey_rank"] = rank
+    result.survey_next = layer
+    result.summary.update(
+        {
+            "suggest_surveys": int(opts.suggest_surveys),
+            "n_survey_next": len(layer),
+            "survey_checklists": SURVEY_CHECKLISTS,
+            "survey_detection": survey_detection(detection),
+            "survey_expected_gain": total,
+            "survey_clusters": opts.survey_clusters or 0,
+            "n_survey_clusters": int(layer["cluster"].max()) if len(layer) else 0,
+        }
+    )
+    say(
+        f"suggested {len(layer)} surveys: expected gain {total:.2f} occupied chosen cells "
+        f"({time.perf_counter() - t:.1f} s)"
+    )
+
+
 def run_selection(
     opts: SelectOptions,
     *,
@@ -303,7 +506,12 @@ def run_selection(
     public, outline, drawn = map_polygons(cells_path, public, outline)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
-    problem = build_problem(units, opts, str(cells_path))
+    units, surveys = _read_surveys(opts, units, say)
+    learn = None
+    if surveys is not None:
+        learn = pd.Index(units["cell_id"]).isin(surveys.cell_id)
+    problem = build_problem(units, opts, str(cells_path), learn=learn)
+    _check_survey_cells(problem, surveys, opts.suggest_surveys)
     say(
         f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
         f"{int(problem.candidate.sum())} candidates"
@@ -333,15 +541,20 @@ def run_selection(
     if opts.planned:
         result = _planned(opts, units, problem, inputs, recorded, say)
     else:
-        result = build_result(
-            problem, opts, _fit(opts, problem, say), inputs=inputs, config=recorded
-        )
+        fit = _fit(opts, problem, say)
+        result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
+    if surveys is not None:  # the surveyed cells decided by their outcome, then the tables
+        fit, figures = _settled(problem, opts, fit, result, surveys)
+        result = build_result(problem, opts, fit, inputs=inputs, config=recorded)
+        result.summary.update(figures)
     if not result.summary.get("species"):  # one species: named by the ingest, for the map
         result.summary["species"] = ingest_species(cells_path)
     result.gpkg_path, result.map_path = gpkg_path, map_path
     result.csv_path = None if gpkg_path is None else gpkg_path.with_name(CSV_NAME)
     result.summary_path = None if gpkg_path is None else gpkg_path.with_name(SUMMARY_NAME)
     result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
+    if opts.suggest_surveys is not None:
+        _suggest(opts, result, say)
     write_outputs(result, say, t0, public, outline, parallel=opts.n_jobs > 1, drawer=map_drawer)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     return result
@@ -373,6 +586,9 @@ def select_reserve(
     effort: bool = SELECT_DEFAULTS.effort,
     learn_from: str = SELECT_DEFAULTS.learn_from,
     boundary_penalty: float | str = 0.0,
+    suggest_surveys: int | None = None,
+    survey_clusters: int | None = None,
+    surveys: str | os.PathLike[str] | None = None,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -390,7 +606,8 @@ def select_reserve(
         GeoPackage with a ``planning_units`` layer (``reserve ingest``). Default: the
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
-    n_jobs, cost_column, species, model, effort, learn_from, boundary_penalty
+    n_jobs, cost_column, species, model, effort, learn_from, boundary_penalty, \
+    suggest_surveys, survey_clusters, surveys
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags),
         every one of them: nothing is written without ``out``; an existing output is an
         error, raised before any work, unless ``overwrite``; ``map=False`` draws no map.
@@ -461,5 +678,8 @@ def select_reserve(
         effort=effort,
         boundary_penalty=boundary_penalty,
         learn_from=learn_from,
+        suggest_surveys=suggest_surveys,
+        survey_clusters=survey_clusters,
+        surveys=surveys,
     )
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)

@@ -602,3 +602,42 @@ def _check_novel(driver, tmp_path: Path, shots: Path) -> None:
     time.sleep(0.5)  # the popup fades in
     driver.save_screenshot(str(shots / "novel_1400x900.png"))
     assert driver.execute_script("return window.__errors") == []
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="chromium / chromedriver not installed (.ci/run installs them)",
+)
+def test_suggested_surveys_are_a_layer_of_their_own_in_headless_chromium(tmp_path):
+    """The cells to survey next: dashed orange outlines, one per cell, over the cells drawn,
+    named in the layer control, hidden with it, and no script error."""
+    from selenium.webdriver.common.by import By
+
+    units = scored_units(20, 5)
+    cand = units.index[(units["role"] == "candidate") & ~units["selected"]][:4]
+    units["survey_rank"] = 0
+    units.loc[cand, "survey_rank"] = np.arange(1, 5)
+    page = write_map(units, tmp_path / "survey.html", summary={"budget": 5})
+    driver = _driver()
+    try:
+        _open(driver, page, 1400, 900)
+        paths = driver.execute_script(
+            "return Array.from(document.querySelectorAll('path.reserve-survey'), p => {"
+            " const r = p.getBoundingClientRect(); return [p.getAttribute('stroke'),"
+            " p.getAttribute('stroke-dasharray'), p.getAttribute('fill'), r.width * r.height];"
+            " })"
+        )
+        assert len(paths) == 4
+        assert all(p[0] == "#ff7f00" and p[1] == "6 4" and p[2] == "none" for p in paths), paths
+        assert all(p[3] > 4 for p in paths), paths
+        control = driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers")
+        label = next(
+            e for e in control.find_elements(By.TAG_NAME, "label") if "survey next (4" in e.text
+        )
+        label.find_element(By.TAG_NAME, "input").click()
+        hidden = driver.execute_script("return document.querySelectorAll('path.reserve-survey')")
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    finally:
+        driver.quit()
+    assert hidden == []
+    assert [e for e in errors if e.get("source") != "network"] == []

@@ -1,0 +1,369 @@
+"""Which cells to survey before buying: the suggested surveys against four other plans.
+
+For every simulation seed the species and the birders are redrawn on the shipped landscape
+(:func:`benchmarks.bench_coverage.cached_region`, one ingest per seed, cached in ``--work``).
+For both virtual species and every budget ``k``, :func:`reserve.select.select_reserve` runs
+with its defaults (``seed=0``, ``n_jobs=1``, no outputs): the run before any survey. Then,
+for every number of surveys ``M``, five plans of ``M`` cells are surveyed:
+
+* ``suggested``: :func:`reserve.surveys.suggest_surveys` (``reserve select --suggest-surveys``);
+* ``random``: a uniform draw;
+* ``top``: the highest scores (verify the top of the ranking);
+* ``uncertain``: the calibrated probability closest to 0.5 (uncertainty sampling);
+* ``coverage``: farthest-point sampling of the unsurveyed candidates in the standardised
+  feature space, from the training and surveyed cells (the habitat nobody looked at).
+
+Every plan draws from the same cells: candidates not locked in and without a detection on
+record (whose presence is already known). A survey is the simulation's own: in a truly
+occupied cell each of :data:`reserve.surveys.SURVEY_CHECKLISTS` checklists of a standard
+visit (the simulated birders' median duration and distance, one observer, a complete
+checklist; ``data/default_region/simulation.json``) detects the species with the probability
+the simulation's detection model gives it; an empty cell is never detected. The draws are
+common to the plans (one per cell and checklist, seeded by the run), so two plans that
+survey a cell see the same outcome. The reselection is :func:`reserve.select.reselect`: the
+run's model refitted on the surveyed labels without a new search, the chosen cells settled
+on the outcomes. Each run is scored by its precision at ``k`` against the truth.
+
+Run: ``python -m benchmarks.bench_surveys [--seeds 0-9] [--budgets 30,100]
+[--surveys 10,20,50] [--csv FILE]`` (writes ``benchmarks/results/surveys.md``; figures, no
+assertions). ``--from-csv FILE`` writes the report from the records of an earlier run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import wilcoxon
+
+from benchmarks.bench_coverage import WORK, cached_region, parse_seeds, truth_path
+from reserve.config import DEFAULT_REGION, SelectOptions
+from reserve.default_region import FILES, default_data_dir
+from reserve.design import read_planning_units
+from reserve.evaluate import read_truth
+from reserve.select import reselect, select_reserve
+from reserve.surveys import (
+    SURVEY_CHECKLISTS,
+    SurveyResults,
+    settle_selection,
+    single_values,
+    suggest_surveys,
+    survey_detection,
+)
+
+OUT = Path(__file__).resolve().parent / "results" / "surveys.md"
+PLANS = ("suggested", "random", "top", "uncertain", "coverage")
+FIELDS = ("seed", "species", "k", "m", "plan", "precision", "base", "gain", "n_detected", "seconds")
+
+
+def checklist_detection(meta: dict) -> float:
+    """The simulation's detection per checklist of a standard visit in an occupied cell.
+
+    The birder model's logit: intercept + hours * log(duration / 60) + km * log1p(distance)
+    + observers * log(1), at the median duration and distance of the simulated checklists.
+    """
+    m = meta["birder_model"]
+    logit = (
+        m["detection_intercept"]
+        + m["detection_hours"] * np.log(m["duration_median_min"] / 60.0)
+        + m["detection_km"] * np.log1p(m["distance_median_km"])
+    )
+    return float(1.0 / (1.0 + np.exp(-logit)))
+
+
+def _eligible(ranking: pd.DataFrame) -> pd.DataFrame:
+    """The ranked cells any plan may survey: not locked in, presence not yet known."""
+    free = ranking[~ranking["locked_in"].astype(bool)]
+    return free[free["probability"].to_numpy() < 1.0].reset_index(drop=True)
+
+
+def _coverage_plan(res: Any, pool: pd.DataFrame, m: int) -> np.ndarray:
+    """Farthest-point sampling of the unsurveyed pool cells in standardised features."""
+    pu = res.planning_units
+    feats = [f for f in res.feature_names if f in pu.columns and not f.startswith("effort")]
+    X = pu[feats].to_numpy(dtype=np.float64)
+    fitted = pu["role"].isin(["train", "candidate"]).to_numpy()
+    mu, sd = np.nanmean(X[fitted], axis=0), np.nanstd(X[fitted], axis=0)
+    Z = np.nan_to_num((X - mu) / np.where(sd > 0, sd, 1.0))
+    at = pd.Index(pu["cell_id"])
+    n = pd.to_numeric(pu.get("n_checklists", 0), errors="coerce").fillna(0).to_numpy()
+    known = (pu["role"] == "train").to_numpy() | (n > 0)
+    ids = pool["cell_id"].to_numpy()
+    unsurveyed = n[at.get_indexer(ids)] == 0
+    ids = ids[unsurveyed] if unsurveyed.sum() >= m else ids
+    cand = Z[at.get_indexer(ids)]
+    ref = Z[known]
+    dist = np.full(len(ids), np.inf)
+    sq = (cand**2).sum(axis=1)
+    for start in range(0, len(ref), 500):
+        block = ref[start : start + 500]
+        d2 = sq[:, None] - 2.0 * cand @ block.T + (block**2).sum(axis=1)[None, :]
+        dist = np.minimum(dist, d2.min(axis=1))
+    chosen = []
+    for _ in range(m):
+        i = int(np.argmax(dist))
+        chosen.append(i)
+        dist = np.minimum(dist, ((cand - cand[i]) ** 2).sum(axis=1))
+        dist[i] = -np.inf
+    return ids[chosen]
+
+
+def plans(res: Any, m: int, seed: int, alone: bool = False) -> dict[str, tuple[np.ndarray, float]]:
+    """Each plan's ``m`` cells and the seconds it took to choose them."""
+    pool = _eligible(res.ranking)
+    out: dict[str, tuple[np.ndarray, float]] = {}
+    t = time.perf_counter()
+    layer, _ = suggest_surveys(
+        res.ranking, res.planning_units, res.summary["detection_per_checklist"], m, seed=0
+    )
+    out["suggested"] = (layer["cell_id"].to_numpy(), time.perf_counter() - t)
+    if alone:  # the design without the joint greedy: the best M by their value alone
+        det = survey_detection(res.summary["detection_per_checklist"])
+        free = res.ranking[~res.ranking["locked_in"].astype(bool)].reset_index(drop=True)
+        p_all = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64))
+        value = np.where(p_all < 1.0, single_values(p_all, det, int(free["selected"].sum())), -1)
+        out["alone"] = (free["cell_id"].to_numpy()[np.argsort(-value, kind="stable")[:m]], 0.0)
+    rng = np.random.default_rng([seed, m])
+    out["random"] = (rng.choice(pool["cell_id"].to_numpy(), m, replace=False), 0.0)
+    out["top"] = (pool["cell_id"].to_numpy()[:m], 0.0)
+    p = pool["probability"].to_numpy()
+    out["uncertain"] = (
+        pool["cell_id"].to_numpy()[np.argsort(np.abs(p - 0.5), kind="stable")[:m]],
+        0.0,
+    )
+    t = time.perf_counter()
+    out["coverage"] = (_coverage_plan(res, pool, m), time.perf_counter() - t)
+    return out
+
+
+def survey(
+    ids: np.ndarray, occupied: pd.Series, draws: pd.DataFrame, p_check: float
+) -> SurveyResults:
+    """The simulated surveys of ``ids``: detected where occupied and a checklist detects."""
+    hit = (draws.loc[ids].to_numpy() < p_check).any(axis=1)
+    detected = occupied.loc[ids].to_numpy().astype(bool) & hit
+    return SurveyResults(
+        cell_id=ids, detected=detected, checklists=np.full(ids.size, float(SURVEY_CHECKLISTS))
+    )
+
+
+def settled_without_refit(res: Any, surveys: SurveyResults) -> np.ndarray:
+    """The run's ranking settled on the surveys without a refit: the chosen cell ids.
+
+    Each surveyed cell's probability is updated by Bayes' rule with the run's calibration
+    (1 after a detection), and :func:`reserve.surveys.settle_selection` decides the set:
+    the world the suggestions' value is computed in, scored against the truth.
+    """
+    free = res.ranking[~res.ranking["locked_in"].astype(bool)].reset_index(drop=True)
+    p = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64))
+    d = survey_detection(res.summary["detection_per_checklist"])
+    at = pd.Index(free["cell_id"]).get_indexer(surveys.cell_id)
+    surveyed = np.zeros(p.size, dtype=bool)
+    surveyed[at] = True
+    detected = np.zeros(p.size, dtype=bool)
+    detected[at[surveys.detected]] = True
+    after = p.copy()
+    after[at] = np.where(surveys.detected, 1.0, p[at] * (1 - d) / (1 - p[at] * d))
+    k = int(free["selected"].astype(bool).sum())
+    return free["cell_id"].to_numpy()[settle_selection(after, surveyed, detected, k).chosen]
+
+
+def precision(ids: np.ndarray, occupied: pd.Series) -> float:
+    """Share of truly occupied cells among ``ids``."""
+    return float(occupied.loc[ids].to_numpy().astype(bool).mean())
+
+
+def run_case(
+    seed: int,
+    species: str,
+    k: int,
+    ms: list[int],
+    cells: Path,
+    folder: Path,
+    reselection: str = "refit",
+) -> list[dict]:
+    """One seed, species and budget: the run before surveys and every plan's reselection."""
+    truth = read_truth(truth_path(folder, species))["occupied"]
+    meta_path = folder / FILES["meta"]
+    meta = json.loads(
+        (meta_path if meta_path.exists() else default_data_dir() / FILES["meta"]).read_text()
+    )
+    p_check = checklist_detection(meta)
+    t0 = time.perf_counter()
+    res = select_reserve(k, cells, species=species, seed=0, n_jobs=1)
+    base_s = time.perf_counter() - t0
+    base = precision(res.selected["cell_id"].to_numpy(), truth)
+    units = read_planning_units(cells)
+    opts = SelectOptions(budget=k, cells=cells, species=(species,), seed=0, n_jobs=1)
+    rng = np.random.default_rng([seed, k, DEFAULT_REGION.species_all.index(species)])
+    ids = units["cell_id"].to_numpy()
+    draws = pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids)
+    records = []
+    for m in ms:
+        for plan, (cells_m, plan_s) in plans(res, m, seed, reselection == "settle").items():
+            t = time.perf_counter()
+            surveys = survey(np.asarray(cells_m), truth, draws, p_check)
+            if reselection == "settle":
+                chosen = settled_without_refit(res, surveys)
+            else:
+                chosen = (
+                    reselect(opts, units, surveys, res.estimator, str(cells))
+                    .selected["cell_id"]
+                    .to_numpy()
+                )
+            got = precision(chosen, truth)
+            rec = {
+                "seed": seed,
+                "species": species,
+                "k": k,
+                "m": m,
+                "plan": plan,
+                "precision": got,
+                "base": base,
+                "gain": got - base,
+                "n_detected": int(surveys.detected.sum()),
+                "seconds": plan_s + time.perf_counter() - t,
+                "base_seconds": base_s,
+                "reselection": reselection,
+            }
+            records.append(rec)
+            print(
+                f"seed {seed} {species} k {k:>3} M {m:>2} {plan:<9}: precision {got:.3f} "
+                f"(before {base:.3f}; {rec['n_detected']} detected, {rec['seconds']:.1f} s)",
+                flush=True,
+            )
+    return records
+
+
+def _paired(records: pd.DataFrame, m: int, plan: str) -> dict[str, Any]:
+    """Suggested against ``plan`` at ``m``: mean gains, wins, losses, Wilcoxon p."""
+    at = records[records["m"] == m].pivot_table(
+        index=["seed", "species", "k"], columns="plan", values="gain"
+    )
+    diff = (at["suggested"] - at[plan]).to_numpy()
+    nonzero = diff[np.abs(diff) > 1e-12]
+    p = float(wilcoxon(nonzero).pvalue) if nonzero.size >= 2 else float("nan")
+    return {
+        "wins": int((diff > 1e-12).sum()),
+        "losses": int((diff < -1e-12).sum()),
+        "p": p,
+    }
+
+
+def report(records: pd.DataFrame, command: str) -> str:
+    """The markdown report."""
+    plan_names = [p for p in (*PLANS, "alone") if p in set(records["plan"])]
+    seeds = sorted(records["seed"].unique())
+    lines = [
+        "# Surveys before buying: suggested against four other plans",
+        "",
+        f"`{command}` on {datetime.date.today().isoformat()}, {platform.machine()}, Python "
+        f"{platform.python_version()}; seeds {', '.join(map(str, seeds))}, species "
+        f"{', '.join(sorted(records['species'].unique()))}, k "
+        f"{', '.join(map(str, sorted(records['k'].unique())))}. A survey is "
+        f"{SURVEY_CHECKLISTS} checklists of the simulation's standard visit; the reselection "
+        "refits the run's model without a new search and settles the surveyed cells. Gain: "
+        "precision at k after the surveys minus before, in percentage points; wins / losses "
+        "and the Wilcoxon signed-rank p are the suggested plan's against each other plan, "
+        "paired by seed, species and k. Reselection: "
+        + ", ".join(sorted(set(records.get("reselection", pd.Series(["refit"])).astype(str))))
+        + " (refit: the model refitted on the surveys, then settled; settle: the ranking "
+        "settled on the outcomes without a refit). `alone`: the best M cells by their value "
+        "alone, without the joint greedy.",
+        "",
+        "| M | "
+        + " | ".join(f"{p} gain" for p in plan_names)
+        + " | "
+        + " | ".join(f"vs {p} (W/L, p)" for p in plan_names[1:])
+        + " |",
+        "|---" * (1 + len(plan_names) + len(plan_names) - 1) + "|",
+    ]
+    for m in sorted(records["m"].unique()):
+        at = records[records["m"] == m]
+        gains = [100 * at.loc[at["plan"] == p, "gain"].mean() for p in plan_names]
+        best = max(gains)
+        cells = [(f"**{g:+.2f}**" if g == best else f"{g:+.2f}") for g in gains]
+        vs = []
+        for p in plan_names[1:]:
+            r = _paired(records, m, p)
+            vs.append(f"{r['wins']}/{r['losses']}, {r['p']:.3g}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " | " + " | ".join(vs) + " |")
+    lines += ["", "By budget:", ""]
+    lines.append("| k | M | " + " | ".join(plan_names) + " | before |")
+    lines.append("|---" * (3 + len(plan_names)) + "|")
+    for (k, m), at in records.groupby(["k", "m"]):
+        gains = [f"{100 * at.loc[at['plan'] == p, 'gain'].mean():+.2f}" for p in plan_names]
+        before = at["base"].mean()
+        lines.append(f"| {k} | {m} | " + " | ".join(gains) + f" | {before:.3f} |")
+    lines += ["", "Seconds (mean per reselection, plan included; the run before surveys):", ""]
+    secs = records.groupby("plan")["seconds"].mean()
+    lines.append(
+        ", ".join(f"{p} {secs[p]:.1f} s" for p in plan_names)
+        + f"; run before surveys {records['base_seconds'].mean():.1f} s."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see the module)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ints = lambda s: [int(v) for v in s.split(",")]  # noqa: E731
+    parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-9"))
+    parser.add_argument("--budgets", type=ints, default=[30, 100])
+    parser.add_argument("--surveys", type=ints, default=[10, 20, 50])
+    parser.add_argument(
+        "--species", type=lambda s: s.split(","), default=list(DEFAULT_REGION.species_all)
+    )
+    parser.add_argument(
+        "--reselection",
+        choices=("refit", "settle"),
+        default="refit",
+        help="refit: the run's model refitted on the surveys, then settled (what reserve "
+        "select --surveys does); settle: the ranking settled on the outcomes without a refit",
+    )
+    parser.add_argument("--csv", type=Path, default=None, help="write every record as it ends")
+    parser.add_argument("--from-csv", type=Path, default=None, help="report from an earlier --csv")
+    parser.add_argument("--work", type=Path, default=WORK, help="cache of the simulated regions")
+    parser.add_argument("--out", type=Path, default=OUT)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    args = parse_args(argv)
+    command = "python -m benchmarks.bench_surveys " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    if args.from_csv is not None:
+        records = pd.read_csv(args.from_csv)
+    else:
+        rows: list[dict] = []
+        for seed in args.seeds:
+            cells, folder = cached_region(seed, args.work)
+            for species in args.species:
+                for k in args.budgets:
+                    new = run_case(seed, species, k, args.surveys, cells, folder, args.reselection)
+                    rows += new
+                    if args.csv is not None:
+                        pd.DataFrame(rows).to_csv(args.csv, index=False)
+        records = pd.DataFrame(rows)
+    text = report(records, command.strip())
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,602 @@
+"""Which cells to survey before buying, and how new surveys enter the next selection.
+
+Two halves of one loop, ``reserve select --suggest-surveys M`` then ``reserve select
+--surveys PATH``:
+
+* :func:`suggest_surveys` ranks candidate cells by the expected value of the information
+  their survey would bring: the expected gain in the chosen set's expected occupied cells
+  once the survey's outcome is known and the selection is settled on it
+  (:func:`settle_selection`). The probabilities are the run's calibrated probabilities of
+  presence given each cell's own survey (``probability``, :func:`reserve.result
+  .assess_evidence`), a survey is :data:`SURVEY_CHECKLISTS` checklists, each detecting the
+  species in an occupied cell with the calibration's detection per checklist
+  (``detection_per_checklist``). The value of several surveys is not the sum of theirs
+  (two detections displace two chosen cells, the second a better one), so the M cells are
+  chosen greedily on the joint expected gain, estimated on :data:`VALUE_DRAWS` seeded draws
+  of the outcomes; with ``clusters=G`` every cell after the G-th must touch (share an edge
+  with) a cell already suggested, so the plan is at most G contiguous areas.
+* :func:`read_surveys` reads a CSV of new results (``cell_id,detected[,checklists]``),
+  :func:`apply_surveys` writes them into the planning units (labels, ``n_checklists``)
+  and :func:`settle_selection` decides the surveyed cells: a detection is bought first (the
+  species is known to be there), and a cell surveyed without one stays chosen only while its
+  probability given the survey is at least that of the best candidate left out.
+
+The expected values ignore the refit a new label brings (the model learns from the surveyed
+cells in the next run, :mod:`reserve.design`'s ``learned`` cells): each cell's value is the
+change it makes to the chosen set at the current scores. ``why`` names what drove a
+suggestion: ``near the cut`` (its outcome would move the chosen set), ``outside the surveyed
+habitat`` (negative MESS: the model extrapolates there, and its label is the first of its
+habitat) or ``both``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+
+from reserve.adjacency import grid_adjacency
+from reserve.errors import DataFileError
+
+__all__ = [
+    "SURVEY_CHECKLISTS",
+    "SURVEY_NEXT_COLUMNS",
+    "VALUE_DRAWS",
+    "Plan",
+    "Settlement",
+    "SurveyResults",
+    "apply_surveys",
+    "expected_joint_gain",
+    "joint_gain",
+    "plan_surveys",
+    "read_surveys",
+    "settle_selection",
+    "single_values",
+    "suggest_surveys",
+    "survey_detection",
+]
+
+#: Checklists of one suggested survey (a morning's visit: three checklists).
+SURVEY_CHECKLISTS = 3
+#: Seeded draws of the survey outcomes behind a joint expected gain.
+VALUE_DRAWS = 256
+#: Cells whose joint gain is evaluated at each greedy step: the best by their own value.
+SHORTLIST = 150
+#: Columns of the ``survey_next`` layer, before its geometry.
+SURVEY_NEXT_COLUMNS = (
+    "rank",
+    "cell_id",
+    "why",
+    "expected_gain",
+    "value_alone",
+    "probability",
+    "p_detect",
+    "selected",
+    "novel",
+    "cluster",
+    "longitude",
+    "latitude",
+)
+
+
+@dataclass(frozen=True)
+class SurveyResults:
+    """New survey results, one row per surveyed cell.
+
+    Attributes
+    ----------
+    cell_id : numpy.ndarray
+        The surveyed cells, as in the planning units.
+    detected : numpy.ndarray of bool
+        Whether any of the survey's checklists detected the species.
+    checklists : numpy.ndarray of float
+        The survey's checklists (:data:`SURVEY_CHECKLISTS` when the file has none).
+    source : str
+        The file, for messages and the summary.
+    """
+
+    cell_id: np.ndarray
+    detected: np.ndarray
+    checklists: np.ndarray
+    source: str = ""
+
+
+def _rows(mask: np.ndarray, limit: int = 5) -> str:
+    """The data rows (2 = the first after the header) where ``mask`` holds, in words."""
+    rows = (np.flatnonzero(mask) + 2).tolist()
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return ", ".join(str(r) for r in rows[:limit]) + more
+
+
+def _table(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """The CSV as text columns, or one refusal naming what is wrong."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataFileError(f"surveys {str(p)!r} is not a file; pass a CSV of cell_id,detected")
+    try:
+        table = pd.read_csv(p, dtype=str, keep_default_na=False)
+    except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise DataFileError(f"surveys {str(p)!r} is not a readable CSV ({exc})") from None
+    table.columns = [str(c).strip() for c in table.columns]
+    missing = [c for c in ("cell_id", "detected") if c not in table.columns]
+    if missing:
+        raise DataFileError(
+            f"surveys {str(p)!r} lacks columns {missing}; it needs cell_id,detected and "
+            "optionally checklists (found: " + ", ".join(map(str, table.columns)) + ")"
+        )
+    if table.empty:
+        raise DataFileError(f"surveys {str(p)!r} has no rows; add one row per surveyed cell")
+    return table
+
+
+def read_surveys(
+    path: str | os.PathLike[str], units: pd.DataFrame, candidate: np.ndarray
+) -> SurveyResults:
+    """Read and check a CSV of new survey results against the planning units.
+
+    Parameters
+    ----------
+    path : path-like
+        CSV with ``cell_id``, ``detected`` (0 or 1) and optionally ``checklists`` (a positive
+        integer; default :data:`SURVEY_CHECKLISTS`).
+    units : pandas.DataFrame
+        The planning units (``cell_id``).
+    candidate : numpy.ndarray of bool
+        The cells that may be surveyed results (the run's candidates).
+
+    Returns
+    -------
+    SurveyResults
+
+    Raises
+    ------
+    DataFileError
+        A missing or unreadable file, missing columns, labels other than 0/1, checklists
+        that are not positive integers, repeated cells, unknown cells or cells that are not
+        candidates; the message names the rows.
+    """
+    table, source = _table(path), str(path)
+    detected = table["detected"].str.strip()
+    bad = ~detected.isin(("0", "1"))
+    if bad.any():
+        raise DataFileError(
+            f"surveys {source!r}: detected must be 0 or 1; rows {_rows(bad.to_numpy())} are "
+            "not. Write 1 for a survey that detected the species, 0 for one that did not"
+        )
+    if "checklists" in table.columns:
+        raw = pd.to_numeric(table["checklists"].str.strip(), errors="coerce")
+        ok = raw.notna() & (raw >= 1) & (raw == np.floor(raw))
+        if not ok.all():
+            raise DataFileError(
+                f"surveys {source!r}: checklists must be positive integers; rows "
+                f"{_rows(~ok.to_numpy())} are not"
+            )
+        checklists = raw.to_numpy(dtype=np.float64)
+    else:
+        checklists = np.full(len(table), float(SURVEY_CHECKLISTS))
+    ids = table["cell_id"].str.strip()
+    known = pd.Index(units["cell_id"].astype(str))
+    pos = known.get_indexer(ids)
+    for mask, what, fix in (
+        (ids.duplicated(keep=False).to_numpy(), "repeat a cell", "one row per cell"),
+        (pos < 0, "name cells not in the planning units", "use the cells' cell_id"),
+    ):
+        if mask.any():
+            raise DataFileError(f"surveys {source!r}: rows {_rows(mask)} {what}; {fix}")
+    outside = ~np.asarray(candidate, dtype=bool)[pos]
+    if outside.any():
+        raise DataFileError(
+            f"surveys {source!r}: rows {_rows(outside)} name cells that are not candidates "
+            "(training, other or locked-out cells); only candidate cells take new surveys"
+        )
+    return SurveyResults(
+        cell_id=units["cell_id"].to_numpy()[pos],
+        detected=detected.to_numpy() == "1",
+        checklists=checklists,
+        source=source,
+    )
+
+
+def apply_surveys(
+    units: gpd.GeoDataFrame, surveys: SurveyResults, label_column: str = "label"
+) -> gpd.GeoDataFrame:
+    """The planning units with the surveys' labels and checklists.
+
+    A surveyed cell's label becomes 1 when the new survey or an earlier one detected the
+    species, else 0; its ``n_checklists`` grow by the survey's checklists.
+
+    Parameters
+    ----------
+    units : geopandas.GeoDataFrame
+    surveys : SurveyResults
+    label_column : str
+        The run's species' label column (``label``, or ``label__<species>``).
+
+    Returns
+    -------
+    geopandas.GeoDataFrame
+        A copy.
+    """
+    out = units.copy()
+    pos = pd.Index(out["cell_id"]).get_indexer(surveys.cell_id)
+    label = pd.to_numeric(out[label_column], errors="coerce").to_numpy(dtype=np.float64)
+    before = np.nan_to_num(label[pos], nan=0.0) == 1
+    label[pos] = (before | surveys.detected).astype(np.float64)
+    out[label_column] = label
+    if "n_checklists" in out.columns:
+        n = pd.to_numeric(out["n_checklists"], errors="coerce").to_numpy(dtype=np.float64)
+        n = np.nan_to_num(n, nan=0.0)
+    else:
+        n = np.zeros(len(out))
+    n[pos] += surveys.checklists
+    out["n_checklists"] = n.astype(np.int64)
+    return out
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """The chosen cells once the surveyed ones are decided (:func:`settle_selection`).
+
+    Attributes
+    ----------
+    chosen : numpy.ndarray of int
+        Positions in the ranking of the chosen cells, best first: detections, then the
+        ranking's order.
+    n_detected : int
+        Surveyed cells with a detection among the chosen.
+    n_dropped : int
+        Surveyed cells without one that the ranking chose and the settlement left out.
+    """
+
+    chosen: np.ndarray
+    n_detected: int
+    n_dropped: int
+
+
+def settle_selection(
+    probability: np.ndarray, surveyed: np.ndarray, detected: np.ndarray, k: int
+) -> Settlement:
+    """Decide the surveyed cells of a ranking: detections first, weak misses out.
+
+    Parameters
+    ----------
+    probability : numpy.ndarray of shape (n,)
+        Each ranked cell's probability of presence given its surveys, in the ranking's
+        order (the estimator's chosen cells first).
+    surveyed : numpy.ndarray of bool of shape (n,)
+        Cells with a new survey.
+    detected : numpy.ndarray of bool of shape (n,)
+        Surveyed cells whose survey detected the species.
+    k : int
+        Cells to choose.
+
+    Returns
+    -------
+    Settlement
+
+    Examples
+    --------
+    >>> p = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    >>> s = settle_selection(p, np.array([0, 1, 0, 0, 1], bool), np.array([0, 0, 0, 0, 1], bool), 3)
+    >>> s.chosen.tolist(), s.n_detected, s.n_dropped
+    ([4, 0, 2], 1, 1)
+    """
+    surveyed = np.asarray(surveyed, dtype=bool)
+    hit = surveyed & np.asarray(detected, dtype=bool)
+    order = np.arange(probability.size)
+    runner_up = order[(order >= k) & ~surveyed]
+    bar = float(probability[runner_up[0]]) if runner_up.size else -np.inf
+    weak = surveyed & ~hit & (probability < bar)
+    first = order[hit][:k]
+    rest = order[~hit & ~weak][: k - first.size]
+    return Settlement(
+        chosen=np.concatenate([first, rest]),
+        n_detected=int(first.size),
+        n_dropped=int((weak[:k]).sum()),
+    )
+
+
+def survey_detection(
+    detection_per_checklist: float, checklists: float = SURVEY_CHECKLISTS
+) -> float:
+    """Chance that a survey of ``checklists`` checklists detects the species where it is."""
+    q = min(max(1.0 - float(detection_per_checklist), 0.0), 1.0)
+    return 1.0 - q**checklists
+
+
+def single_values(p: np.ndarray, d: float, k: int) -> np.ndarray:
+    """Each ranked cell's expected gain from its survey alone (no refit), exactly.
+
+    A cell outside the chosen set (the first ``k`` of the ranking) gains when detected: it
+    enters and the ``k``-th leaves, ``p d (1 - p_k)``. A chosen cell gains when missed and
+    its probability after the miss, ``p' = p (1 - d) / (1 - p d)``, falls below the best
+    cell left out, ``r``, which takes its place: ``(1 - p d) max(0, p_r - p')``.
+
+    Parameters
+    ----------
+    p : numpy.ndarray of shape (n,)
+        Probabilities of presence in the ranking's order.
+    d : float
+        A survey's chance of detecting the species in an occupied cell.
+    k : int
+        Cells chosen.
+
+    Returns
+    -------
+    numpy.ndarray of shape (n,)
+    """
+    p = np.asarray(p, dtype=np.float64)
+    out = np.zeros(p.size)
+    if k < 1 or k >= p.size:
+        return out
+    hit = p * d
+    out[k:] = hit[k:] * (1.0 - p[k - 1])
+    missed = p[:k] * (1.0 - d) / np.maximum(1.0 - hit[:k], 1e-12)
+    out[:k] = (1.0 - hit[:k]) * np.maximum(p[k] - missed, 0.0)
+    return out
+
+
+def joint_gain(
+    p: np.ndarray, d: float, k: int, cells: np.ndarray, detected: np.ndarray
+) -> np.ndarray:
+    """The gain of surveying ``cells`` in each drawn outcome (rows of ``detected``).
+
+    The selection is settled on each outcome as :func:`settle_selection` does, and its
+    expected occupied cells, at the probabilities after the outcome, are compared with the
+    current chosen set's at the same probabilities. The mean over the draws estimates the
+    expected value of the surveys' information.
+
+    Parameters
+    ----------
+    p : numpy.ndarray of shape (n,)
+        Probabilities of presence in the ranking's order.
+    d : float
+        A survey's chance of detecting the species in an occupied cell.
+    k : int
+        Cells chosen.
+    cells : numpy.ndarray of int
+        Surveyed positions in the ranking (distinct).
+    detected : numpy.ndarray of bool of shape (B, len(cells))
+        Drawn outcomes.
+
+    Returns
+    -------
+    numpy.ndarray of shape (B,)
+    """
+    cells = np.asarray(cells, dtype=np.int64)
+    B = detected.shape[0]
+    top = min(p.size, k + cells.size + 1)  # a settled set never reaches beyond these
+    inside = cells < top
+    post = np.broadcast_to(p[:top], (B, top)).copy()
+    miss = p[cells] * (1.0 - d) / np.maximum(1.0 - p[cells] * d, 1e-12)
+    post[:, cells[inside]] = np.where(detected[:, inside], 1.0, miss[inside][None, :])
+    surveyed = np.zeros(top, dtype=bool)
+    surveyed[cells[inside]] = True
+    hit = np.zeros((B, top), dtype=bool)
+    hit[:, cells[inside]] = detected[:, inside]
+    free = np.flatnonzero(~surveyed[k:]) + k
+    bar = p[free[0]] if free.size else -np.inf
+    # in line: unsurveyed cells, and misses still at least as likely as the runner-up
+    keep = ~surveyed[None, :] | (~hit & (post >= bar))
+    n_hit = np.minimum(detected.sum(axis=1), k)
+    slots = k - n_hit
+    filled = np.cumsum(np.where(keep, post, 0.0), axis=1)
+    reach = np.minimum((np.cumsum(keep, axis=1) < slots[:, None]).sum(axis=1), top - 1)
+    rest = np.where(slots > 0, filled[np.arange(B), reach], 0.0)
+    return n_hit + rest - post[:, :k].sum(axis=1)
+
+
+def expected_joint_gain(
+    p: np.ndarray, d: float, k: int, cells: np.ndarray, uniforms: np.ndarray
+) -> float:
+    """The expected gain of surveying ``cells`` together, over seeded draws.
+
+    Parameters
+    ----------
+    p, d, k, cells
+        As in :func:`joint_gain`.
+    uniforms : numpy.ndarray of shape (B, n)
+        One uniform draw per outcome and ranked cell: a survey of cell ``j`` detects the
+        species in draw ``b`` when ``uniforms[b, j] < p[j] d`` (common draws, so the gains
+        of different sets are compared on the same outcomes).
+
+    Returns
+    -------
+    float
+    """
+    cells = np.asarray(cells, dtype=np.int64)
+    if cells.size == 0:
+        return 0.0
+    detected = uniforms[:, cells] < (p[cells] * d)[None, :]
+    return float(joint_gain(p, d, k, cells, detected).mean())
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The suggested surveys, in the order they were chosen.
+
+    Attributes
+    ----------
+    cells : numpy.ndarray of int
+        Positions in the ranking.
+    gain : numpy.ndarray of float
+        Each cell's marginal expected gain when it was added.
+    total : float
+        The joint expected gain of every suggested survey.
+    cluster : numpy.ndarray of int
+        Each cell's cluster (1 = the first started; 0 without clusters).
+    """
+
+    cells: np.ndarray
+    gain: np.ndarray
+    total: float
+    cluster: np.ndarray
+
+
+def _neighbours(adjacency: list[np.ndarray] | None, chosen: list[int]) -> set[int]:
+    if adjacency is None:
+        return set()
+    return {int(j) for i in chosen for j in adjacency[i]} - set(chosen)
+
+
+def plan_surveys(
+    p: np.ndarray,
+    d: float,
+    k: int,
+    m: int,
+    *,
+    seed: int = 0,
+    clusters: int | None = None,
+    adjacency: list[np.ndarray] | None = None,
+    eligible: np.ndarray | None = None,
+) -> Plan:
+    """Choose ``m`` surveys greedily on their joint expected gain.
+
+    Each step adds the cell whose survey raises the joint expected gain of the plan most,
+    among the :data:`SHORTLIST` cells of highest value alone (at least ``2 m``) and, with
+    ``clusters``, only among cells that touch a suggested cell once ``clusters`` areas are
+    started (every cell also may join the area it touches). Ties go to the better ranked
+    cell.
+
+    Parameters
+    ----------
+    p : numpy.ndarray of shape (n,)
+        Probabilities of presence in the ranking's order.
+    d : float
+        A survey's chance of detecting the species in an occupied cell.
+    k : int
+        Cells chosen.
+    m : int
+        Surveys to suggest.
+    seed : int
+        Seed of the outcome draws.
+    clusters : int or None
+        Most contiguous areas of the plan.
+    adjacency : list of numpy.ndarray or None
+        Each ranked cell's edge neighbours among the ranked cells (with ``clusters``).
+    eligible : numpy.ndarray of bool or None
+        Cells that may be suggested (default every cell).
+
+    Returns
+    -------
+    Plan
+    """
+    n = p.size
+    eligible = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    alone = np.where(eligible, single_values(p, d, k), -np.inf)
+    size = min(int(eligible.sum()), max(SHORTLIST, 2 * m))
+    shortlist = np.lexsort((np.arange(n), -alone))[:size]
+    uniforms = np.random.default_rng(seed).random((VALUE_DRAWS, n))
+    chosen: list[int] = []
+    gains: list[float] = []
+    area = np.zeros(n, dtype=np.int64)
+    current = 0.0
+    for _ in range(min(m, n)):
+        touching = {j for j in _neighbours(adjacency, chosen) if eligible[j]}
+        if clusters is not None and area.max() >= clusters:
+            pool = sorted(touching)
+        else:
+            pool = sorted(set(shortlist.tolist()) - set(chosen) | touching)
+        if not pool:
+            break
+        value = np.array(
+            [expected_joint_gain(p, d, k, np.array([*chosen, c]), uniforms) for c in pool]
+        )
+        best = int(np.lexsort((np.array(pool), -value))[0])
+        cell = pool[best]
+        near = [area[j] for j in (adjacency[cell] if adjacency is not None else ()) if area[j]]
+        area[cell] = min(near) if near else area.max() + 1
+        gains.append(float(value[best]) - current)
+        current = float(value[best])
+        chosen.append(cell)
+    cells = np.array(chosen, dtype=np.int64)
+    cluster = area[cells] if clusters is not None else np.zeros(cells.size, dtype=np.int64)
+    return Plan(cells, np.array(gains), current, cluster)
+
+
+def _why(alone: np.ndarray, novel: np.ndarray) -> np.ndarray:
+    """``near the cut``, ``outside the surveyed habitat`` or ``both`` (see the module)."""
+    cut = alone > 0
+    return np.where(
+        cut & novel, "both", np.where(novel, "outside the surveyed habitat", "near the cut")
+    )
+
+
+def _ranked_adjacency(geometry: np.ndarray) -> list[np.ndarray]:
+    """Each cell's edge neighbours among the given cells (positions)."""
+    adj = grid_adjacency(geometry)
+    pairs = np.concatenate([np.c_[adj.i, adj.j], np.c_[adj.j, adj.i]])
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    starts = np.searchsorted(pairs[:, 0], np.arange(adj.n + 1))
+    return [pairs[starts[i] : starts[i + 1], 1] for i in range(adj.n)]
+
+
+def suggest_surveys(
+    ranking: pd.DataFrame,
+    planning_units: gpd.GeoDataFrame,
+    detection_per_checklist: float,
+    m: int,
+    *,
+    clusters: int | None = None,
+    seed: int = 0,
+) -> tuple[gpd.GeoDataFrame, float]:
+    """The ``survey_next`` layer: the ``m`` candidate cells best surveyed before buying.
+
+    Parameters
+    ----------
+    ranking : pandas.DataFrame
+        The run's ranking (:attr:`reserve.result.SelectionResult.ranking`: ``cell_id``,
+        ``selected``, ``locked_in``, ``probability``, ``novel``, ``longitude``,
+        ``latitude``), best first.
+    planning_units : geopandas.GeoDataFrame
+        The run's cells (their geometry).
+    detection_per_checklist : float
+        The calibration's detection per checklist.
+    m : int
+        Surveys to suggest (at most the ranked cells that are not locked in).
+    clusters : int or None
+        Most contiguous areas of the plan (:func:`plan_surveys`).
+    seed : int
+        Seed of the outcome draws.
+
+    Returns
+    -------
+    (geopandas.GeoDataFrame, float)
+        The layer (:data:`SURVEY_NEXT_COLUMNS` and the geometry, by ``rank``) and the joint
+        expected gain of the plan.
+    """
+    free = ranking[~ranking["locked_in"].astype(bool)].reset_index(drop=True)
+    p = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64), nan=0.0)
+    k = int(free["selected"].astype(bool).sum())
+    d = survey_detection(detection_per_checklist)
+    geometry = planning_units.set_index("cell_id").geometry.loc[free["cell_id"]].to_numpy()
+    adjacency = _ranked_adjacency(geometry) if clusters is not None else None
+    unknown = p < 1.0  # a detection on record: its survey cannot tell anything more
+    plan = plan_surveys(
+        p, d, k, m, seed=seed, clusters=clusters, adjacency=adjacency, eligible=unknown
+    )
+    rows = free.iloc[plan.cells]
+    novel = rows["novel"].astype(bool).to_numpy() if "novel" in rows else np.zeros(len(rows), bool)
+    alone = single_values(p, d, k)[plan.cells]
+    table = pd.DataFrame(
+        {
+            "rank": np.arange(1, plan.cells.size + 1),
+            "cell_id": rows["cell_id"].to_numpy(),
+            "why": _why(alone, novel),
+            "expected_gain": plan.gain,
+            "value_alone": alone,
+            "probability": p[plan.cells],
+            "p_detect": p[plan.cells] * d,
+            "selected": rows["selected"].astype(bool).to_numpy(),
+            "novel": novel,
+            "cluster": plan.cluster,
+            "longitude": rows["longitude"].to_numpy(),
+            "latitude": rows["latitude"].to_numpy(),
+        }
+    )
+    layer = gpd.GeoDataFrame(table, geometry=geometry[plan.cells], crs=planning_units.crs)
+    return layer, plan.total
