@@ -285,8 +285,8 @@ def build_map(
     _offline_leaflet(m)
     if tiles:
         folium.TileLayer(tiles, name="base map", control=False).add_to(m)
-    _add_layers(m, data, units, len(sel), public, outline)
-    _add_species_layers(m, units, summary)
+    species = [n.strip() for n in str(summary.get("species") or "").split(",") if n.strip()]
+    _add_layers(m, data, units, len(sel), public, outline, species)
     _add_panels(m, summary, data, len(sel), thinned, public is not None)
     return m.get_root().render()
 
@@ -399,8 +399,10 @@ def _add_layers(
     n_sel: int,
     public: str | os.PathLike[str] | None,
     outline: str | os.PathLike[str] | None,
+    species: Sequence[str] = (),
 ) -> None:
-    """The layer groups and the script that fills them from ``data``."""
+    """The layer groups and the script that fills them from ``data`` (with ``species``
+    planned together, an overlay per species)."""
     import folium
     from branca.element import Element, MacroElement
     from jinja2 import Template
@@ -453,6 +455,7 @@ def _add_layers(
         .replace("__MAP__", m.get_name())
     )
     macro._template = Template("{% macro script(this, kwargs) %}{{ this.payload }}{% endmacro %}")
+    _add_species_layers(m, units, species)
     _add_survey_layer(m, units)
     folium.LayerControl(collapsed=False).add_to(m)  # before the script, which may fold it
     m.add_child(macro)
@@ -468,46 +471,41 @@ def species_layer_name(species: str) -> str:
     Examples
     --------
     >>> species_layer_name("Virtual Quail")
-    'Virtual Quail: chosen cells by probability'
+    'Virtual Quail: chosen cells by probability (light 0, dark green 1)'
     """
-    return f"{species}: chosen cells by probability"
+    return f"{species}: chosen cells by probability (light 0, dark green 1)"
 
 
-def _add_species_layers(m: Any, units: gpd.GeoDataFrame, summary: Mapping[str, Any]) -> None:
+def _add_species_layers(m: Any, units: gpd.GeoDataFrame, species: Sequence[str]) -> None:
     """Several species planned together: one overlay per species (the first shown), the
-    chosen cells shaded by that species' calibrated probability (light: 0, dark green: 1)."""
+    chosen cells shaded by that species' calibrated probability (light: 0, dark green: 1).
+
+    The overlays lie in a pane of their own above the cells (which the page's script draws
+    later) and let clicks through, so a chosen cell's popup still opens.
+    """
+    columns = {n: SPECIES_PROBABILITY_PREFIX + species_slug(n) for n in species}
+    if len(columns) < 2 or not all(c in units.columns for c in columns.values()):
+        return
     import folium
     from branca.colormap import linear
 
-    names = [n.strip() for n in str(summary.get("species") or "").split(",") if n.strip()]
-    columns = {n: SPECIES_PROBABILITY_PREFIX + species_slug(n) for n in names}
-    if len(names) < 2 or not all(c in units.columns for c in columns.values()):
-        return
+    folium.map.CustomPane("reserve_species", z_index=440, pointer_events=False).add_to(m)
     ramp = linear.YlGn_09.scale(0.0, 1.0)
     chosen = units[units["selected"].astype(bool)]
     for j, (name, col) in enumerate(columns.items()):
-        p = chosen[col].to_numpy(dtype=np.float64)
-        cells = gpd.GeoDataFrame(
-            {
-                "cell_id": chosen["cell_id"].to_numpy(),
-                "probability": np.round(p, 3),
-                "fill": [ramp(v) if np.isfinite(v) else "#999999" for v in p],
-            },
-            geometry=chosen.geometry.to_numpy(),
-            crs=chosen.crs,
-        )
-        group = folium.FeatureGroup(name=species_layer_name(name), show=j == 0)
-        folium.GeoJson(
-            cells.to_json(),
-            style_function=lambda f: {
-                "fillColor": f["properties"]["fill"],
-                "color": "#222222",
-                "weight": 1,
-                "fillOpacity": 0.85,
-            },
-            tooltip=folium.GeoJsonTooltip(["cell_id", "probability"], aliases=["cell", name]),
-        ).add_to(group)
-        group.add_to(m)
+        group = folium.FeatureGroup(name=species_layer_name(name), show=j == 0).add_to(m)
+        for geom, p in zip(chosen.geometry, chosen[col].to_numpy(dtype=np.float64), strict=True):
+            ring = [(y, x) for x, y in shapely.get_exterior_ring(geom).coords]
+            folium.Polygon(
+                ring,
+                pane="reserve_species",
+                interactive=False,
+                class_name=f"reserve-species reserve-species-{j}",
+                color="#222222",
+                weight=1,
+                fill_color=ramp(p) if np.isfinite(p) else "#999999",
+                fill_opacity=0.85,
+            ).add_to(group)
 
 
 #: Outline of a cell suggested for a survey (``survey_rank`` > 0): dashed orange, unfilled.

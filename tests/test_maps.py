@@ -641,3 +641,47 @@ def test_suggested_surveys_are_a_layer_of_their_own_in_headless_chromium(tmp_pat
         driver.quit()
     assert hidden == []
     assert [e for e in errors if e.get("source") != "network"] == []
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="chromium / chromedriver not installed (.ci/run installs them)",
+)
+def test_several_species_switch_between_their_overlays_in_headless_chromium(tmp_path):
+    """A plan for two species: one overlay per species in the layer control, the first shown;
+    switching draws the other species' chosen cells, shaded by its own probability."""
+    from selenium.webdriver.common.by import By
+
+    from reserve.maps import species_layer_name
+
+    units = scored_units(20, 6)
+    chosen = units["selected"].to_numpy(dtype=bool)
+    units["probability__forest_bird"] = np.where(chosen, 0.9, 0.1)
+    units["probability__crop_bird"] = np.where(chosen, np.linspace(0, 1, len(units)), 0.2)
+    summary = {"budget": 6, "species": "Forest Bird, Crop Bird"}
+    page = write_map(units, tmp_path / "species.html", summary=summary)
+    fills = (
+        "return Array.from(document.querySelectorAll('path.reserve-species-{}'),"
+        " p => p.getAttribute('fill'))"
+    )
+    driver = _driver()
+    try:
+        _open(driver, page, 1400, 900)
+        first, second = (
+            driver.execute_script(fills.format(0)),
+            driver.execute_script(fills.format(1)),
+        )
+        control = driver.find_element(By.CSS_SELECTOR, ".leaflet-control-layers")
+        labels = {e.text.strip(): e for e in control.find_elements(By.TAG_NAME, "label")}
+        labels[species_layer_name("Crop Bird")].find_element(By.TAG_NAME, "input").click()
+        labels[species_layer_name("Forest Bird")].find_element(By.TAG_NAME, "input").click()
+        after = driver.execute_script(fills.format(1)), driver.execute_script(fills.format(0))
+        driver.save_screenshot(str(tmp_path / "species_1400x900.png"))
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    finally:
+        driver.quit()
+    assert len(first) == chosen.sum() and second == []  # the first species shown at first
+    assert len(set(first)) == 1  # one probability, one shade
+    assert len(after[0]) == chosen.sum() and after[1] == []
+    assert len(set(after[0])) > 1  # the second species' own probabilities
+    assert [e for e in errors if e.get("source") != "network"] == []
