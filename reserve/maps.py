@@ -682,14 +682,20 @@ def _summary_rows(summary: Mapping[str, Any], thinned: int) -> list[tuple[str, s
             f"penalty {_fmt(summary, 'boundary_penalty', '.3g')}), so some score below "
             "unchosen cells."
         )
+    score = (
+        "How closely a cell's habitat matches the surveyed cells where the species "
+        f"was found: higher is better; {which}"
+    )
+    if "plan_objective" in summary:  # several species planned together
+        score = (
+            "The cell's weighted sum of the species' calibrated probabilities of presence "
+            "(what it adds to the plan); the chosen cells are the plan's, which meets the "
+            "targets first (representation layer)."
+        )
     rows = [
         ("chosen", chosen),
         *patches,
-        (
-            "score",
-            "How closely a cell's habitat matches the surveyed cells where the species "
-            f"was found: higher is better; {which}",
-        ),
+        ("score", score),
         ("how sure", f"{_certainty(summary)} {_solver_certainty(summary)}".strip()),
     ]
     if thinned:
