@@ -141,7 +141,7 @@ def test_the_map_has_one_overlay_per_species(run):
     page = run.map_path.read_text()
     for name in SPECIES:
         assert species_layer_name(name) in page
-    assert "weighted sum of the species' calibrated probabilities" in page
+    assert "calibrated probabilities of presence (what it adds to the plan)" in page
 
 
 def test_evaluate_reports_each_species_against_its_truth(run):
