@@ -26,7 +26,8 @@ on the outcomes. Each run is scored by its precision at ``k`` against the truth.
 
 Run: ``python -m benchmarks.bench_surveys [--seeds 0-9] [--budgets 30,100]
 [--surveys 10,20,50] [--plans suggested,top] [--csv FILE]`` (writes
-``benchmarks/results/surveys.md``; figures, no assertions). ``--from-csv FILE`` writes the report from the records of an earlier run.
+``benchmarks/results/surveys.md``; figures, no assertions). ``--from-csv FILE`` writes the
+report from the records of an earlier run.
 """
 
 from __future__ import annotations
