@@ -283,7 +283,7 @@ def settle_selection(
 
     Examples
     --------
-    >>> p = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    >>> p = np.array([0.9, 0.2, 0.7, 0.6, 0.5])  # cell 1 after a miss
     >>> s = settle_selection(p, np.array([0, 1, 0, 0, 1], bool), np.array([0, 0, 0, 0, 1], bool), 3)
     >>> s.chosen.tolist(), s.n_detected, s.n_dropped
     ([4, 0, 2], 1, 1)
