@@ -25,8 +25,9 @@ run's model refitted on the surveyed labels without a new search, the chosen cel
 on the outcomes. Each run is scored by its precision at ``k`` against the truth.
 
 Run: ``python -m benchmarks.bench_surveys [--seeds 0-9] [--budgets 30,100]
-[--surveys 10,20,50] [--csv FILE]`` (writes ``benchmarks/results/surveys.md``; figures, no
-assertions). ``--from-csv FILE`` writes the report from the records of an earlier run.
+[--surveys 10,20,50] [--plans suggested,top] [--csv FILE]`` (writes
+``benchmarks/results/surveys.md``; figures, no assertions). ``--from-csv FILE`` writes the
+report from the records of an earlier run.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import argparse
 import datetime
 import json
 import os
+import pickle
 import platform
 import sys
 import time
@@ -48,12 +50,14 @@ from scipy.stats import wilcoxon
 from benchmarks.bench_coverage import WORK, cached_region, parse_seeds, truth_path
 from reserve.config import DEFAULT_REGION, SelectOptions
 from reserve.default_region import FILES, default_data_dir
+from reserve.defaults import SPECIES_LABEL_PREFIX, species_slug
 from reserve.design import read_planning_units
 from reserve.evaluate import read_truth
 from reserve.select import reselect, select_reserve
 from reserve.surveys import (
     SURVEY_CHECKLISTS,
     SurveyResults,
+    calibration_draws,
     settle_selection,
     single_values,
     suggest_surveys,
@@ -117,8 +121,20 @@ def _coverage_plan(res: Any, pool: pd.DataFrame, m: int) -> np.ndarray:
     return ids[chosen]
 
 
-def plans(res: Any, m: int, seed: int, alone: bool = False) -> dict[str, tuple[np.ndarray, float]]:
-    """Each plan's ``m`` cells and the seconds it took to choose them."""
+def _visits(res: Any, species: str) -> np.ndarray:
+    """Each ranked cell's checklists where the species' label is known (the calibration's)."""
+    pu = res.planning_units
+    label = pd.to_numeric(pu[SPECIES_LABEL_PREFIX + species_slug(species)], errors="coerce")
+    n = pd.to_numeric(pu["n_checklists"], errors="coerce").fillna(0).to_numpy()
+    visits = np.where(np.isin(label.to_numpy(), (0, 1)), n, 0.0)
+    return visits[pd.Index(pu["cell_id"]).get_indexer(res.ranking["cell_id"])]
+
+
+def plans(
+    res: Any, m: int, seed: int, species: str = "", draws: bool = False
+) -> dict[str, tuple[np.ndarray, float]]:
+    """Each plan's ``m`` cells and the seconds it took to choose them (``draws``: also the
+    value averaged over the calibration's draws, a design measured in settled mode)."""
     pool = _eligible(res.ranking)
     out: dict[str, tuple[np.ndarray, float]] = {}
     t = time.perf_counter()
@@ -126,12 +142,18 @@ def plans(res: Any, m: int, seed: int, alone: bool = False) -> dict[str, tuple[n
         res.ranking, res.planning_units, res.summary["detection_per_checklist"], m, seed=0
     )
     out["suggested"] = (layer["cell_id"].to_numpy(), time.perf_counter() - t)
-    if alone:  # the design without the joint greedy: the best M by their value alone
-        det = survey_detection(res.summary["detection_per_checklist"])
+    if draws:  # the value averaged over the calibration's parameter draws
         free = res.ranking[~res.ranking["locked_in"].astype(bool)].reset_index(drop=True)
         p_all = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64))
-        value = np.where(p_all < 1.0, single_values(p_all, det, int(free["selected"].sum())), -1)
-        out["alone"] = (free["cell_id"].to_numpy()[np.argsort(-value, kind="stable")[:m]], 0.0)
+        k = int(free["selected"].astype(bool).sum())
+        P, D = calibration_draws(
+            res.evidence.calibration,
+            free["score"].to_numpy(dtype=np.float64),
+            _visits(res, species)[~res.ranking["locked_in"].astype(bool).to_numpy()],
+            p_all >= 1.0,
+        )
+        value = np.where(p_all < 1.0, single_values(P, D, k), -np.inf)
+        out["draws"] = (free["cell_id"].to_numpy()[np.argsort(-value, kind="stable")[:m]], 0.0)
     rng = np.random.default_rng([seed, m])
     out["random"] = (rng.choice(pool["cell_id"].to_numpy(), m, replace=False), 0.0)
     out["top"] = (pool["cell_id"].to_numpy()[:m], 0.0)
@@ -190,6 +212,7 @@ def run_case(
     cells: Path,
     folder: Path,
     reselection: str = "refit",
+    only: list[str] | None = None,
 ) -> list[dict]:
     """One seed, species and budget: the run before surveys and every plan's reselection."""
     truth = read_truth(truth_path(folder, species))["occupied"]
@@ -198,9 +221,7 @@ def run_case(
         (meta_path if meta_path.exists() else default_data_dir() / FILES["meta"]).read_text()
     )
     p_check = checklist_detection(meta)
-    t0 = time.perf_counter()
-    res = select_reserve(k, cells, species=species, seed=0, n_jobs=1)
-    base_s = time.perf_counter() - t0
+    res, base_s = base_run(k, cells, species, folder)
     base = precision(res.selected["cell_id"].to_numpy(), truth)
     units = read_planning_units(cells)
     opts = SelectOptions(budget=k, cells=cells, species=(species,), seed=0, n_jobs=1)
@@ -209,7 +230,10 @@ def run_case(
     draws = pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids)
     records = []
     for m in ms:
-        for plan, (cells_m, plan_s) in plans(res, m, seed, reselection == "settle").items():
+        chosen_plans = plans(res, m, seed, species, reselection == "settle")
+        for plan, (cells_m, plan_s) in chosen_plans.items():
+            if only is not None and plan not in only:
+                continue
             t = time.perf_counter()
             surveys = survey(np.asarray(cells_m), truth, draws, p_check)
             if reselection == "settle":
@@ -244,6 +268,29 @@ def run_case(
     return records
 
 
+def base_run(k: int, cells: Path, species: str, folder: Path) -> tuple[Any, float]:
+    """The run before any survey and its seconds, cached beside the region.
+
+    The run is the cost of a case and does not depend on the survey plans, so designs of
+    the plans are compared on the same runs: the result is pickled in ``folder`` under a
+    name of the species, ``k`` and the cells file's size and time (a new ingest reruns it).
+    """
+    st = cells.stat()
+    tag = f"{species.replace(' ', '_')}_k{k}_{st.st_size}_{int(st.st_mtime)}"
+    path = folder / f"surveys_base_{tag}.pkl"
+    if path.exists():
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+    t0 = time.perf_counter()
+    res = select_reserve(k, cells, species=species, seed=0, n_jobs=1)
+    out = (res, time.perf_counter() - t0)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as fh:
+        pickle.dump(out, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+    return out
+
+
 def _paired(records: pd.DataFrame, m: int, plan: str) -> dict[str, Any]:
     """Suggested against ``plan`` at ``m``: mean gains, wins, losses, Wilcoxon p."""
     at = records[records["m"] == m].pivot_table(
@@ -261,7 +308,7 @@ def _paired(records: pd.DataFrame, m: int, plan: str) -> dict[str, Any]:
 
 def report(records: pd.DataFrame, command: str) -> str:
     """The markdown report."""
-    plan_names = [p for p in (*PLANS, "alone") if p in set(records["plan"])]
+    plan_names = [p for p in (*PLANS, "draws") if p in set(records["plan"])]
     seeds = sorted(records["seed"].unique())
     lines = [
         "# Surveys before buying: suggested against four other plans",
@@ -270,15 +317,14 @@ def report(records: pd.DataFrame, command: str) -> str:
         f"{platform.python_version()}; seeds {', '.join(map(str, seeds))}, species "
         f"{', '.join(sorted(records['species'].unique()))}, k "
         f"{', '.join(map(str, sorted(records['k'].unique())))}. A survey is "
-        f"{SURVEY_CHECKLISTS} checklists of the simulation's standard visit; the reselection "
-        "refits the run's model without a new search and settles the surveyed cells. Gain: "
+        f"{SURVEY_CHECKLISTS} checklists of the simulation's standard visit. Gain: "
         "precision at k after the surveys minus before, in percentage points; wins / losses "
         "and the Wilcoxon signed-rank p are the suggested plan's against each other plan, "
         "paired by seed, species and k. Reselection: "
         + ", ".join(sorted(set(records.get("reselection", pd.Series(["refit"])).astype(str))))
         + " (refit: the model refitted on the surveys, then settled; settle: the ranking "
-        "settled on the outcomes without a refit). `alone`: the best M cells by their value "
-        "alone, without the joint greedy.",
+        "settled on the outcomes without a refit). `draws` (settle only): the M best cells by "
+        "their value averaged over the calibration's parameter draws.",
         "",
         "| M | "
         + " | ".join(f"{p} gain" for p in plan_names)
@@ -330,6 +376,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="refit: the run's model refitted on the surveys, then settled (what reserve "
         "select --surveys does); settle: the ranking settled on the outcomes without a refit",
     )
+    parser.add_argument(
+        "--plans",
+        type=lambda s: s.split(","),
+        default=None,
+        help="reselect only these plans (default all; each plan costs one reselection)",
+    )
     parser.add_argument("--csv", type=Path, default=None, help="write every record as it ends")
     parser.add_argument("--from-csv", type=Path, default=None, help="report from an earlier --csv")
     parser.add_argument("--work", type=Path, default=WORK, help="cache of the simulated regions")
@@ -351,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
             cells, folder = cached_region(seed, args.work)
             for species in args.species:
                 for k in args.budgets:
-                    new = run_case(seed, species, k, args.surveys, cells, folder, args.reselection)
+                    new = run_case(
+                        seed, species, k, args.surveys, cells, folder, args.reselection, args.plans
+                    )
                     rows += new
                     if args.csv is not None:
                         pd.DataFrame(rows).to_csv(args.csv, index=False)

@@ -10,11 +10,14 @@ Two halves of one loop, ``reserve select --suggest-surveys M`` then ``reserve se
   presence given each cell's own survey (``probability``, :func:`reserve.result
   .assess_evidence`), a survey is :data:`SURVEY_CHECKLISTS` checklists, each detecting the
   species in an occupied cell with the calibration's detection per checklist
-  (``detection_per_checklist``). The value of several surveys is not the sum of theirs
-  (two detections displace two chosen cells, the second a better one), so the M cells are
-  chosen greedily on the joint expected gain, estimated on :data:`VALUE_DRAWS` seeded draws
-  of the outcomes; with ``clusters=G`` every cell after the G-th must touch (share an edge
-  with) a cell already suggested, so the plan is at most G contiguous areas.
+  (``detection_per_checklist``). The M cells of highest value alone are suggested (exact,
+  :func:`single_values`); the plan's expected gain is their joint value (not the sum of
+  theirs: two detections displace two chosen cells, the second a better one), estimated on
+  :data:`VALUE_DRAWS` seeded draws of the outcomes. A greedy choice on the joint value
+  chose no better on the benchmark (``benchmarks/results/surveys.md``), nor did averaging
+  the value over the calibration's parameter draws (:func:`calibration_draws`). With
+  ``clusters=G`` every cell after the G-th must touch (share an edge with) a cell already
+  suggested, so the plan is at most G contiguous areas.
 * :func:`read_surveys` reads a CSV of new results (``cell_id,detected[,checklists]``),
   :func:`apply_surveys` writes them into the planning units (labels, ``n_checklists``)
   and :func:`settle_selection` decides the surveyed cells: a detection is bought first (the
@@ -34,6 +37,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import geopandas as gpd
 import numpy as np
@@ -50,6 +54,7 @@ __all__ = [
     "Settlement",
     "SurveyResults",
     "apply_surveys",
+    "calibration_draws",
     "expected_joint_gain",
     "joint_gain",
     "plan_surveys",
@@ -64,8 +69,6 @@ __all__ = [
 SURVEY_CHECKLISTS = 3
 #: Seeded draws of the survey outcomes behind a joint expected gain.
 VALUE_DRAWS = 256
-#: Cells whose joint gain is evaluated at each greedy step: the best by their own value.
-SHORTLIST = 150
 #: Columns of the ``survey_next`` layer, before its geometry.
 SURVEY_NEXT_COLUMNS = (
     "rank",
@@ -280,7 +283,7 @@ def settle_selection(
 
     Examples
     --------
-    >>> p = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    >>> p = np.array([0.9, 0.2, 0.7, 0.6, 0.5])  # cell 1 after a miss
     >>> s = settle_selection(p, np.array([0, 1, 0, 0, 1], bool), np.array([0, 0, 0, 0, 1], bool), 3)
     >>> s.chosen.tolist(), s.n_detected, s.n_dropped
     ([4, 0, 2], 1, 1)
@@ -308,7 +311,7 @@ def survey_detection(
     return 1.0 - q**checklists
 
 
-def single_values(p: np.ndarray, d: float, k: int) -> np.ndarray:
+def single_values(p: np.ndarray, d: float | np.ndarray, k: int) -> np.ndarray:
     """Each ranked cell's expected gain from its survey alone (no refit), exactly.
 
     A cell outside the chosen set (the first ``k`` of the ranking) gains when detected: it
@@ -318,30 +321,33 @@ def single_values(p: np.ndarray, d: float, k: int) -> np.ndarray:
 
     Parameters
     ----------
-    p : numpy.ndarray of shape (n,)
-        Probabilities of presence in the ranking's order.
-    d : float
-        A survey's chance of detecting the species in an occupied cell.
+    p : numpy.ndarray of shape (n,) or (B, n)
+        Probabilities of presence in the ranking's order (rows: draws of the calibration).
+    d : float or numpy.ndarray of shape (B,)
+        A survey's chance of detecting the species in an occupied cell (per draw).
     k : int
         Cells chosen.
 
     Returns
     -------
     numpy.ndarray of shape (n,)
+        With draws, the mean over them.
     """
-    p = np.asarray(p, dtype=np.float64)
-    out = np.zeros(p.size)
-    if k < 1 or k >= p.size:
-        return out
-    hit = p * d
-    out[k:] = hit[k:] * (1.0 - p[k - 1])
-    missed = p[:k] * (1.0 - d) / np.maximum(1.0 - hit[:k], 1e-12)
-    out[:k] = (1.0 - hit[:k]) * np.maximum(p[k] - missed, 0.0)
-    return out
+    P = np.atleast_2d(np.asarray(p, dtype=np.float64))
+    d = np.broadcast_to(np.asarray(d, dtype=np.float64).reshape(-1, 1), (P.shape[0], 1))
+    out = np.zeros(P.shape)
+    n = P.shape[1]
+    if k < 1 or k >= n:
+        return out.mean(axis=0)
+    hit = P * d
+    out[:, k:] = hit[:, k:] * (1.0 - P[:, k - 1 : k])
+    missed = P[:, :k] * (1.0 - d) / np.maximum(1.0 - hit[:, :k], 1e-12)
+    out[:, :k] = (1.0 - hit[:, :k]) * np.maximum(P[:, k : k + 1] - missed, 0.0)
+    return out.mean(axis=0)
 
 
 def joint_gain(
-    p: np.ndarray, d: float, k: int, cells: np.ndarray, detected: np.ndarray
+    p: np.ndarray, d: float | np.ndarray, k: int, cells: np.ndarray, detected: np.ndarray
 ) -> np.ndarray:
     """The gain of surveying ``cells`` in each drawn outcome (rows of ``detected``).
 
@@ -352,10 +358,11 @@ def joint_gain(
 
     Parameters
     ----------
-    p : numpy.ndarray of shape (n,)
-        Probabilities of presence in the ranking's order.
-    d : float
-        A survey's chance of detecting the species in an occupied cell.
+    p : numpy.ndarray of shape (n,) or (B, n)
+        Probabilities of presence in the ranking's order; with rows, outcome ``b`` is
+        valued at the probabilities of row ``b`` (a draw of the calibration).
+    d : float or numpy.ndarray of shape (B,)
+        A survey's chance of detecting the species in an occupied cell (per row).
     k : int
         Cells chosen.
     cells : numpy.ndarray of int
@@ -369,17 +376,22 @@ def joint_gain(
     """
     cells = np.asarray(cells, dtype=np.int64)
     B = detected.shape[0]
-    top = min(p.size, k + cells.size + 1)  # a settled set never reaches beyond these
+    P = np.asarray(p, dtype=np.float64)
+    n = P.shape[-1]
+    P = np.broadcast_to(P, (B, n)) if P.ndim == 1 else P
+    d = np.broadcast_to(np.asarray(d, dtype=np.float64).reshape(-1, 1), (B, 1))
+    top = min(n, k + cells.size + 1)  # a settled set never reaches beyond these
     inside = cells < top
-    post = np.broadcast_to(p[:top], (B, top)).copy()
-    miss = p[cells] * (1.0 - d) / np.maximum(1.0 - p[cells] * d, 1e-12)
-    post[:, cells[inside]] = np.where(detected[:, inside], 1.0, miss[inside][None, :])
+    post = P[:, :top].copy()
+    pc = P[:, cells[inside]]
+    miss = pc * (1.0 - d) / np.maximum(1.0 - pc * d, 1e-12)
+    post[:, cells[inside]] = np.where(detected[:, inside], 1.0, miss)
     surveyed = np.zeros(top, dtype=bool)
     surveyed[cells[inside]] = True
     hit = np.zeros((B, top), dtype=bool)
     hit[:, cells[inside]] = detected[:, inside]
     free = np.flatnonzero(~surveyed[k:]) + k
-    bar = p[free[0]] if free.size else -np.inf
+    bar = P[:, free[0] : free[0] + 1] if free.size else np.full((B, 1), -np.inf)
     # in line: unsurveyed cells, and misses still at least as likely as the runner-up
     keep = ~surveyed[None, :] | (~hit & (post >= bar))
     n_hit = np.minimum(detected.sum(axis=1), k)
@@ -391,18 +403,18 @@ def joint_gain(
 
 
 def expected_joint_gain(
-    p: np.ndarray, d: float, k: int, cells: np.ndarray, uniforms: np.ndarray
+    p: np.ndarray, d: float | np.ndarray, k: int, cells: np.ndarray, uniforms: np.ndarray
 ) -> float:
     """The expected gain of surveying ``cells`` together, over seeded draws.
 
     Parameters
     ----------
     p, d, k, cells
-        As in :func:`joint_gain`.
+        As in :func:`joint_gain` (with rows of ``p``, as many as ``uniforms``).
     uniforms : numpy.ndarray of shape (B, n)
         One uniform draw per outcome and ranked cell: a survey of cell ``j`` detects the
-        species in draw ``b`` when ``uniforms[b, j] < p[j] d`` (common draws, so the gains
-        of different sets are compared on the same outcomes).
+        species in draw ``b`` when ``uniforms[b, j] < p[b, j] d[b]`` (common draws, so the
+        gains of different sets are compared on the same outcomes).
 
     Returns
     -------
@@ -411,8 +423,52 @@ def expected_joint_gain(
     cells = np.asarray(cells, dtype=np.int64)
     if cells.size == 0:
         return 0.0
-    detected = uniforms[:, cells] < (p[cells] * d)[None, :]
+    P = np.atleast_2d(np.asarray(p, dtype=np.float64))
+    dd = np.asarray(d, dtype=np.float64).reshape(-1, 1)
+    detected = uniforms[:, cells] < P[:, cells] * dd
     return float(joint_gain(p, d, k, cells, detected).mean())
+
+
+def calibration_draws(
+    calibration: Any,
+    score: np.ndarray,
+    visits: np.ndarray,
+    detected: np.ndarray,
+    size: int = VALUE_DRAWS,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Probabilities of presence and survey detections under draws of the calibration.
+
+    A draw picks a link of the :class:`reserve.occupancy.LinkAverage` by its weight, then
+    that link's parameters from their Laplace approximation, as the expected count's
+    interval does; each cell's probability given its own surveys and a survey's detection
+    (:data:`SURVEY_CHECKLISTS` checklists) follow from the drawn parameters.
+
+    Parameters
+    ----------
+    calibration : reserve.occupancy.LinkAverage
+    score, visits, detected : numpy.ndarray of shape (n,)
+        The cells' scores, checklists where their label is known, and known detections.
+    size : int
+        Draws.
+    seed : int
+
+    Returns
+    -------
+    (numpy.ndarray of shape (size, n), numpy.ndarray of shape (size,))
+    """
+    rng = np.random.default_rng(seed)
+    per = rng.multinomial(size, calibration.weights_)
+    P, D = [], []
+    for member, b in zip(calibration.members_, per, strict=True):
+        if b == 0:
+            continue
+        theta = member.draws(int(b), rng)
+        P.append(member.posterior(score, visits, detected, theta))
+        q = 1.0 / (1.0 + np.exp(theta[:, -1]))  # a checklist's miss in an occupied cell
+        D.append(1.0 - q**SURVEY_CHECKLISTS)
+    order = rng.permutation(size)  # the rows of the links interleaved
+    return np.vstack(P)[order], np.concatenate(D)[order]
 
 
 @dataclass(frozen=True)
@@ -453,14 +509,15 @@ def plan_surveys(
     clusters: int | None = None,
     adjacency: list[np.ndarray] | None = None,
     eligible: np.ndarray | None = None,
+    draws: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Plan:
-    """Choose ``m`` surveys greedily on their joint expected gain.
+    """Choose ``m`` surveys by their own expected value, and value the plan jointly.
 
-    Each step adds the cell whose survey raises the joint expected gain of the plan most,
-    among the :data:`SHORTLIST` cells of highest value alone (at least ``2 m``) and, with
-    ``clusters``, only among cells that touch a suggested cell once ``clusters`` areas are
-    started (every cell also may join the area it touches). Ties go to the better ranked
-    cell.
+    Each step adds the eligible cell of highest value alone (:func:`single_values`, ties to
+    the better ranked cell); with ``clusters``, only among cells that touch a suggested cell
+    once ``clusters`` areas are started (every cell also may join the area it touches).
+    The plan's expected gain, and each cell's marginal share of it, are the joint expected
+    gains (:func:`expected_joint_gain`) of the plan's first cells, on seeded outcomes.
 
     Parameters
     ----------
@@ -480,6 +537,10 @@ def plan_surveys(
         Each ranked cell's edge neighbours among the ranked cells (with ``clusters``).
     eligible : numpy.ndarray of bool or None
         Cells that may be suggested (default every cell).
+    draws : (numpy.ndarray of shape (B, n), numpy.ndarray of shape (B,)) or None
+        Probabilities and detections under draws of the calibration
+        (:func:`calibration_draws`): each value is averaged over the rows, each outcome
+        drawn and valued under its own row; None values everything at ``p`` and ``d``.
 
     Returns
     -------
@@ -487,35 +548,34 @@ def plan_surveys(
     """
     n = p.size
     eligible = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
-    alone = np.where(eligible, single_values(p, d, k), -np.inf)
-    size = min(int(eligible.sum()), max(SHORTLIST, 2 * m))
-    shortlist = np.lexsort((np.arange(n), -alone))[:size]
-    uniforms = np.random.default_rng(seed).random((VALUE_DRAWS, n))
+    vp, vd = (p, d) if draws is None else draws
+    alone = np.where(eligible, single_values(vp, vd, k), -np.inf)
+    order = np.lexsort((np.arange(n), -alone))  # best alone first, ties to the better ranked
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
     chosen: list[int] = []
-    gains: list[float] = []
     area = np.zeros(n, dtype=np.int64)
-    current = 0.0
-    for _ in range(min(m, n)):
-        touching = {j for j in _neighbours(adjacency, chosen) if eligible[j]}
+    for _ in range(min(m, int(eligible.sum()))):
         if clusters is not None and area.max() >= clusters:
-            pool = sorted(touching)
+            pool = [j for j in _neighbours(adjacency, chosen) if eligible[j]]
+            if not pool:
+                break
+            cell = min(pool, key=lambda j: position[j])
         else:
-            pool = sorted(set(shortlist.tolist()) - set(chosen) | touching)
-        if not pool:
-            break
-        value = np.array(
-            [expected_joint_gain(p, d, k, np.array([*chosen, c]), uniforms) for c in pool]
-        )
-        best = int(np.lexsort((np.array(pool), -value))[0])
-        cell = pool[best]
+            taken = set(chosen)
+            cell = next(int(j) for j in order if int(j) not in taken)
         near = [area[j] for j in (adjacency[cell] if adjacency is not None else ()) if area[j]]
         area[cell] = min(near) if near else area.max() + 1
-        gains.append(float(value[best]) - current)
-        current = float(value[best])
-        chosen.append(cell)
+        chosen.append(int(cell))
     cells = np.array(chosen, dtype=np.int64)
+    rows = VALUE_DRAWS if draws is None else vp.shape[0]
+    uniforms = np.random.default_rng(seed).random((rows, n))
+    totals = np.array(
+        [expected_joint_gain(vp, vd, k, cells[: i + 1], uniforms) for i in range(cells.size)]
+    )
+    gains = np.diff(np.r_[0.0, totals])
     cluster = area[cells] if clusters is not None else np.zeros(cells.size, dtype=np.int64)
-    return Plan(cells, np.array(gains), current, cluster)
+    return Plan(cells, gains, float(totals[-1]) if totals.size else 0.0, cluster)
 
 
 def _why(alone: np.ndarray, novel: np.ndarray) -> np.ndarray:
@@ -562,7 +622,6 @@ def suggest_surveys(
         Most contiguous areas of the plan (:func:`plan_surveys`).
     seed : int
         Seed of the outcome draws.
-
     Returns
     -------
     (geopandas.GeoDataFrame, float)
