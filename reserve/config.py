@@ -325,11 +325,10 @@ class SelectOptions:
     def _check_learn_from(self) -> None:
         if self.learn_from == "public":
             return
-        if self.several_species and self.joint_fit:
+        if self.several_species:
             raise InvalidInputError(
-                "learn_from='surveyed' with --joint-fit is not supported; drop --joint-fit "
-                "(each species then learns from its own surveyed cells), or pass "
-                "--learn-from public"
+                "learn_from='surveyed' with several --species is not supported; pass one "
+                "--species, or --learn-from public"
             )
         if self.boundary_penalty != 0.0:
             raise InvalidInputError(

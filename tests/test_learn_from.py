@@ -64,9 +64,8 @@ def test_surveyed_run_cross_fits_the_check_and_flags_known_detections(cells):
 def test_bad_learn_from_values_are_refused(tmp_path, cells):
     with pytest.raises(InvalidInputError, match="learn_from='private' is unknown"):
         SelectOptions(budget=5, learn_from="private")
-    with pytest.raises(InvalidInputError, match="with --joint-fit is not supported"):
-        SelectOptions(budget=5, learn_from="surveyed", species=("a", "b"), joint_fit=True)
-    assert SelectOptions(budget=5, learn_from="surveyed", species=("a", "b")).planned
+    with pytest.raises(InvalidInputError, match="several --species"):
+        SelectOptions(budget=5, learn_from="surveyed", species=("a", "b"))
     argv = [
         "select",
         "--budget",
