@@ -894,11 +894,13 @@ def append_records(path: Path, records: list[dict], *, fresh: bool) -> None:
         writer.writerows(records)
 
 
-def read_records(path: Path) -> list[dict]:
-    """The records of a ``--csv`` file, numbers parsed back."""
+def read_records(path: Path, numeric: dict[str, Callable[[str], Any]] | None = None) -> list[dict]:
+    """The records of a ``--csv`` file, numbers parsed back (the columns of ``numeric``,
+    by default this suite's)."""
+    parse = _NUMERIC if numeric is None else numeric
     with path.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    return [{k: _NUMERIC.get(k, str)(v) for k, v in row.items()} for row in rows]
+    return [{k: parse.get(k, str)(v) for k, v in row.items()} for row in rows]
 
 
 if __name__ == "__main__":

@@ -61,7 +61,6 @@ Run through :mod:`benchmarks.bench_peers`: ``python -m benchmarks.bench_peers --
 
 from __future__ import annotations
 
-import csv
 import os
 import platform
 import tempfile
@@ -72,6 +71,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.bench_peers import append_records
+from benchmarks.bench_peers import read_records as read_peer_records
 
 #: Budgets (cells) of the suite.
 BUDGETS = (30, 100)
@@ -774,23 +776,9 @@ _NUMERIC: dict[str, Callable[[str], Any]] = {
 }
 
 
-def append_records(path: Path, records: list[dict], *, fresh: bool) -> None:
-    """Append ``records`` to the CSV at ``path`` (a new file with a header when ``fresh``)."""
-    if not records:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w" if fresh else "a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
-        if fresh:
-            writer.writeheader()
-        writer.writerows(records)
-
-
 def read_records(path: Path) -> list[dict]:
-    """The records of a ``--csv`` file, numbers parsed back."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return [{k: _NUMERIC.get(k, str)(v) for k, v in row.items()} for row in rows]
+    """The records of a ``--csv`` file of this suite, numbers parsed back."""
+    return read_peer_records(path, _NUMERIC)
 
 
 def multi_problems(
