@@ -456,12 +456,13 @@ class Evidence:
     flags: dict[str, np.ndarray]
 
 
-def _checklists(problem: Problem) -> np.ndarray:
+def _visits(problem: Problem) -> np.ndarray:
+    """Each cell's checklists where its label is known (0: unsurveyed, or label unknown)."""
     units = problem.units
     if "n_checklists" not in units.columns:
         return np.zeros(len(units))
     n = pd.to_numeric(units["n_checklists"], errors="coerce").to_numpy(dtype=np.float64)
-    return np.nan_to_num(n, nan=0.0)
+    return np.where(np.isin(problem.label, (0, 1)), np.nan_to_num(n, nan=0.0), 0.0)
 
 
 def _cross_validation(problem: Problem, fit: FitOutcome) -> CrossValidation:
@@ -559,8 +560,7 @@ def assess_evidence(
     Evidence
     """
     check_score = score if fit.held_out is None else fit.held_out
-    # each cell's checklists where its label is known (0: unsurveyed, or label unknown)
-    visits = np.where(np.isin(problem.label, (0, 1)), _checklists(problem), 0.0)
+    visits = _visits(problem)
     surveyed = problem.candidate & (visits >= 1) & np.isfinite(check_score)
     check = _private_check(problem, check_score, visits, surveyed, int(problem.k_free), opts.seed)
     cv = _cross_validation(problem, fit)
@@ -618,7 +618,7 @@ def expected_among(
     (float, float, float)
         :meth:`reserve.occupancy.LinkAverage.expected_count` at :data:`LEVEL`.
     """
-    visits = np.where(np.isin(problem.label, (0, 1)), _checklists(problem), 0.0)
+    visits = _visits(problem)
     detected = problem.label == 1
     return evidence.calibration.expected_count(
         score[rows], visits[rows], detected[rows], LEVEL, seed
