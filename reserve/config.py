@@ -154,7 +154,10 @@ class SelectOptions:
     survey_clusters : int or None
         Most contiguous areas the suggested surveys are grouped into.
     surveys : path-like or None
-        CSV of new survey results (``cell_id,detected[,checklists]``).
+        New survey results: a CSV (``cell_id,detected[,checklists]``) or an eBird EBD of
+        the new checklists (:func:`reserve.surveys.read_surveys`).
+    surveys_sed : path-like or None
+        The Sampling Event Data of an EBD ``surveys``.
     map_dir : str or None
         Folder of the map when ``map`` names none: None puts it beside the GeoPackage (in
         ``out``); :meth:`from_sources` sets :attr:`SelectDefaults.map_dir` when it supplies
@@ -196,6 +199,7 @@ class SelectOptions:
     suggest_surveys: int | None = None
     survey_clusters: int | None = None
     surveys: str | os.PathLike[str] | None = None
+    surveys_sed: str | os.PathLike[str] | None = None
     map_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -342,6 +346,11 @@ class SelectOptions:
             raise InvalidInputError(
                 "survey_clusters groups suggested surveys; pass --suggest-surveys M with it"
             )
+        if self.surveys_sed is not None and self.surveys is None:
+            raise InvalidInputError(
+                "surveys_sed is the Sampling Event Data of an eBird EBD --surveys; pass the "
+                "EBD with --surveys PATH, or drop --surveys-sed"
+            )
         if self.suggest_surveys is None and self.surveys is None:
             return
         asked = "--suggest-surveys" if self.suggest_surveys is not None else "--surveys"
@@ -417,7 +426,7 @@ class SelectOptions:
     def recorded(self, map_path: Path | None) -> dict[str, Any]:
         """The effective configuration of a Python call, as recorded in the summary."""
         out = self.to_dict()
-        for key in ("cells", "out", "locked_in", "locked_out", "surveys"):
+        for key in ("cells", "out", "locked_in", "locked_out", "surveys", "surveys_sed"):
             out[key] = None if out[key] is None else str(out[key])
         out["map"] = None if map_path is None else str(map_path)
         return out

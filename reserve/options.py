@@ -485,9 +485,18 @@ SELECT_OPTIONS: dict[str, OptionSpec] = {
         ),
         OptionSpec(
             "surveys",
-            "CSV of new survey results, cell_id,detected[,checklists]: their labels and "
+            "New survey results: a CSV of cell_id,detected[,checklists], or an eBird EBD "
+            "(.txt/.gz/.zip) of the new checklists with --surveys-sed; their labels and "
             "checklists join the run, the model learns from them, and a detection is bought "
             "first (default: none).",
+            "path",
+            _path,
+        ),
+        OptionSpec(
+            "surveys_sed",
+            "Sampling Event Data (.txt/.gz/.zip) of an EBD --surveys: its checklists pass "
+            "reserve ingest's default filters and each joins the candidate cell it lies in "
+            "(default: none).",
             "path",
             _path,
         ),
@@ -599,7 +608,7 @@ INGEST_OPTIONS: dict[str, OptionSpec] = {
 CONFIG_KEYS: tuple[str, ...] = tuple(SELECT_OPTIONS)
 
 #: Options whose value is a path (``map`` may also be true or false).
-PATH_KEYS = ("cells", "out", "map", "locked_in", "locked_out", "surveys")
+PATH_KEYS = ("cells", "out", "map", "locked_in", "locked_out", "surveys", "surveys_sed")
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:

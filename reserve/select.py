@@ -294,19 +294,32 @@ def unlearned_scores(problem: Problem, est: Any, Z: np.ndarray) -> np.ndarray:
 
 
 def _read_surveys(
-    opts: SelectOptions, units: Any, say: Callable[[str], None]
+    opts: SelectOptions, units: Any, cells_path: Path
 ) -> tuple[Any, SurveyResults | None]:
-    """The planning units with the new surveys' labels, and the surveys (None without)."""
+    """The planning units with the new surveys' labels, and the surveys (None without).
+
+    An EBD of new checklists is read for the run's species: ``--species``, else the one
+    the ingest recorded (:func:`reserve.run_files.ingest_species`).
+    """
     if opts.surveys is None:
         return units, None
     locked = units["locked_out"].astype(bool).to_numpy()
     candidate = (units["role"].astype(str).to_numpy() == "candidate") & ~locked
-    surveys = read_surveys(opts.surveys, units, candidate)
+    species = opts.species[0] if opts.species else ingest_species(cells_path) or None
+    surveys = read_surveys(opts.surveys, units, candidate, sed=opts.surveys_sed, species=species)
+    return apply_surveys(units, surveys, label_column(opts)), surveys
+
+
+def _say_surveys(surveys: SurveyResults | None, say: Callable[[str], None]) -> None:
+    """Say how many new surveys were read, and what their reading left out."""
+    if surveys is None:
+        return
+    for note in surveys.notes:
+        say(note)
     say(
-        f"{surveys.cell_id.size} new surveys from {opts.surveys} "
+        f"{surveys.cell_id.size} new surveys from {surveys.source} "
         f"({int(surveys.detected.sum())} with a detection)"
     )
-    return apply_surveys(units, surveys, label_column(opts)), surveys
 
 
 def label_column(opts: SelectOptions) -> str:
@@ -393,10 +406,10 @@ def _check_survey_cells(problem: Problem, surveys: SurveyResults | None, m: int 
     pos = pd.Index(problem.units["cell_id"]).get_indexer(surveys.cell_id)
     out = ~problem.candidate[pos]
     if out.any():
-        rows = ", ".join(str(r + 2) for r in np.flatnonzero(out)[:5])
+        cells = ", ".join(str(c) for c in surveys.cell_id[out][:5])
         raise InvalidInputError(
-            f"surveys {surveys.source!r}: rows {rows} name cells locked in or out for this run "
-            "(--locked-in, --locked-out, --exclude-novel); unlock them or drop those rows"
+            f"surveys {surveys.source!r}: cells {cells} are locked in or out for this run "
+            "(--locked-in, --locked-out, --exclude-novel); unlock them or drop their surveys"
         )
 
 
@@ -506,12 +519,13 @@ def run_selection(
     public, outline, drawn = map_polygons(cells_path, public, outline)
     # its EPSG code is looked up once here, not again by the summary and every layer written
     units = units.set_crs(identified_crs(units.crs), allow_override=True)
-    units, surveys = _read_surveys(opts, units, say)
+    units, surveys = _read_surveys(opts, units, cells_path)
     learn = None
     if surveys is not None:
         learn = pd.Index(units["cell_id"]).isin(surveys.cell_id)
     problem = build_problem(units, opts, str(cells_path), learn=learn)
     _check_survey_cells(problem, surveys, opts.suggest_surveys)
+    _say_surveys(surveys, say)
     say(
         f"reading {cells_path}: {len(units)} cells, {int(problem.train.sum())} training, "
         f"{int(problem.candidate.sum())} candidates"
@@ -589,6 +603,7 @@ def select_reserve(
     suggest_surveys: int | None = None,
     survey_clusters: int | None = None,
     surveys: str | os.PathLike[str] | None = None,
+    surveys_sed: str | os.PathLike[str] | None = None,
     public: str | os.PathLike[str] | None = None,
     outline: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -607,7 +622,7 @@ def select_reserve(
         embedded Georgia region, ingested and cached on first use.
     method, C, seed, out, map, overwrite, time_limit, locked_in, locked_out, bootstrap, \
     n_jobs, cost_column, species, model, effort, learn_from, boundary_penalty, \
-    suggest_surveys, survey_clusters, surveys
+    suggest_surveys, survey_clusters, surveys, surveys_sed
         The options of :class:`reserve.config.SelectOptions` (``reserve select``'s flags),
         every one of them: nothing is written without ``out``; an existing output is an
         error, raised before any work, unless ``overwrite``; ``map=False`` draws no map.
@@ -681,5 +696,6 @@ def select_reserve(
         suggest_surveys=suggest_surveys,
         survey_clusters=survey_clusters,
         surveys=surveys,
+        surveys_sed=surveys_sed,
     )
     return run_selection(opts, public=public, outline=outline, progress=progress, config=config)

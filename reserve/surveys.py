@@ -18,11 +18,14 @@ Two halves of one loop, ``reserve select --suggest-surveys M`` then ``reserve se
   the value over the calibration's parameter draws (:func:`calibration_draws`). With
   ``clusters=G`` every cell after the G-th must touch (share an edge with) a cell already
   suggested, so the plan is at most G contiguous areas.
-* :func:`read_surveys` reads a CSV of new results (``cell_id,detected[,checklists]``),
-  :func:`apply_surveys` writes them into the planning units (labels, ``n_checklists``)
-  and :func:`settle_selection` decides the surveyed cells: a detection is bought first (the
-  species is known to be there), and a cell surveyed without one stays chosen only while its
-  probability given the survey is at least that of the best candidate left out.
+* :func:`read_surveys` reads new results: a CSV (``cell_id,detected[,checklists]``), or the
+  new checklists themselves, an eBird EBD and its Sampling Event Data
+  (:func:`read_survey_checklists`: the checklists ``reserve ingest`` would keep, each put in
+  the candidate cell that contains it). :func:`apply_surveys` writes them into the
+  planning units (labels, ``n_checklists``) and :func:`settle_selection` decides the
+  surveyed cells: a detection is bought first (the species is known to be there), and a
+  cell surveyed without one stays chosen only while its probability given the survey is at
+  least that of the best candidate left out.
 
 The expected values ignore the refit a new label brings (the model learns from the surveyed
 cells in the next run, :mod:`reserve.design`'s ``learned`` cells): each cell's value is the
@@ -44,7 +47,8 @@ import numpy as np
 import pandas as pd
 
 from reserve.adjacency import grid_adjacency
-from reserve.errors import DataFileError
+from reserve.errors import DataFileError, InvalidInputError
+from reserve.io import ChecklistFilter, load_observations, read_header
 
 __all__ = [
     "SURVEY_CHECKLISTS",
@@ -56,8 +60,11 @@ __all__ = [
     "apply_surveys",
     "calibration_draws",
     "expected_joint_gain",
+    "is_ebd",
     "joint_gain",
+    "locate_points",
     "plan_surveys",
+    "read_survey_checklists",
     "read_surveys",
     "settle_selection",
     "single_values",
@@ -100,12 +107,16 @@ class SurveyResults:
         The survey's checklists (:data:`SURVEY_CHECKLISTS` when the file has none).
     source : str
         The file, for messages and the summary.
+    notes : tuple of str
+        What the reading left out or found nothing of, for the run's messages (the EBD
+        form: checklists outside the candidate cells, a species no checklist reports).
     """
 
     cell_id: np.ndarray
     detected: np.ndarray
     checklists: np.ndarray
     source: str = ""
+    notes: tuple[str, ...] = ()
 
 
 def _rows(mask: np.ndarray, limit: int = 5) -> str:
@@ -136,20 +147,50 @@ def _table(path: str | os.PathLike[str]) -> pd.DataFrame:
     return table
 
 
+def is_ebd(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is eBird Basic Dataset text: its header has ``GLOBAL UNIQUE IDENTIFIER``.
+
+    Plain, ``.gz`` or ``.zip`` text, as ``reserve ingest`` reads it; the name of the file
+    does not matter. A file that cannot be read is not one (the CSV reader then says why).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "surveys.csv"
+    >>> _ = p.write_text("cell_id,detected\\n17,1\\n")
+    >>> is_ebd(p)
+    False
+    """
+    try:
+        return "global_unique_identifier" in read_header(path)
+    except DataFileError:
+        return False
+
+
 def read_surveys(
-    path: str | os.PathLike[str], units: pd.DataFrame, candidate: np.ndarray
+    path: str | os.PathLike[str],
+    units: gpd.GeoDataFrame,
+    candidate: np.ndarray,
+    *,
+    sed: str | os.PathLike[str] | None = None,
+    species: str | None = None,
 ) -> SurveyResults:
-    """Read and check a CSV of new survey results against the planning units.
+    """Read and check new survey results against the planning units: a CSV, or an EBD/SED pair.
 
     Parameters
     ----------
     path : path-like
         CSV with ``cell_id``, ``detected`` (0 or 1) and optionally ``checklists`` (a positive
-        integer; default :data:`SURVEY_CHECKLISTS`).
-    units : pandas.DataFrame
-        The planning units (``cell_id``).
+        integer; default :data:`SURVEY_CHECKLISTS`); or an eBird EBD of the new checklists
+        (:func:`is_ebd`), read by :func:`read_survey_checklists`.
+    units : geopandas.GeoDataFrame
+        The planning units (``cell_id``; their geometry for an EBD).
     candidate : numpy.ndarray of bool
         The cells that may be surveyed results (the run's candidates).
+    sed : path-like, optional
+        The Sampling Event Data of an EBD ``path`` (required with one, refused without).
+    species : str, optional
+        The species an EBD is read for (required with one).
 
     Returns
     -------
@@ -157,11 +198,38 @@ def read_surveys(
 
     Raises
     ------
+    InvalidInputError
+        An EBD without ``sed`` or ``species``, or ``sed`` with a CSV.
     DataFileError
         A missing or unreadable file, missing columns, labels other than 0/1, checklists
         that are not positive integers, repeated cells, unknown cells or cells that are not
         candidates; the message names the rows.
     """
+    if is_ebd(path):
+        if sed is None:
+            raise InvalidInputError(
+                f"surveys {str(path)!r} is an eBird EBD file; pass the Sampling Event Data of "
+                "the same checklists with --surveys-sed PATH"
+            )
+        if species is None:
+            raise InvalidInputError(
+                f"surveys {str(path)!r} is an eBird EBD file and the cells name no species; "
+                "pass --species NAME to read it for"
+            )
+        return read_survey_checklists(path, sed, units, candidate, species)
+    if sed is not None:
+        raise InvalidInputError(
+            f"surveys_sed {str(sed)!r} goes with an eBird EBD --surveys, and surveys "
+            f"{str(path)!r} is not one (its header lacks GLOBAL UNIQUE IDENTIFIER); drop "
+            "--surveys-sed for a CSV of cell_id,detected, or pass the EBD as --surveys"
+        )
+    return _read_csv(path, units, candidate)
+
+
+def _read_csv(
+    path: str | os.PathLike[str], units: pd.DataFrame, candidate: np.ndarray
+) -> SurveyResults:
+    """:func:`read_surveys` of a CSV."""
     table, source = _table(path), str(path)
     detected = table["detected"].str.strip()
     bad = ~detected.isin(("0", "1"))
@@ -201,6 +269,130 @@ def read_surveys(
         detected=detected.to_numpy() == "1",
         checklists=checklists,
         source=source,
+    )
+
+
+def locate_points(
+    longitude: np.ndarray, latitude: np.ndarray, units: gpd.GeoDataFrame
+) -> np.ndarray:
+    """The planning unit that contains each point, by position (-1: none).
+
+    The points are transformed from longitude/latitude (EPSG:4326) into the units' CRS and
+    matched on the units' spatial index; a point on an edge shared by two units goes to the
+    first of them.
+
+    Parameters
+    ----------
+    longitude, latitude : numpy.ndarray of shape (n,)
+        Degrees.
+    units : geopandas.GeoDataFrame
+        The planning units, in a projected CRS.
+
+    Returns
+    -------
+    numpy.ndarray of int of shape (n,)
+
+    Examples
+    --------
+    >>> import shapely
+    >>> units = gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 1, 1), shapely.box(1, 0, 2, 1)],
+    ...                          crs=4326)
+    >>> locate_points(np.array([0.5, 1.5, 5.0]), np.array([0.5, 0.5, 0.5]), units).tolist()
+    [0, 1, -1]
+    """
+    points = gpd.GeoSeries(gpd.points_from_xy(longitude, latitude), crs=4326).to_crs(units.crs)
+    point, unit = units.sindex.query(points.to_numpy(), predicate="intersects")
+    order = np.lexsort((unit, point))
+    point, unit = point[order], unit[order]
+    first = np.r_[True, point[1:] != point[:-1]] if point.size else np.zeros(0, dtype=bool)
+    out = np.full(len(points), -1, dtype=np.int64)
+    out[point[first]] = unit[first]
+    return out
+
+
+def read_survey_checklists(
+    ebd: str | os.PathLike[str],
+    sed: str | os.PathLike[str],
+    units: gpd.GeoDataFrame,
+    candidate: np.ndarray,
+    species: str,
+    filters: ChecklistFilter | None = None,
+) -> SurveyResults:
+    """New survey results from the new checklists themselves: an eBird EBD and its SED.
+
+    The checklists are read as ``reserve ingest`` reads them
+    (:func:`reserve.io.load_observations`: the best-practice filters, shared checklists
+    kept once, every checklist a detection or a non-detection of ``species``). Each is put
+    in the planning unit that contains it (:func:`locate_points`); a cell's survey is its
+    checklists, and it detected the species when any of them did. Checklists outside the
+    planning units, and in cells that are not candidates, are left out and counted in
+    ``notes``; so is a species no kept checklist reports (every surveyed cell is then a
+    non-detection).
+
+    Parameters
+    ----------
+    ebd, sed : path-like
+        EBD and Sampling Event Data text of the new checklists (plain, ``.gz`` or ``.zip``).
+    units : geopandas.GeoDataFrame
+        The planning units (``cell_id`` and the geometry).
+    candidate : numpy.ndarray of bool
+        The cells that may take new surveys (the run's candidates).
+    species : str
+        Common or scientific name, as ``reserve ingest`` takes it.
+    filters : reserve.io.ChecklistFilter, optional
+        Default ``ChecklistFilter()``: the best-practice defaults of ``reserve ingest``
+        (complete checklists, stationary and traveling counts, the effort limits, shared
+        checklists once), with no date or region window.
+
+    Returns
+    -------
+    SurveyResults
+        One row per surveyed candidate cell, in the planning units' order.
+
+    Raises
+    ------
+    InvalidInputError
+        No checklist left after the filters (the message names the step that emptied it).
+    DataFileError
+        Unreadable files; no kept checklist in a candidate cell.
+    """
+    source = str(ebd)
+    obs = load_observations(ebd, sed, species, filters, require_species=False)
+    cell = locate_points(
+        obs["longitude"].to_numpy(dtype=np.float64),
+        obs["latitude"].to_numpy(dtype=np.float64),
+        units,
+    )
+    found = cell >= 0
+    kept = found & np.asarray(candidate, dtype=bool)[np.where(found, cell, 0)]
+    n_outside, n_other = int((~found).sum()), int((found & ~kept).sum())
+    if not kept.any():
+        raise DataFileError(
+            f"surveys {source!r}: none of its {len(obs)} kept checklists lies in a candidate "
+            f"cell ({n_outside} outside the planning units, {n_other} in training, other or "
+            "locked-out cells); pass the checklists of surveys of candidate cells"
+        )
+    positions, inverse = np.unique(cell[kept], return_inverse=True)
+    hits = np.bincount(inverse, weights=obs["detected"].to_numpy(dtype=bool)[kept])
+    notes = []
+    if n_outside:
+        notes.append(f"{n_outside} checklists of {source} outside the planning units left out")
+    if n_other:
+        notes.append(
+            f"{n_other} checklists of {source} in training, other or locked-out cells left out "
+            "(only candidate cells take new surveys)"
+        )
+    if not hits.any():
+        notes.append(
+            f"no kept checklist of {source} reports {species}: the {positions.size} surveyed "
+            "cells are non-detections"
+        )
+    return SurveyResults(
+        cell_id=units["cell_id"].to_numpy()[positions],
+        detected=hits > 0,
+        checklists=np.bincount(inverse).astype(np.float64),
+        source=source,
+        notes=tuple(notes),
     )
 
 

@@ -163,6 +163,7 @@ def read_detections(
     log: FilterLog | None = None,
     engine: str = "local",
     scheduler: str | None = None,
+    require_species: bool = True,
 ) -> pd.DataFrame:
     """Stream an EBD file and return the rows of one species, rolled up to species level.
 
@@ -176,6 +177,10 @@ def read_detections(
         sequence reads several species in one pass (see :func:`reserve.io.species_list`).
     chunksize, progress, log, engine, scheduler
         As in :func:`read_checklists`.
+    require_species : bool
+        Refuse a species no row of the file is of (the default). False returns no rows for
+        it instead: every checklist is then a non-detection (new surveys that did not find
+        the species, :func:`reserve.surveys.read_survey_checklists`).
 
     Returns
     -------
@@ -222,7 +227,7 @@ def read_detections(
             lambda chunk: species_rows(chunk, log, targets, names),
         )
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=EBD_COLUMNS)
-    if rows.empty:
+    if rows.empty and (require_species or not isinstance(species, str)):
         raise no_row_error(names_given[0], names, path)
     rows = log.apply("ebd", "rollup", rollup_species, rows, detail="drop spuh/slash/hybrid")
     if isinstance(species, str):
@@ -245,6 +250,7 @@ def load_observations(
     progress: bool = False,
     engine: str = "local",
     scheduler: str | None = None,
+    require_species: bool = True,
 ) -> pd.DataFrame:
     """Run the best-practice sequence and return zero-filled checklists for one species.
 
@@ -263,6 +269,9 @@ def load_observations(
     log : FilterLog, optional
     chunksize, progress, engine, scheduler
         As in :func:`read_checklists`.
+    require_species : bool
+        As in :func:`read_detections` (one species, ``engine="local"``; the Dask engine
+        always refuses a species no row is of).
 
     Returns
     -------
@@ -292,8 +301,8 @@ def load_observations(
         )
     else:
         checklists = members
-    detections = read_detections(ebd, species, log=log, **reading)
-    example = str(detections["sampling_event_identifier"].iloc[0])
+    detections = read_detections(ebd, species, log=log, require_species=require_species, **reading)
+    example = str(detections["sampling_event_identifier"].iloc[0]) if len(detections) else None
     detections = log.apply(
         "ebd",
         "in_kept_checklists",
