@@ -391,7 +391,8 @@ class SelectOptions:
         for key in PATH_KEYS:  # paths as text; map may be true or false (no map)
             value = merged.get(key)
             if value is not None and not isinstance(value, bool):
-                merged[key] = str(SELECT_OPTIONS[key].check(value, key))
+                checked = SELECT_OPTIONS[key].check(value, key)  # --map none: False
+                merged[key] = checked if isinstance(checked, bool) else str(checked)
         return cls(**{"budget": None, **merged})
 
     def to_dict(self) -> dict[str, Any]:

@@ -279,8 +279,16 @@ def _path(value: Any, name: str) -> Any:
     return value
 
 
+#: What ``--map`` takes to draw no map (TOML and Python also take ``false``).
+NO_MAP = ("none", "false", "off", "no")
+
+
 def _map(value: Any, name: str) -> Any:
-    return value if isinstance(value, bool) else _path(value, name)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in NO_MAP:
+        return False
+    return _path(value, name)
 
 
 def _column(value: Any, name: str) -> str:
@@ -392,7 +400,11 @@ SELECT_OPTIONS: dict[str, OptionSpec] = {
         ),
         OptionSpec("out", f"Folder of reserve.gpkg (default {_D.out}).", "path", _path),
         OptionSpec(
-            "map", f"HTML map (default {_D.map_dir}/<cells>_<method>_k<budget>.html).", "path", _map
+            "map",
+            f"HTML map (default {_D.map_dir}/<cells>_<method>_k<budget>.html); "
+            "'none' draws no map.",
+            "path",
+            _map,
         ),
         OptionSpec(
             "time_limit",

@@ -77,6 +77,9 @@ def test_map_path(tmp_path):
         SELECT_DEFAULTS.map_dir, "georgia_svm_k7_wood_thrush_quail.html"
     )
     assert SelectOptions(budget=7, cells="a/b.gpkg", map=False).map_path(Path("a/b.gpkg")) is None
+    for none in ("none", "False", " off "):  # --map none: no map, not a file named "none"
+        opts = SelectOptions.from_sources({"budget": "7", "map": none})
+        assert opts.map is False and opts.map_path(Path("a/b.gpkg")) is None
     assert SelectOptions(budget=7.5, cost_column="p").map_path(Path("c.gpkg")).name == (
         "georgia_ttk_cost7.5.html"
     )
