@@ -257,3 +257,21 @@ def test_cutoff_stops_early_with_a_valid_bound():
     full, _ = solve_cutting_plane(X, y, 1.0, Z, tol=1e-9, cutoff=2.0 * exact.objective)
     assert full.status.startswith("Solved")
     assert full.objective == pytest.approx(exact.objective, rel=1e-8)
+
+
+def test_a_stalled_solve_gives_up_early_and_auto_falls_back_to_clarabel():
+    # Thousands of candidate rows on 20 points (copies a hair apart): many constraints tie on
+    # the boundary, the best point cannot move and the gap stops shrinking.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 5))
+    beta = rng.normal(size=5)
+    y = np.where(X @ beta + rng.normal(size=400) > 0.5, 1.0, -1.0)
+    Z = np.repeat(rng.normal(size=(20, 5)) + beta / np.linalg.norm(beta), 150, axis=0)
+    Z[:, -1] += 1e-6 * rng.normal(size=Z.shape[0])
+    state = CuttingPlaneState()
+    with pytest.raises(SolverError, match="stalled"):
+        solve_cutting_plane(X, y, 1.0, Z, state=state)
+    assert state.n_iter < 1000  # gave up on the stall, not on max_iter
+    r = solve_fixed_set(X, y, 1.0, Z, cutting_plane_min_rows=0)
+    ref = solve_fixed_set(X, y, 1.0, Z, method="clarabel")
+    assert r.objective == pytest.approx(ref.objective, rel=1e-12)

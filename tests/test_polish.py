@@ -134,3 +134,32 @@ def test_fill_takes_positive_multipliers_first_then_scores_and_skips_what_does_n
     # 1 (2.0, no), 4 (0.5, fits: 0.1 left).
     assert added.tolist() == [3, 5, 4]
     assert trial.tolist() == [True, False, False, True, True, True]
+
+
+def test_a_polish_cut_short_by_max_rounds_says_so_and_keeps_k():
+    # seed 0: the full polish accepts 4 swaps; one round is a limit that binds.
+    Xl, y, Xc, k = _problem(0)
+    w, b, _ = shifted_svm_start(Xl, y, Xc, Budget.cells(k, Xc.shape[0]), 1.0)
+    full = polish1(Xl, y, Xc, cells(k, Xc), 1.0, w, b)
+    cut = polish1(Xl, y, Xc, cells(k, Xc), 1.0, w, b, max_rounds=1)
+    assert full.n_swaps > 1 and full.stop_reason == "no_improving_swap"
+    assert cut.n_swaps == 1 and cut.stop_reason == "max_rounds"
+    assert full.objective < cut.objective < cut.history[0]
+    scores = Xc @ cut.w + cut.b
+    outside = np.setdiff1d(np.arange(Xc.shape[0]), cut.selected)
+    assert cut.selected.size == k and np.all(scores[outside] <= 1e-12)
+    assert np.count_nonzero(scores > 1e-9) <= k
+
+
+def test_ttk_reports_a_polish_cut_short_by_its_round_cap():
+    from reserve.solvers import TTK
+
+    Xl, y_pm, Xc, _ = _problem(0)  # the instance above: the FD start leaves swaps to make
+    X = np.vstack([Xl, Xc])
+    y = np.r_[(y_pm > 0).astype(np.int64), np.full(Xc.shape[0], -1)]  # -1: a candidate
+    capped = TTK(k=6, C=1.0, ladder="none", polish_max_rounds=1).fit(X, y)
+    free = TTK(k=6, C=1.0, ladder="none").fit(X, y)
+    assert capped.polish_stop_ == "max_rounds" and capped.n_swaps_ == 1
+    assert free.polish_stop_ == "no_improving_swap"
+    assert capped.selected_.size == 6
+    assert TTK(k=6, C=1.0, ladder="none", polish=False).fit(X, y).polish_stop_ == "off"

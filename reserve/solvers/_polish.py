@@ -13,7 +13,8 @@ best ``S``. Starting from the top ``k`` of the feasible-direction solution, we s
 Pairs are tried along anti-diagonals of that ranking (best outsider with best insider first),
 the first swap that lowers the objective is accepted, and the search stops when ``max_pairs``
 pairs in a row bring nothing or no constraint is active (then the QP optimum is the plain SVM,
-the global optimum).
+the global optimum), or after ``max_rounds`` accepted swaps; ``PolishResult.stop_reason`` says
+which (``"no_improving_swap"`` or ``"max_rounds"``).
 
 With a money budget (costs ``c_j``, budget ``B``) ``S`` is any set whose cost fits ``B``. The
 start is :func:`reserve.solvers._base.budget_select` of the start scores. A pair ``(i, j)`` is
@@ -56,7 +57,14 @@ from reserve.solvers.boundary import Boundary
 from reserve.solvers.budget import Budget
 from reserve.solvers.constraints import Constraints
 
-__all__ = ["CandidateScreen", "PolishResult", "polish", "solve_subset", "swap_pairs"]
+__all__ = [
+    "POLISH_STOPS",
+    "CandidateScreen",
+    "PolishResult",
+    "polish",
+    "solve_subset",
+    "swap_pairs",
+]
 
 #: From this many labelled rows the polish's QPs on narrow rows use the cutting plane: its
 #: cuts carry over from solve to solve and a lower bound can reject a trial early (spambase,
@@ -167,14 +175,24 @@ def _top_rows(hint: np.ndarray, rows: np.ndarray, n0: int) -> np.ndarray:
     return np.sort(rows[top_k(hint[rows], n0)])
 
 
+#: Why the polish stopped: no swap among ``max_pairs`` tried pairs improved (a local optimum of
+#: the swap neighbourhood as far as it was searched), or ``max_rounds`` swaps were accepted and
+#: the search was cut short (a better swap may remain).
+POLISH_STOPS = ("no_improving_swap", "max_rounds")
+
+
 @dataclass
 class PolishResult:
-    """Outcome of the polish: ``w`` of shape (S, d), ``b`` of shape (S,)."""
+    """Outcome of the polish: ``w`` of shape (S, d), ``b`` of shape (S,).
+
+    ``stop_reason`` is one of :data:`POLISH_STOPS`.
+    """
 
     w: np.ndarray
     b: np.ndarray
     objective: float
     selected: np.ndarray
+    stop_reason: str = "no_improving_swap"
     n_swaps: int = 0
     n_qp: int = 0
     history: list[float] = field(default_factory=list)
@@ -639,7 +657,8 @@ def polish(
     W, b : ndarray of shape (S, d) and (S,)
         A feasible start (its positive candidates fit the budget).
     max_rounds : int
-        Accepted swaps at most.
+        Accepted swaps at most; a search cut short by it says so
+        (``PolishResult.stop_reason == "max_rounds"``).
     max_pairs : int
         Pairs tried per round before the search stops.
     tol : float
@@ -743,11 +762,15 @@ def _patch_move(sets, in_S: np.ndarray, res, pen: _Penalty, tol: float):
 def _search(
     sets, bud: Budget, pen: _Penalty | None, max_rounds: int, max_pairs: int, tol: float
 ) -> PolishResult:
-    """Accept improving swaps from the start's set until none is found or ``max_rounds``."""
+    """Accept improving swaps from the start's set until none is found or ``max_rounds``.
+
+    The result's ``stop_reason`` says which (``"max_rounds"`` only when the last round still
+    found an improving swap: with ``max_rounds = 0``, too, since no round was searched).
+    """
     in_S, cost_S, res, beta, n_qp = sets.start(bud)
     extra = 0.0 if pen is None else pen.value(in_S)
     history = [res.objective + extra]
-    n_swaps = 0
+    n_swaps, stop_reason = 0, "max_rounds"
     for _ in range(max_rounds):
         found, used = _swap_round(sets, bud, in_S, cost_S, res, beta, max_pairs, tol, pen)
         n_qp += used
@@ -755,6 +778,7 @@ def _search(
             found, used = _patch_move(sets, in_S, res, pen, tol)
             n_qp += used
         if found is None:
+            stop_reason = "no_improving_swap"
             break
         res, beta, in_S, cost_S = found
         extra = 0.0 if pen is None else pen.value(in_S)
@@ -765,6 +789,7 @@ def _search(
         b=res.b,
         objective=res.objective + extra,
         selected=np.flatnonzero(in_S),
+        stop_reason=stop_reason,
         n_swaps=n_swaps,
         n_qp=n_qp,
         history=history,

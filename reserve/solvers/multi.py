@@ -220,6 +220,8 @@ class MultiTTK(_MultiTopKMixin):
         chosen by the other species). ``class_weight="balanced"`` usually helps.
     n_iter_, n_swaps_ : int
         FD iterations; polish swaps accepted.
+    polish_stop_ : str
+        Why the polish stopped, as :attr:`reserve.solvers.TTK.polish_stop_`.
     stop_reason_ : str
         Why FD stopped (see :func:`reserve.solvers._fd.feasible_direction`).
     status_ : str
@@ -323,6 +325,7 @@ class MultiTTK(_MultiTopKMixin):
         self.stop_reason_ = fd.stop_reason
         history = list(fd.history)
         self.n_swaps_ = 0
+        self.polish_stop_ = "off"
         if self.polish:
             pol = polish(X_lab, Y_pm, X_cand, cons, C, W, b)
             # The polish starts from FD's own set, so it cannot be worse; keep FD's point if
@@ -331,6 +334,7 @@ class MultiTTK(_MultiTopKMixin):
                 W, b = pol.w, pol.b
                 history.extend(pol.history[1:])
             self.n_swaps_ = pol.n_swaps
+            self.polish_stop_ = pol.stop_reason
         self.status_ = "local"
         if self.solver == "mip":
             res = solve_ttk_mip(

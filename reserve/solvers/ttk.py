@@ -41,7 +41,14 @@ TRIVIAL_SPREAD = 0.01
 
 
 #: The attributes :meth:`TTK._fit_local` sets (a worker hands them back with its fit).
-_LOCAL_STATE = ("fd_objective_", "n_iter_", "stop_reason_", "n_swaps_", "_chosen")
+_LOCAL_STATE = (
+    "fd_objective_",
+    "n_iter_",
+    "stop_reason_",
+    "n_swaps_",
+    "polish_stop_",
+    "_chosen",
+)
 
 #: Values of TTK's ``ladder``.
 LADDERS: tuple[str, ...] = ("none", "mean")
@@ -236,13 +243,20 @@ class TTK(TopKClassifierMixin):
         FD iterations taken.
     n_swaps_ : int
         Polish swaps accepted.
+    polish_stop_ : str
+        Why the polish stopped: ``"no_improving_swap"`` (no swap among ``polish_pairs``
+        tried pairs lowered the objective), ``"max_rounds"`` (``polish_max_rounds`` swaps
+        were accepted and the search was cut short: a better swap may remain), or ``"off"``
+        (``polish=False``).
     stop_reason_ : str
         Why FD stopped: ``"max_iter"``, ``"no_progress"``, ``"zero_direction"`` (the boundary
         constrains every direction), ``"infeasible_step"`` (rounding would have let the
         positives exceed the budget; the step was refused).
     status_ : str
-        ``"local"`` for FD (+ polish): a feasible point with no proof of optimality; the MIP
-        reports its own status (``"optimal"``, ``"time_limit"``, ...).
+        ``"local"`` for FD (+ polish): a feasible point with no proof of optimality (whether
+        the polish ended at its swap neighbourhood's optimum or on its round cap is
+        ``polish_stop_``); the MIP reports its own status (``"optimal"``, ``"time_limit"``,
+        ...).
     score_spread_ : float
         ``max - min`` of ``coef_ . z`` over the candidates: how far apart the scorer puts
         them, in units of the hinge margin (1).
@@ -542,6 +556,7 @@ class TTK(TopKClassifierMixin):
         self.stop_reason_ = fd.stop_reason
         history = list(fd.history)
         self.n_swaps_ = 0
+        self.polish_stop_ = "off"
         term, lam = cons.boundary, cons.boundary_penalty
         self._chosen = None if term is None else cons.budget.select(X_cand @ w + b)
         if self.polish:
@@ -567,6 +582,7 @@ class TTK(TopKClassifierMixin):
                 history.extend(pol.history[1:])
                 self._chosen = pol.selected if term is not None else None
             self.n_swaps_ = pol.n_swaps
+            self.polish_stop_ = pol.stop_reason
         return w, b, history
 
     def _fit_mip(
