@@ -339,13 +339,11 @@ def reselect(
     """The selection after new surveys, refitting a fitted run's model without a new search.
 
     The cheap half of the loop suggest, survey, reselect: the planning units take the
-    surveys (:func:`reserve.surveys.apply_surveys`), the estimator's scorer is refitted on
-    the problem that learns their labels, and the chosen cells are settled on their
-    outcomes (:func:`reserve.surveys.settle_selection`). The refit keeps what the run
-    learned from its own cells: the standardisation, the feature maps as fitted (a
-    forest map is not regrown) and C (``refit_params(keep_maps=True)``: no
-    cross-validation), so the chosen set moves only as the surveys' labels move the
-    scorer. ``reserve select --surveys`` does the same with a fresh model choice.
+    surveys (:func:`reserve.surveys.apply_surveys`), the estimator is refitted with the
+    feature maps and C it chose (``refit_params``: no cross-validation) on the problem that
+    learns their labels, and the chosen cells are settled on their outcomes
+    (:func:`reserve.surveys.settle_selection`). ``reserve select --surveys`` does the same
+    with a fresh model choice.
 
     Parameters
     ----------
@@ -366,16 +364,13 @@ def reselect(
     """
     from sklearn.base import clone
 
-    scaler, _ = standardised(build_problem(units, opts, source).selection)  # the run's
     units = apply_surveys(units, surveys, label_column(opts))
     learn = pd.Index(units["cell_id"]).isin(surveys.cell_id)
     problem = build_problem(units, opts, source, learn=learn)
     _check_survey_cells(problem, surveys, None)
-    fitted = problem.selection.with_X(scaler.transform(problem.selection.X))
+    scaler, fitted = standardised(problem.selection)
     chosen = getattr(estimator, "refit_params", None)
-    est = clone(estimator)
-    if chosen is not None:
-        est.set_params(**chosen(keep_maps=True))
+    est = clone(estimator) if chosen is None else clone(estimator).set_params(**chosen())
     t = time.perf_counter()
     est.fit(fitted)
     Z = scaler.transform(np.where(np.isfinite(problem.X), problem.X, np.nan))

@@ -7,13 +7,12 @@ import threading
 
 import numpy as np
 import pytest
-from sklearn.base import clone
 
 from reserve import fork as _fork
 from reserve.errors import InvalidInputError
 from reserve.solvers import search, ties
 from reserve.solvers.auto import TIE_BREAKS, AutoTTK, auto_grid, leading_point, nearly_balanced
-from reserve.solvers.ensemble import fitted_maps, map_winners
+from reserve.solvers.ensemble import map_winners
 from reserve.solvers.features import (
     ForestScore,
 )
@@ -464,21 +463,6 @@ def test_ensemble_none_fits_the_winner_alone():
     np.testing.assert_array_equal(one.selected_, alone.selected_)
     with pytest.raises(InvalidInputError, match="ensemble must be one of"):
         AutoTTK(k=12, ensemble="vote").fit(X, y)
-
-
-def test_refit_params_can_keep_the_fitted_maps():
-    X, y = _rare_positives(0)
-    est = AutoTTK(k=10, Cs=(1.0,), models=("linear", "forest"), random_state=0).fit(X, y)
-    params = est.refit_params(keep_maps=True)
-    again = clone(AutoTTK(k=10, random_state=0).set_params(**params))  # the maps survive
-    again.fit(X, y)
-    assert "without cross-validation" in again.cv_note_
-    np.testing.assert_array_equal(again.selected_, est.selected_)
-    old, new = fitted_maps(est.best_estimator_), fitted_maps(again.best_estimator_)
-    for old_steps, new_steps in zip(old, new, strict=True):  # applied, not refitted
-        assert all(a is b for (_, a), (_, b) in zip(old_steps, new_steps, strict=True))
-    with pytest.raises(InvalidInputError, match="one fitted feature map per member"):
-        AutoTTK(k=10, maps=params["maps"]).fit(X, y)
 
 
 def test_refit_params_refit_the_members_without_cv():

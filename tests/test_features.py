@@ -40,17 +40,6 @@ def test_forest_score_is_out_of_bag_on_labelled_rows():
     assert not np.allclose(Z[lab, -1], later[lab])
 
 
-def test_forest_score_as_fitted_keeps_the_out_of_bag_scores_of_its_rows():
-    X, y, _ = quadratic_problem(1)
-    fs = ForestScore(n_estimators=50, random_state=0)
-    Z = fs.fit_transform(X, y)
-    order = np.random.default_rng(0).permutation(X.shape[0])  # matched by value, not position
-    np.testing.assert_array_equal(fs.transform_as_fitted(X[order]), Z[order])
-    np.testing.assert_array_equal(fs.twin(False).transform_as_fitted(X), Z[:, -1:])
-    new = X[y == -1][:5] + 0.01  # rows the forest never saw: the whole forest's score
-    np.testing.assert_array_equal(fs.transform_as_fitted(new), fs.transform(new))
-
-
 def test_forest_score_threads_give_the_one_thread_scores():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(25_000, 3))

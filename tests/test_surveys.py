@@ -10,15 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from reserve.cli import main
-from reserve.config import SelectOptions
-from reserve.design import read_planning_units
 from reserve.errors import DataFileError
 from reserve.maps import build_map
-from reserve.select import reselect, select_reserve
+from reserve.select import select_reserve
 from reserve.surveys import (
     SURVEY_CHECKLISTS,
     SURVEY_NEXT_COLUMNS,
-    SurveyResults,
     apply_surveys,
     joint_gain,
     plan_surveys,
@@ -291,22 +288,6 @@ def test_surveys_feed_the_next_run(suggested, tmp_path):
     assert s["n_surveys_dropped"] == 1 and s["n_learned"] == 2
     pu = after.planning_units.set_index("cell_id")
     assert pu.loc[low, "label"] == 1 and pu.loc[top, "n_checklists"] == 20
-
-
-def test_reselect_moves_the_chosen_set_only_as_the_surveys_move_it(suggested):
-    cells = suggested["cells"]
-    before = select_reserve(6, cells, seed=0)  # the default model: a forest map among them
-    opts = SelectOptions(budget=6, cells=cells, seed=0)
-    units = read_planning_units(cells)
-    worst = before.ranking.sort_values("score")["cell_id"].to_numpy()[:3]
-    nothing_new = SurveyResults(worst, np.zeros(3, dtype=bool), np.full(3, 5.0))
-    after = reselect(opts, units, nothing_new, before.estimator, str(cells))
-    assert set(after.selected["cell_id"]) == set(before.selected["cell_id"])
-    assert after.summary["n_surveys"] == 3 and after.summary["n_selected_surveys_detected"] == 0
-    found = SurveyResults(worst[:1], np.ones(1, dtype=bool), np.full(1, 5.0))
-    after = reselect(opts, units, found, before.estimator, str(cells))
-    assert worst[0] in set(after.selected["cell_id"])  # a known detection is bought
-    assert len(set(after.selected["cell_id"]) - set(before.selected["cell_id"])) >= 1
 
 
 # ------------------------------------------------------------------------------------------

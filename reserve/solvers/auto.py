@@ -28,7 +28,6 @@ from dataclasses import replace
 import numpy as np
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from reserve.errors import InvalidInputError, SolverError
@@ -44,10 +43,8 @@ from reserve.solvers.ensemble import (
     check_members,
     combine_members,
     fit_members,
-    fitted_maps,
     map_members,
     map_winners,
-    unfrozen,
 )
 from reserve.solvers.features import FEATURE_MAPS, JOINING_MAPS
 from reserve.solvers.problem import SelectionProblem
@@ -291,13 +288,6 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         Grid points to fit as the final model without any cross-validation (their mean
         when several). :meth:`refit_params` sets it, so that the bootstrap's and the
         boundary calibration's refits keep the model this fit chose.
-    maps : sequence of fitted feature-map steps or None, default=None
-        With ``members``: each member's fitted feature map (its pipeline's steps before TTK,
-        each step wrapped in :class:`sklearn.frozen.FrozenEstimator`), applied as it is:
-        only TTK is refitted. ``refit_params(keep_maps=True)`` sets it, so that a refit on
-        a few more labelled rows (:func:`reserve.select.reselect`) moves the scores only
-        as the labels move TTK, not as a refitted forest's trees would (a forest refitted
-        on a few more rows redraws every tree).
 
     Attributes
     ----------
@@ -365,7 +355,6 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         ladder: str = "mean",
         ensemble: str = "maps",
         members: tuple[tuple, ...] | None = None,
-        maps: tuple[tuple, ...] | None = None,
     ) -> None:
         self.k = k
         self.budget = budget
@@ -382,7 +371,6 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.ladder = ladder
         self.ensemble = ensemble
         self.members = members
-        self.maps = maps
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
         tags = super().__sklearn_tags__()
@@ -509,50 +497,14 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
         )
 
-    def refit_params(self, keep_maps: bool = False) -> dict[str, object]:
+    def refit_params(self) -> dict[str, object]:
         """Parameters with which an unfitted clone refits this fit's model without CV.
 
         The bootstrap's and the boundary calibration's refits use them: the same feature
         maps, ``C`` and class weights (every member of the ensemble), no cross-validation.
-
-        Parameters
-        ----------
-        keep_maps : bool, default=False
-            Also keep the fitted feature maps themselves (``maps``): the refit fits TTK
-            alone on the rows mapped as this fit mapped them.
-
-        Returns
-        -------
-        dict
-            ``{"members": ...}``, and ``"maps"`` with ``keep_maps``.
         """
         check_is_fitted(self, "members_")
-        params: dict[str, object] = {"members": tuple(self.members_)}
-        if keep_maps:
-            params["maps"] = tuple(
-                tuple((name, FrozenEstimator(step)) for name, step in steps)
-                for steps in fitted_maps(self.best_estimator_)
-            )
-        return params
-
-    def _mapped(self, points: list[tuple], data: TransductiveData) -> list[tuple]:
-        """Each member's ``(steps, mapped rows)``: its map fitted here, or ``maps`` applied."""
-        if self.maps is None:
-            return map_members(points, data.X, data.y, self.random_state, self.n_jobs)
-        if self.members is None or len(self.maps) != len(points):
-            raise InvalidInputError(
-                f"maps must give one fitted feature map per member ({len(points)}) with "
-                "members; pass both from refit_params(keep_maps=True)"
-            )
-        mapped = []
-        for frozen in self.maps:
-            steps = [(name, unfrozen(step)) for name, step in frozen]
-            Z = data.X
-            for _, step in steps:  # a forest scores its own rows out of bag, as it did
-                apply = getattr(step, "transform_as_fitted", step.transform)
-                Z = apply(Z)
-            mapped.append((steps, Z))
-        return mapped
+        return {"members": tuple(self.members_)}
 
     def _standard_effort(self, data: TransductiveData) -> tuple[TransductiveData, np.ndarray]:
         """The candidates at the labelled rows' median effort, and the effort columns."""
@@ -573,7 +525,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         progress: Callable[[str], None] | None = None,
     ) -> None:
         """Fit the members on all rows; select by their (mean) score, ties broken."""
-        mapped = self._mapped(points, data)
+        mapped = map_members(points, data.X, data.y, self.random_state, self.n_jobs)
         tie_steps = next((st for st, _ in mapped if forest_step(st) is not None), mapped[0][0])
         jobs = effective_n_jobs(self.n_jobs)
         forest = start_tie_forest(

@@ -20,7 +20,6 @@ from collections.abc import Callable
 import numpy as np
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 
 from reserve.errors import InvalidInputError
@@ -39,10 +38,8 @@ __all__ = [
     "describe_members",
     "fit_guarded",
     "fit_members",
-    "fitted_maps",
     "map_members",
     "map_winners",
-    "unfrozen",
 ]
 
 #: Values of AutoTTK's ``ensemble``: the mean of the maps the CV cannot tell from the
@@ -368,18 +365,6 @@ def fit_members(
             progress(f"fitting the chosen habitat models: {n} of {len(points)}")
 
     return fork_map(_fit_member, tasks, effective_n_jobs(n_jobs), on_done)
-
-
-def fitted_maps(scorer: object) -> list[list[tuple[str, object]]]:
-    """The fitted feature-map steps of each member of a final scorer
-    (:func:`combine_members`'s pipeline, or the pipelines of a :class:`MapMean`)."""
-    pipes = scorer.members if isinstance(scorer, MapMean) else [scorer]
-    return [list(pipe.steps[:-1]) for pipe in pipes]
-
-
-def unfrozen(step: object) -> object:
-    """The fitted step a :class:`sklearn.frozen.FrozenEstimator` keeps, or ``step``."""
-    return step.estimator if isinstance(step, FrozenEstimator) else step
 
 
 def combine_members(mapped: list[tuple], fits: list[tuple]) -> tuple[object, np.ndarray]:

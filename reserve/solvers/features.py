@@ -271,9 +271,6 @@ class ForestScore(TransformerMixin, BaseEstimator):
     Attributes
     ----------
     forest_ : RandomForestClassifier
-    fitted_rows_, fitted_scores_ : numpy.ndarray
-        After ``fit_transform``: the labelled rows and the scores it gave them (out of bag),
-        for :meth:`transform_as_fitted`.
     n_features_in_ : int
 
     Examples
@@ -357,33 +354,6 @@ class ForestScore(TransformerMixin, BaseEstimator):
         oob = self.forest_.oob_decision_function_[:, -1]
         # A row in every tree's bag has no out-of-bag vote: keep the whole forest's score.
         score[lab] = np.where(np.isfinite(oob), oob, score[lab])
-        self.fitted_rows_, self.fitted_scores_ = X[lab], score[lab]
-        return self._out(X, score)
-
-    def transform_as_fitted(self, X: object) -> np.ndarray:
-        """Score as ``fit_transform`` did: the rows the forest was fitted on (matched by
-        their values) by their out-of-bag probability, every other row by the whole forest.
-
-        A refit that keeps this fitted map (:class:`reserve.solvers.AutoTTK`'s ``maps``)
-        maps its rows so: the rows of the first fit as they were, the rows labelled since
-        by a forest that never saw them.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        numpy.ndarray
-            As :meth:`transform`.
-        """
-        check_is_fitted(self, "forest_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        score = self._proba(X)
-        if hasattr(self, "fitted_rows_"):
-            known = {row.tobytes(): i for i, row in enumerate(self.fitted_rows_)}
-            at = np.array([known.get(row.tobytes(), -1) for row in X], dtype=np.int64)
-            score[at >= 0] = self.fitted_scores_[at[at >= 0]]
         return self._out(X, score)
 
     def transform(self, X: object) -> np.ndarray:
@@ -420,8 +390,7 @@ class ForestScore(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "forest_")
         twin = clone(self).set_params(passthrough=passthrough)
-        names = ("forest_", "_eps", "n_features_in_", "feature_names_in_")
-        for name in (*names, "fitted_rows_", "fitted_scores_"):
+        for name in ("forest_", "_eps", "n_features_in_", "feature_names_in_"):
             if hasattr(self, name):
                 setattr(twin, name, getattr(self, name))
         return twin
