@@ -198,7 +198,9 @@ def assess_signal(
     cells (fewer than :data:`MIN_TRAIN_CELLS`, or fewer than :data:`MIN_TRAIN_POSITIVE` with
     or without a detection) give ``"none"``, and cross-validation gives ``"ok"`` only when
     the lower end of its interval is above the training cells' prevalence. A tie that decides
-    part of the selection turns ``"ok"`` into ``"weak"``.
+    part of the selection turns ``"ok"`` into ``"weak"``, and so does a tie that holds every
+    chosen cell when a secondary score, not the draw, chose among them (the reason says so
+    whatever the verdict).
 
     Parameters
     ----------
@@ -251,4 +253,18 @@ def assess_signal(
             f"(seed {seed})"
         )
         return Verdict("weak", "ties", reason, f"{reason}; {FIX}")
+    if _ordered_by_secondary(ties, k_free):
+        reason = (
+            f"{ties.n_tied} candidates tie at the top score (the habitat model does not order "
+            f"them) and all {k_free} cells were chosen among them by the tie-break's secondary "
+            f"score, not by the habitat model; {verdict.reason}"
+        )
+        signal = "weak" if verdict.signal == "ok" else verdict.signal
+        return Verdict(signal, "ties", reason, f"{reason}; {FIX}")
     return verdict
+
+
+def _ordered_by_secondary(ties: CutoffTies, k_free: int) -> bool:
+    """Whether every chosen cell ties at the cut with a cell left out and the secondary score,
+    not the draw, chose among them (AutoTTK's tie-break): the model's scores chose none."""
+    return not ties.n_drawn and ties.n_tied_chosen >= k_free > 0 and ties.n_tied > k_free

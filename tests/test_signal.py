@@ -72,6 +72,22 @@ def test_ties_decide_first():
     assert part.signal == "weak" and "3 of the 10" in part.note and "--legend" in part.note
 
 
+def test_a_tie_the_secondary_score_broke_is_reported():
+    # every chosen cell ties at the cut and the secondary score chose them: no draw, yet the
+    # model chose none of them, so a clear check still gives "weak", and the note says why
+    cv = cv_interval(np.array([0.9, 0.8, 0.9, 0.85]), 0.5, 0.2)
+    mass = CutoffTies(3943, 30, 0, False)
+    told = assess_signal(mass, 30, check(0.7, 0.8), cv, 1414, 136, 0)
+    assert told.signal == "weak" and told.evidence == "ties"
+    assert "3943 candidates tie" in told.note and "secondary score" in told.note
+    none = assess_signal(mass, 30, check(0.2, 0.4), cv, 1414, 136, 0)
+    assert none.signal == "none" and "secondary score" in none.note
+    # a tie that holds only part of the chosen, or no more than the chosen, changes nothing
+    part = assess_signal(CutoffTies(50, 3, 0, False), 30, check(0.7, 0.8), cv, 1414, 136, 0)
+    exact = assess_signal(CutoffTies(30, 30, 0, False), 30, check(0.7, 0.8), cv, 1414, 136, 0)
+    assert part.signal == exact.signal == "ok"
+
+
 def test_the_private_land_check_decides_by_its_interval():
     clear, cv_good = CutoffTies(1, 1, 0, False), cv_interval(np.full(6, 0.9), 0.5, 0.2)
     ok = assess_signal(clear, 10, check(0.55, 0.7), CrossValidation(), 5, 1, 0)
