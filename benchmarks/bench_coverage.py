@@ -47,6 +47,7 @@ import pandas as pd
 from reserve.config import DEFAULT_REGION, SPECIES_LABEL_PREFIX, species_slug
 from reserve.default_region import FILES
 from reserve.evaluate import evaluate_selection, read_truth
+from reserve.io.atomic import replacing
 from reserve.occupancy import LINKS
 
 OUT = Path(__file__).resolve().parent / "results" / "coverage.md"
@@ -589,9 +590,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(records, arrays, command.strip())
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, args.out)
+    with replacing(args.out, ".md") as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -31,6 +31,7 @@ import pyogrio
 from pipelines.default_region import build
 from reserve.default_region import FILES, default_data_dir, default_planning_units
 from reserve.evaluate import evaluate_selection, read_truth
+from reserve.io.atomic import replacing
 from reserve.select import select_reserve
 
 OUT = Path(__file__).resolve().parent / "results" / "default_region.md"
@@ -177,9 +178,8 @@ def region_cli(
     text = report(records, seed_list, budget_list)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-    tmp_out.write_text(text, encoding="utf-8")
-    os.replace(tmp_out, args.out)
+    with replacing(args.out, ".md") as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return 0
 
 

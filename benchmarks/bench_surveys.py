@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import pickle
 import platform
 import sys
@@ -53,6 +52,7 @@ from reserve.default_region import FILES, default_data_dir
 from reserve.defaults import SPECIES_LABEL_PREFIX, species_slug
 from reserve.design import read_planning_units
 from reserve.evaluate import read_truth
+from reserve.io.atomic import replacing
 from reserve.select import reselect, select_reserve
 from reserve.surveys import (
     SURVEY_CHECKLISTS,
@@ -284,10 +284,8 @@ def base_run(k: int, cells: Path, species: str, folder: Path) -> tuple[Any, floa
     t0 = time.perf_counter()
     res = select_reserve(k, cells, species=species, seed=0, n_jobs=1)
     out = (res, time.perf_counter() - t0)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
+    with replacing(path, ".pkl") as tmp, tmp.open("wb") as fh:
         pickle.dump(out, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
     return out
 
 
@@ -413,9 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(records, command.strip())
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, args.out)
+    with replacing(args.out, ".md") as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return 0
 
 
