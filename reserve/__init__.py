@@ -26,16 +26,6 @@ from __future__ import annotations
 import importlib
 import sys
 
-from reserve.errors import (
-    DataFileError,
-    InvalidInputError,
-    MissingDependencyError,
-    OutputExistsError,
-    ReserveError,
-    SolverError,
-    WorkerError,
-)
-
 #: Signals that came before :mod:`reserve.interrupt` was loaded (``python -m reserve``).
 _held: list[int] = []
 
@@ -57,13 +47,28 @@ def _run_as_command() -> bool:
     return argv[argv.index("-m") + 1] in ("reserve", "reserve.cli")
 
 
-if _run_as_command():
+_AS_COMMAND = _run_as_command()
+if _AS_COMMAND:
     # the C module, loaded with the interpreter: a Ctrl-C from here on is held, not raised
-    # inside an import, until reserve.interrupt says its one line (install)
+    # inside an import (this package's first one included), until reserve.interrupt says
+    # its one line (install)
     import _signal
 
     _signal.signal(_signal.SIGINT, _hold)
     _signal.signal(_signal.SIGTERM, _hold)
+
+# after the signals are held: a Ctrl-C while they load is said in one line too
+from reserve.errors import (  # noqa: E402
+    DataFileError,
+    InvalidInputError,
+    MissingDependencyError,
+    OutputExistsError,
+    ReserveError,
+    SolverError,
+    WorkerError,
+)
+
+if _AS_COMMAND:
     from reserve import interrupt
 
     interrupt.install(held=_held)

@@ -243,7 +243,8 @@ def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = 
     """Start ``python -m module args``; Ctrl-C (SIGINT) it ``delay`` s later; code, stderr.
 
     A signal that comes while Python itself is still starting (its ``site`` import, about the
-    first 40 ms) reaches no code of ours: such a run is started again, up to three times.
+    first 40 ms, or runpy finding the package) reaches no code of ours: such a run, whose
+    traceback holds no frame of ``reserve``, is started again, up to three times.
     """
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for _ in range(3):
@@ -258,7 +259,10 @@ def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = 
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-        if "init_import_site" not in err and (proc.returncode, err) != (-signal.SIGINT, ""):
+        before_ours = "init_import_site" in err or (
+            err.rstrip().endswith("KeyboardInterrupt") and f"{os.sep}reserve{os.sep}" not in err
+        )
+        if not before_ours and (proc.returncode, err) != (-signal.SIGINT, ""):
             break
     return proc.returncode, err
 
