@@ -38,6 +38,7 @@ __all__ = [
     "TOP_SHARE",
     "CrossValidation",
     "PrivateCheck",
+    "checkable",
     "cv_interval",
     "effort_strata",
     "private_land_check",
@@ -274,6 +275,41 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def _mixed_strata(label: np.ndarray, strata: np.ndarray) -> list[int]:
+    """The effort strata that hold both a detected and an undetected cell."""
+    return [s for s in np.unique(strata) if 0 < label[strata == s].sum() < (strata == s).sum()]
+
+
+def checkable(label: np.ndarray, n_checklists: np.ndarray) -> bool:
+    """Whether surveyed cells with these labels and efforts allow the private-land check.
+
+    The check compares detected with undetected cells of one effort stratum, so it needs
+    at least :data:`MIN_CHECK_CLASS` of each in strata that hold both.
+
+    Parameters
+    ----------
+    label : array-like of shape (n,)
+        1 detected, 0 surveyed without a detection.
+    n_checklists : array-like of shape (n,)
+        Checklists in each cell (at least 1).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> checkable(np.array([1, 0] * 5), np.full(10, 3))
+    True
+    >>> checkable(np.array([1, 0] * 5), np.array([1, 9] * 5))
+    False
+    """
+    label = np.asarray(label).astype(np.int64)
+    strata = effort_strata(n_checklists)
+    paired = np.isin(strata, _mixed_strata(label, strata))
+    return min(int(label[paired].sum()), int((1 - label[paired]).sum())) >= MIN_CHECK_CLASS
+
+
 def private_land_check(
     score: np.ndarray,
     label: np.ndarray,
@@ -315,10 +351,8 @@ def private_land_check(
     """
     score, label, strata = _check_inputs(score, label, n_checklists)
     n, n_det = int(label.size), int(label.sum())
-    mixed = [s for s in np.unique(strata) if 0 < label[strata == s].sum() < (strata == s).sum()]
-    paired = np.isin(strata, mixed)
-    n_pos, n_neg = int(label[paired].sum()), int((1 - label[paired]).sum())
-    if min(n_pos, n_neg) < MIN_CHECK_CLASS:
+    mixed = _mixed_strata(label, strata)
+    if not checkable(label, n_checklists):
         reason = (
             f"not available: {n} surveyed candidate cells ({n_det} with a detection); it needs "
             f"at least {MIN_CHECK_CLASS} detected and {MIN_CHECK_CLASS} undetected cells of "

@@ -42,6 +42,7 @@ __all__ = [
     "SelectionResult",
     "build_result",
     "expected_among",
+    "survey_visits",
 ]
 
 
@@ -165,7 +166,11 @@ class FitOutcome:
         (``estimator`` is then a refit of that model without one); else None.
     held_out : numpy.ndarray or None
         With ``learn_from="surveyed"``: every cell's score from a fit that did not see its
-        label (cross-fitted; NaN for cells not surveyed), for the private-land check.
+        label (cross-fitted; NaN for cells not surveyed), for the private-land check. When
+        the surveyed candidates do not allow the check: every cell's score, the training
+        cells' from refits without their labels (for the calibration).
+    training_folds : int
+        The refits that scored the training cells out of fold (0: none).
     """
 
     estimator: Any
@@ -180,6 +185,7 @@ class FitOutcome:
     boundary_penalty: float = 0.0
     model_choice: Any = None
     held_out: np.ndarray | None = None
+    training_folds: int = 0
 
 
 def _scores(problem: Problem, fit: FitOutcome, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -456,7 +462,7 @@ class Evidence:
     flags: dict[str, np.ndarray]
 
 
-def _visits(problem: Problem) -> np.ndarray:
+def survey_visits(problem: Problem) -> np.ndarray:
     """Each cell's checklists where its label is known (0: unsurveyed, or label unknown)."""
     units = problem.units
     if "n_checklists" not in units.columns:
@@ -509,11 +515,18 @@ def _calibrate(
     surveyed: np.ndarray,
     check: PrivateCheck,
     slope: bool,
+    training_folds: int = 0,
 ) -> tuple[LinkAverage, str]:
     """The occupancy calibration, on the surveyed private cells when the check allows it."""
     if check.available:
         cells = surveyed
         source = f"the {int(cells.sum())} surveyed private cells, scored out of sample"
+    elif training_folds:
+        cells = problem.train & np.isfinite(score)
+        source = (
+            f"the {int(cells.sum())} training cells, each scored by one of {training_folds} "
+            "refits that did not see its label (too few surveyed private cells to calibrate on)"
+        )
     else:
         cells = problem.train & np.isfinite(score)
         source = (
@@ -560,7 +573,7 @@ def assess_evidence(
     Evidence
     """
     check_score = score if fit.held_out is None else fit.held_out
-    visits = _visits(problem)
+    visits = survey_visits(problem)
     surveyed = problem.candidate & (visits >= 1) & np.isfinite(check_score)
     check = _private_check(problem, check_score, visits, surveyed, int(problem.k_free), opts.seed)
     cv = _cross_validation(problem, fit)
@@ -577,7 +590,13 @@ def assess_evidence(
         learned=problem.learned is not None,
     )
     cal, source = _calibrate(
-        problem, check_score, visits, surveyed, check, slope=verdict.signal != "none"
+        problem,
+        check_score,
+        visits,
+        surveyed,
+        check,
+        slope=verdict.signal != "none",
+        training_folds=fit.training_folds,
     )
     detected = problem.label == 1
     finite = np.isfinite(score)
@@ -618,7 +637,7 @@ def expected_among(
     (float, float, float)
         :meth:`reserve.occupancy.LinkAverage.expected_count` at :data:`LEVEL`.
     """
-    visits = _visits(problem)
+    visits = survey_visits(problem)
     detected = problem.label == 1
     return evidence.calibration.expected_count(
         score[rows], visits[rows], detected[rows], LEVEL, seed

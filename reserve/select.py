@@ -35,6 +35,7 @@ from sklearn.utils.validation import has_fit_parameter
 
 from reserve.bootstrap import selection_frequency
 from reserve.calibrate import calibrate_boundary
+from reserve.confidence import checkable
 from reserve.config import (
     CONFIG_KEYS,
     SELECT_DEFAULTS,
@@ -58,7 +59,7 @@ from reserve.export import CSV_NAME, SUMMARY_NAME, identified_crs
 from reserve.fork import Standby
 from reserve.methods import capabilities
 from reserve.representation import SpeciesFit, combine_results, plan_representation
-from reserve.result import FitOutcome, SelectionResult, build_result
+from reserve.result import FitOutcome, SelectionResult, build_result, survey_visits
 from reserve.run_files import (
     check_decoration,
     check_outputs,
@@ -68,7 +69,12 @@ from reserve.run_files import (
     one_species_options,
     write_outputs,
 )
-from reserve.solvers import SelectionProblem, describe_members, make_estimator
+from reserve.solvers import (
+    SelectionProblem,
+    at_standard_effort,
+    describe_members,
+    make_estimator,
+)
 from reserve.solvers.registry import chosen_C
 from reserve.surveys import (
     SURVEY_CHECKLISTS,
@@ -196,10 +202,13 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = scaler.transform(X_all)
+    training_folds = 0
     if opts.learn_from == "public" and problem.learned is not None:  # new surveys learned
         held_out = unlearned_scores(problem, est, Z)
     else:
         held_out = cross_fitted_scores(opts, problem, est, X_all, say)
+    if held_out is None and needs_training_calibration(problem):
+        held_out, training_folds = training_held_out_scores(opts, problem, est, Z, X_all, say)
     return FitOutcome(
         estimator=est,
         Z=Z,
@@ -213,6 +222,7 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
         boundary_penalty=float(penalty),
         model_choice=chooser,
         held_out=held_out,
+        training_folds=training_folds,
     )
 
 
@@ -252,6 +262,107 @@ def cross_fitted_scores(
         cells = learned[fold]
         held_out[cells] = refit.decision_function(scaler.transform(X_all[cells]))
     return held_out
+
+
+#: Folds of the cross-fitting that scores the training cells for the calibration: as many
+#: as AutoTTK's cross-validation (:class:`reserve.solvers.search.TransductiveSplit`).
+TRAINING_FOLDS = 3
+
+
+def needs_training_calibration(problem: Problem) -> bool:
+    """Whether the calibration must fall back on the training cells: one species, and the
+    surveyed candidates do not allow the private-land check
+    (:func:`reserve.confidence.checkable`)."""
+    if problem.multi:
+        return False
+    visits = survey_visits(problem)
+    surveyed = problem.candidate & (visits >= 1)
+    return not checkable(problem.label[surveyed], visits[surveyed])
+
+
+def on_scale_of(scores: np.ndarray, own: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``scores`` of a refit put on the final fit's scale.
+
+    Both fits score the same candidates (``own``: the refit's scores of them, ``reference``:
+    the final fit's); the affine map that best matches their sorted scores (a least-squares
+    line through the quantile-quantile plot) carries the refit's ``scores`` over. A refit
+    that ranks every candidate alike leaves ``scores`` as they are.
+
+    Examples
+    --------
+    >>> on_scale_of(np.array([1.0]), np.array([0.0, 1.0, 2.0]), np.array([1.0, 3.0, 5.0]))
+    array([3.])
+    """
+    own, reference = np.sort(own), np.sort(reference)
+    if own.size < 2 or np.ptp(own) == 0.0:
+        return np.asarray(scores, dtype=np.float64)
+    slope, intercept = np.polyfit(own, reference, 1)
+    return slope * np.asarray(scores, dtype=np.float64) + intercept
+
+
+def training_held_out_scores(
+    opts: SelectOptions,
+    problem: Problem,
+    est: Any,
+    Z: np.ndarray,
+    X_all: np.ndarray,
+    say: Callable[[str], None],
+) -> tuple[np.ndarray | None, int]:
+    """Every cell's score, each training cell's from a refit that did not see its label.
+
+    Without surveyed candidates to calibrate on, the calibration reads the training cells;
+    the final fit's scores of them are in sample (the fit learned their labels), so the
+    calibrated probabilities would be overconfident. The training rows are split into
+    :data:`TRAINING_FOLDS` stratified, seeded folds (fewer when a class has fewer rows);
+    each fold's refit (the chosen feature maps and C, ``refit_params``: no search; features
+    standardised anew) learns from the other folds and scores the fold's cells at the
+    standard effort, as candidates are scored, on the final fit's scale
+    (:func:`on_scale_of`). Other cells keep the final fit's scores.
+
+    Parameters
+    ----------
+    opts : reserve.config.SelectOptions
+    problem : reserve.design.Problem
+    est : estimator
+        The final fit.
+    Z : numpy.ndarray
+        Every cell's features as the final fit standardised them (NaN: no score).
+    X_all : numpy.ndarray
+        Every cell's raw features (NaN: not finite).
+    say : callable
+
+    Returns
+    -------
+    (numpy.ndarray or None, int)
+        The scores (None when a class has fewer than 2 training rows) and the folds.
+    """
+    from sklearn.base import clone
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(problem.selection.y)
+    lab, cand = np.flatnonzero(y != -1), np.flatnonzero(y == -1)
+    n_folds = min(TRAINING_FOLDS, int((y[lab] == 1).sum()), int((y[lab] == 0).sum()))
+    if n_folds < 2:
+        return None, 0
+    finite = np.isfinite(Z).all(axis=1)
+    held_out = np.full(len(Z), np.nan)
+    held_out[finite] = est.decision_function(Z[finite])
+    reference = held_out[problem.rows[cand]]
+    chosen = getattr(est, "refit_params", None)
+    base = clone(est) if chosen is None else clone(est).set_params(**chosen())
+    cols = np.asarray(problem.selection.effort_columns or (), dtype=np.int64)
+    say(f"scoring {lab.size} training cells out of fold for the calibration ({n_folds} refits)")
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=opts.seed)
+    for _, fold in folds.split(lab, y[lab]):
+        keep = np.setdiff1d(np.arange(len(problem.rows)), lab[fold])
+        scaler, fitted = standardised(problem.selection.take(keep))
+        refit = clone(base).fit(fitted)
+        cells = problem.rows[lab[fold]]
+        X_held = at_standard_effort(X_all, problem.rows[np.setdiff1d(lab, lab[fold])], cells, cols)
+        own = refit.decision_function(fitted.X[fitted.y == -1])
+        scores = refit.decision_function(scaler.transform(X_held[cells]))
+        held_out[cells] = on_scale_of(scores, own, reference)
+    return held_out, n_folds
 
 
 def _planned(

@@ -229,3 +229,67 @@ def test_the_tables_report_the_estimators_tie_without_changing_its_selection(tmp
         assert res.summary["n_tied_at_cutoff"] == ties.n_tied
         chosen.add(frozenset(res.selected["cell_id"]))
     assert len(chosen) > 1  # the draw follows the seed
+
+
+def noise_units(n_noise: int = 40):
+    """The test cells, unsurveyed candidates, with ``n_noise`` habitat columns of pure noise
+    and training labels drawn at random: a linear fit memorises its training labels."""
+    units = make_units(n_side=16, seed=5)
+    rng = np.random.default_rng(5)
+    for j in range(n_noise):
+        units[f"lc_noise_{j}"] = rng.uniform(size=len(units))
+    train = (units["role"] == "train").to_numpy()
+    labels = (rng.uniform(size=int(train.sum())) < 0.4).astype(int)
+    units.loc[train, "label"] = labels
+    units.loc[train, "n_detections"] = labels
+    return units
+
+
+def test_without_surveyed_candidates_the_training_cells_are_scored_out_of_fold():
+    from sklearn.metrics import roc_auc_score
+
+    from reserve.config import SelectOptions
+    from reserve.design import build_problem
+    from reserve.select import (
+        TRAINING_FOLDS,
+        needs_training_calibration,
+        standardised,
+        training_held_out_scores,
+    )
+    from reserve.solvers import make_estimator
+
+    units = noise_units()
+    opts = SelectOptions(budget=K, model="linear", C=1.0, map=False)
+    problem = build_problem(units, opts, "noise")
+    assert needs_training_calibration(problem)
+    scaler, fitted = standardised(problem.selection)
+    est = make_estimator("ttk", k=problem.k_fit, C=1.0, random_state=0).fit(fitted)
+    X_all = problem.X
+    Z = scaler.transform(X_all)
+    held, folds = training_held_out_scores(opts, problem, est, Z, X_all, lambda _: None)
+    assert folds == TRAINING_FOLDS
+    train = problem.train
+    y = problem.label[train]
+    in_sample = est.decision_function(Z[train])
+    # the final fit has learned the noise; the refits that did not see a label have not
+    assert roc_auc_score(y, in_sample) > 0.75
+    assert abs(roc_auc_score(y, held[train]) - 0.5) < 0.1
+    # every other cell keeps the final fit's score
+    np.testing.assert_allclose(held[~train], est.decision_function(Z[~train]))
+
+
+def test_a_run_without_surveyed_candidates_calibrates_on_out_of_fold_scores(tmp_path):
+    path = write_units(tmp_path / "cells.gpkg", noise_units())
+    s = reserve.select_reserve(K, path, model="linear", C=1.0, map=False).summary
+    assert not s["check_available"]
+    assert "refits that did not see its label" in s["calibration_source"]
+
+
+def test_on_scale_of_carries_an_affine_rescoring_back_exactly():
+    from reserve.select import on_scale_of
+
+    rng = np.random.default_rng(0)
+    own = rng.normal(size=50)
+    scores = rng.normal(size=7)
+    np.testing.assert_allclose(on_scale_of(scores, own, 3.0 * own - 2.0), 3.0 * scores - 2.0)
+    np.testing.assert_array_equal(on_scale_of(scores, np.ones(5), own[:5]), scores)
