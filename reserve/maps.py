@@ -599,6 +599,14 @@ def _labelled(summary: Mapping[str, Any]) -> str:
     return f"{n} surveyed public cells"
 
 
+def _blind_expected(summary: Mapping[str, Any]) -> str:
+    """``, against N for a blind pick`` ('' when the summary does not say)."""
+    blind = summary.get("expected_occupied_blind")
+    if isinstance(blind, float) and np.isfinite(blind):
+        return f", against {blind:.0f} for a blind pick"
+    return ""
+
+
 def _certainty(summary: Mapping[str, Any]) -> str:
     """How sure the selection is, in plain words: the evidence about the land being bought
     first, each figure with its interval; no confidence claimed where the verdict is weak."""
@@ -629,7 +637,7 @@ def _certainty(summary: Mapping[str, Any]) -> str:
             f"Expected to hold the species: {expected:.0f} of the {summary['n_selected']} "
             f"chosen cells ({round(100 * float(summary.get('interval_level') or 0.9))}% "
             f"interval {summary['expected_occupied_low']:.0f}-"
-            f"{summary['expected_occupied_high']:.0f})."
+            f"{summary['expected_occupied_high']:.0f}){_blind_expected(summary)}."
         )
     if signal != "ok":
         parts.append(

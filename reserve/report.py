@@ -116,6 +116,11 @@ class RunReport:
     cv_precision : Interval
     cv_blind : float
     expected_occupied : Interval
+        Cells where the species is present (detected or not) among the chosen ones.
+    expected_occupied_blind : float
+        The same among as many candidates picked blind.
+    detection_per_checklist : float
+        The calibration's chance that a checklist in an occupied cell detects the species.
     n_selected_known_detection, n_selected_no_detection, no_detection_checklists : int
     calibration_source : str
     interval_level : float
@@ -173,6 +178,8 @@ class RunReport:
     cv_precision: Interval = Interval()
     cv_blind: float = _NAN
     expected_occupied: Interval = Interval()
+    expected_occupied_blind: float = _NAN
+    detection_per_checklist: float = _NAN
     n_selected_known_detection: int = 0
     n_selected_no_detection: int = 0
     no_detection_checklists: int = 0
@@ -256,11 +263,22 @@ def confidence_lines(r: RunReport) -> list[str]:
         )
     if r.expected_occupied.value != r.expected_occupied.value:  # NaN: one per species
         return lines
+    blind = r.expected_occupied_blind
+    against = f", against {blind:.1f} for a blind pick" if blind == blind else ""
+    per = r.detection_per_checklist
+    detect = (
+        f"; a checklist in an occupied cell detects the species with probability {per:.2f}"
+        if per == per
+        else ""
+    )
     lines.append(
         f"expected occupied: {r.expected_occupied.text(level, '.1f', '.0f')} of the "
-        f"{r.n_selected} chosen cells; {r.n_selected_known_detection} chosen with a detection "
-        f"of their own, {r.n_selected_no_detection} surveyed {r.no_detection_checklists}+ "
-        "times without one"
+        f"{r.n_selected} chosen cells{against} (the species present, detected or not{detect})"
+    )
+    lines.append(
+        f"surveys of the chosen cells: {r.n_selected_known_detection} with a detection of "
+        f"their own, {r.n_selected_no_detection} surveyed {r.no_detection_checklists}+ times "
+        "without one"
     )
     if "prevalence" in r.calibration_source:
         lines.append(

@@ -445,6 +445,9 @@ class Evidence:
         Every cell's probability of presence given its own survey (NaN: no score).
     expected : tuple of float
         Expected occupied cells among the chosen ones and its interval.
+    expected_blind : float
+        Expected occupied cells among as many candidates picked blind (the candidates' mean
+        probability times the chosen cells).
     many_checklists : int
         Checklists without a detection that flag a cell (``surveyed_no_detection``).
     flags : dict of str to numpy.ndarray
@@ -458,6 +461,7 @@ class Evidence:
     calibration_source: str
     probability: np.ndarray
     expected: tuple[float, float, float]
+    expected_blind: float
     many_checklists: int
     flags: dict[str, np.ndarray]
 
@@ -611,7 +615,9 @@ def assess_evidence(
         "known_detection": detected,
         "surveyed_no_detection": (problem.label == 0) & (visits >= many),
     }
-    return Evidence(check, cv, verdict, cal, source, probability, expected, many, flags)
+    free = problem.candidate & finite
+    blind = float(probability[free].mean()) * sel_rows.size if free.any() else float("nan")
+    return Evidence(check, cv, verdict, cal, source, probability, expected, blind, many, flags)
 
 
 def expected_among(
@@ -679,6 +685,7 @@ def evidence_summary(
             "expected_occupied": evidence.expected[0],
             "expected_occupied_low": evidence.expected[1],
             "expected_occupied_high": evidence.expected[2],
+            "expected_occupied_blind": evidence.expected_blind,
             "calibration_source": evidence.calibration_source,
             "detection_per_checklist": evidence.calibration.detection_,
             "no_detection_checklists": evidence.many_checklists,

@@ -106,6 +106,8 @@ def test_evidence_columns_and_summary_equal_recomputed_ones(run):
     assert np.all((p[scored] >= 0) & (p[scored] <= 1)) and np.isnan(p[~scored]).all()
     assert s["expected_occupied_low"] <= s["expected_occupied"] <= s["expected_occupied_high"]
     assert 0 <= s["expected_occupied_low"] and s["expected_occupied_high"] <= K
+    free = (pu["role"] == "candidate").to_numpy() & ~pu["locked_out"].to_numpy(bool)
+    assert s["expected_occupied_blind"] == pytest.approx(p[free].mean() * K)
     by_id = pu.set_index("cell_id")
     for column in ("probability", "known_detection", "surveyed_no_detection"):
         np.testing.assert_array_equal(sel[column], by_id.loc[sel["cell_id"], column])
