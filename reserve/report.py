@@ -273,12 +273,12 @@ def confidence_lines(r: RunReport) -> list[str]:
     )
     lines.append(
         f"expected occupied: {r.expected_occupied.text(level, '.1f', '.0f')} of the "
-        f"{r.n_selected} chosen cells{against} (the species present, detected or not{detect})"
+        f"{r.n_selected} chosen cells{against} (the species present, detected or not)"
     )
     lines.append(
         f"surveys of the chosen cells: {r.n_selected_known_detection} with a detection of "
         f"their own, {r.n_selected_no_detection} surveyed {r.no_detection_checklists}+ times "
-        "without one"
+        f"without one{detect}"
     )
     if "prevalence" in r.calibration_source:
         lines.append(

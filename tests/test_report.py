@@ -93,11 +93,12 @@ def test_confidence_lines_say_the_verdict_and_the_check():
     assert lines[3].startswith("surveys of the chosen cells: 0 with a detection")
     assert len(lines) == 4  # no cross-validation figure (NaN), no prevalence note
     r = replace(r, expected_occupied_blind=1.25, detection_per_checklist=0.3)
-    assert confidence_lines(r)[2] == (
+    assert confidence_lines(r)[2:] == [
         "expected occupied: 2.0 (90% 1-3) of the 4 chosen cells, against 1.2 for a blind "
-        "pick (the species present, detected or not; a checklist in an occupied cell detects "
-        "the species with probability 0.30)"
-    )
+        "pick (the species present, detected or not)",
+        "surveys of the chosen cells: 0 with a detection of their own, 0 surveyed 0+ times "
+        "without one; a checklist in an occupied cell detects the species with probability 0.30",
+    ]
 
 
 def test_summary_text_is_the_same_from_the_mapping_or_the_record(run):
