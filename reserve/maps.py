@@ -1208,6 +1208,12 @@ _JS = r"""
   }
   var topBar = document.querySelector(".reserve-top"), listBox = document.querySelector(
     ".reserve-list");
+  // the title and banner stay clear of the layer control in the top right corner
+  var corner = document.querySelector(".leaflet-top.leaflet-right");
+  if (topBar && corner) {
+    var half = corner.getBoundingClientRect().left - innerWidth / 2 - 10;
+    if (half > 120) topBar.style.maxWidth = 2 * half + "px";
+  }
   if (topBar && listBox) listBox.style.top = Math.max(80, topBar.getBoundingClientRect()
     .bottom + 8) + "px";
   // the ranked list ends above the summary box, however tall that box is

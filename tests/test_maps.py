@@ -427,12 +427,18 @@ def _check_banner(driver, tmp_path: Path, shots: Path) -> None:
 
     units = scored_units(12, 5)
     units["score"] = -1.0
-    summary = {"budget": 5, "signal": "none", "signal_note": "every candidate has the same score"}
+    note = "every candidate has the same score; " + "more surveyed public land would help " * 8
+    summary = {"budget": 5, "signal": "none", "signal_note": note}
     page = write_map(units, tmp_path / "flat.html", summary=summary)
     _open(driver, page, 1400, 900)
     banner = driver.find_element(By.CLASS_NAME, "reserve-banner")
     assert banner.is_displayed() and "ranks nothing" in banner.text
     assert "every candidate has the same score" in banner.text
+    # a long banner stays clear of the (unfolded) layer control
+    layers = driver.find_element(By.CLASS_NAME, "leaflet-control-layers")
+    b, c = banner.rect, layers.rect
+    apart = b["x"] + b["width"] <= c["x"] or b["y"] >= c["y"] + c["height"]
+    assert apart, (b, c)
     legend = driver.find_element(By.CLASS_NAME, "reserve-legend").text
     assert "every cell -1" in legend and "to 0" not in legend  # no made-up range
     driver.save_screenshot(str(shots / "flat_1400x900.png"))
