@@ -446,8 +446,8 @@ class Evidence:
     expected : tuple of float
         Expected occupied cells among the chosen ones and its interval.
     expected_blind : float
-        Expected occupied cells among as many candidates picked blind (the candidates' mean
-        probability times the chosen cells).
+        Expected occupied cells of a blind pick: the locked-in cells, and as many cells as
+        the others drawn at random from the candidates.
     many_checklists : int
         Checklists without a detection that flag a cell (``surveyed_no_detection``).
     flags : dict of str to numpy.ndarray
@@ -526,9 +526,10 @@ def _calibrate(
         cells = surveyed
         source = f"the {int(cells.sum())} surveyed private cells, scored out of sample"
     elif training_folds:
-        cells = problem.train & np.isfinite(score)
+        learned = problem.learned if problem.learned is not None else False
+        cells = (problem.train | learned) & np.isfinite(score)
         source = (
-            f"the {int(cells.sum())} training cells, each scored by one of {training_folds} "
+            f"the {int(cells.sum())} labelled cells, each scored by one of {training_folds} "
             "refits that did not see its label (too few surveyed private cells to calibrate on)"
         )
     else:
@@ -548,6 +549,17 @@ def _calibrate(
     else:
         source += "; the model ranks nothing, so every probability is the occupancy prevalence"
     return cal, source
+
+
+def _blind_expected(problem: Problem, probability: np.ndarray, sel_rows: np.ndarray) -> float:
+    """Expected occupied cells of a blind pick: the locked-in cells as chosen, the others
+    drawn at random from the candidates (their mean probability each)."""
+    free = problem.candidate & np.isfinite(probability)
+    if not free.any():
+        return float("nan")
+    locked = problem.locked_in[sel_rows]
+    kept = probability[sel_rows[locked]]
+    return float(np.nansum(kept) + probability[free].mean() * int((~locked).sum()))
 
 
 def assess_evidence(
@@ -615,8 +627,7 @@ def assess_evidence(
         "known_detection": detected,
         "surveyed_no_detection": (problem.label == 0) & (visits >= many),
     }
-    free = problem.candidate & finite
-    blind = float(probability[free].mean()) * sel_rows.size if free.any() else float("nan")
+    blind = _blind_expected(problem, probability, sel_rows)
     return Evidence(check, cv, verdict, cal, source, probability, expected, blind, many, flags)
 
 

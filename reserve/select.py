@@ -71,7 +71,6 @@ from reserve.run_files import (
 )
 from reserve.solvers import (
     SelectionProblem,
-    at_standard_effort,
     describe_members,
     make_estimator,
 )
@@ -202,13 +201,7 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = scaler.transform(X_all)
-    training_folds = 0
-    if opts.learn_from == "public" and problem.learned is not None:  # new surveys learned
-        held_out = unlearned_scores(problem, est, Z)
-    else:
-        held_out = cross_fitted_scores(opts, problem, est, X_all, say)
-    if held_out is None and needs_training_calibration(problem):
-        held_out, training_folds = training_held_out_scores(opts, problem, est, Z, X_all, say)
+    held_out, training_folds = _held_out(opts, problem, est, Z, X_all, say)
     return FitOutcome(
         estimator=est,
         Z=Z,
@@ -224,6 +217,27 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
         held_out=held_out,
         training_folds=training_folds,
     )
+
+
+def _held_out(
+    opts: SelectOptions,
+    problem: Problem,
+    est: Any,
+    Z: np.ndarray,
+    X_all: np.ndarray,
+    say: Callable[[str], None],
+) -> tuple[np.ndarray | None, int]:
+    """The scores the private-land check and the calibration read, and the refits that
+    scored the labelled cells out of fold (0: none): :func:`training_held_out_scores` when
+    the calibration falls back on the labelled cells, else the learned cells' scores without
+    their labels (:func:`unlearned_scores`, :func:`cross_fitted_scores`)."""
+    if needs_training_calibration(opts, problem):
+        held_out, folds = training_held_out_scores(opts, problem, est, Z, X_all, say)
+        if held_out is not None:
+            return held_out, folds
+    if opts.learn_from == "public" and problem.learned is not None:  # new surveys learned
+        return unlearned_scores(problem, est, Z), 0
+    return cross_fitted_scores(opts, problem, est, X_all, say), 0
 
 
 #: Folds of the cross-fitting that scores learned cells without their own labels.
@@ -269,11 +283,14 @@ def cross_fitted_scores(
 TRAINING_FOLDS = 3
 
 
-def needs_training_calibration(problem: Problem) -> bool:
-    """Whether the calibration must fall back on the training cells: one species, and the
-    surveyed candidates do not allow the private-land check
-    (:func:`reserve.confidence.checkable`)."""
-    if problem.multi:
+def needs_training_calibration(opts: SelectOptions, problem: Problem) -> bool:
+    """Whether the calibration falls back on the labelled cells, scored out of fold.
+
+    So it does for one species when the surveyed candidates do not allow the private-land
+    check (:func:`reserve.confidence.checkable`), unless the method is an exact solve under
+    a time limit (its refits would each take the limit, and stop by the clock).
+    """
+    if problem.multi or capabilities(opts.method).time_limit:
         return False
     visits = survey_visits(problem)
     surveyed = problem.candidate & (visits >= 1)
@@ -308,16 +325,18 @@ def training_held_out_scores(
     X_all: np.ndarray,
     say: Callable[[str], None],
 ) -> tuple[np.ndarray | None, int]:
-    """Every cell's score, each training cell's from a refit that did not see its label.
+    """Every cell's score, each labelled cell's from a refit that did not see its label.
 
-    Without surveyed candidates to calibrate on, the calibration reads the training cells;
-    the final fit's scores of them are in sample (the fit learned their labels), so the
-    calibrated probabilities would be overconfident. The training rows are split into
+    Without surveyed candidates to calibrate on, the calibration reads the labelled cells
+    (the training cells, and the surveyed candidates the fit learned from); the final fit's
+    scores of them are in sample (the fit learned their labels), so the calibrated
+    probabilities would be overconfident. The labelled rows are split into
     :data:`TRAINING_FOLDS` stratified, seeded folds (fewer when a class has fewer rows);
     each fold's refit (the chosen feature maps and C, ``refit_params``: no search; features
-    standardised anew) learns from the other folds and scores the fold's cells at the
-    standard effort, as candidates are scored, on the final fit's scale
-    (:func:`on_scale_of`). Other cells keep the final fit's scores.
+    standardised anew; a learned candidate keeps its candidate row) learns from the other
+    folds and scores the fold's cells at the run's standard effort, as candidates are
+    scored, on the final fit's scale (:func:`on_scale_of`). Other cells keep the final fit's
+    scores.
 
     Parameters
     ----------
@@ -351,6 +370,7 @@ def training_held_out_scores(
     chosen = getattr(est, "refit_params", None)
     base = clone(est) if chosen is None else clone(est).set_params(**chosen())
     cols = np.asarray(problem.selection.effort_columns or (), dtype=np.int64)
+    standard = np.array([problem.effort[problem.features[j]] for j in cols], dtype=np.float64)
     say(f"scoring {lab.size} training cells out of fold for the calibration ({n_folds} refits)")
     folds = StratifiedKFold(n_folds, shuffle=True, random_state=opts.seed)
     for _, fold in folds.split(lab, y[lab]):
@@ -358,9 +378,10 @@ def training_held_out_scores(
         scaler, fitted = standardised(problem.selection.take(keep))
         refit = clone(base).fit(fitted)
         cells = problem.rows[lab[fold]]
-        X_held = at_standard_effort(X_all, problem.rows[np.setdiff1d(lab, lab[fold])], cells, cols)
+        X_held = X_all[cells].copy()
+        X_held[:, cols] = standard
         own = refit.decision_function(fitted.X[fitted.y == -1])
-        scores = refit.decision_function(scaler.transform(X_held[cells]))
+        scores = refit.decision_function(scaler.transform(X_held))
         held_out[cells] = on_scale_of(scores, own, reference)
     return held_out, n_folds
 

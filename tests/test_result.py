@@ -263,7 +263,10 @@ def test_without_surveyed_candidates_the_training_cells_are_scored_out_of_fold()
     units = noise_units()
     opts = SelectOptions(budget=K, model="linear", C=1.0, map=False)
     problem = build_problem(units, opts, "noise")
-    assert needs_training_calibration(problem)
+    assert needs_training_calibration(opts, problem)
+    # an exact solve under a time limit keeps its in-sample calibration (refits stop by the clock)
+    exact = SelectOptions(budget=K, method="ttk-mip", C=1.0, map=False)
+    assert not needs_training_calibration(exact, problem)
     scaler, fitted = standardised(problem.selection)
     est = make_estimator("ttk", k=problem.k_fit, C=1.0, random_state=0).fit(fitted)
     X_all = problem.X
@@ -280,11 +283,20 @@ def test_without_surveyed_candidates_the_training_cells_are_scored_out_of_fold()
     np.testing.assert_allclose(held[~train], est.decision_function(Z[~train]))
 
 
-def test_a_run_without_surveyed_candidates_calibrates_on_out_of_fold_scores(tmp_path):
-    path = write_units(tmp_path / "cells.gpkg", noise_units())
-    s = reserve.select_reserve(K, path, model="linear", C=1.0, map=False).summary
+@pytest.mark.parametrize("learn_from", ["public", "surveyed"])
+def test_too_few_surveyed_candidates_calibrate_on_out_of_fold_scores(tmp_path, learn_from):
+    units = noise_units()
+    few = np.flatnonzero((units["role"] == "candidate").to_numpy())[:4]
+    units.loc[few, ["label", "n_checklists", "n_detections"]] = [[1, 3, 1], [0, 3, 0]] * 2
+    path = write_units(tmp_path / "cells.gpkg", units)
+    s = reserve.select_reserve(
+        K, path, model="linear", C=1.0, map=False, learn_from=learn_from
+    ).summary
     assert not s["check_available"]
-    assert "refits that did not see its label" in s["calibration_source"]
+    n_labelled = int((units["role"] == "train").sum()) + (4 if learn_from == "surveyed" else 0)
+    assert s["calibration_source"].startswith(
+        f"the {n_labelled} labelled cells, each scored by one of 3 refits that did not see"
+    )
 
 
 def test_on_scale_of_carries_an_affine_rescoring_back_exactly():
@@ -295,3 +307,18 @@ def test_on_scale_of_carries_an_affine_rescoring_back_exactly():
     scores = rng.normal(size=7)
     np.testing.assert_allclose(on_scale_of(scores, own, 3.0 * own - 2.0), 3.0 * scores - 2.0)
     np.testing.assert_array_equal(on_scale_of(scores, np.ones(5), own[:5]), scores)
+
+
+def test_a_blind_pick_keeps_the_locked_in_cells(tmp_path):
+    units = make_units(seed=0)
+    cand = np.flatnonzero((units["role"] == "candidate").to_numpy())[:4]
+    units["lock"] = False
+    units.loc[cand, ["lock", "label", "n_checklists", "n_detections"]] = [True, 1, 5, 2]
+    path = write_units(tmp_path / "cells.gpkg", units)
+    res = reserve.select_reserve(6, path, model="linear", map=False, locked_in="lock")
+    pu, s = res.planning_units, res.summary
+    prob, locked = pu["probability"].to_numpy(), pu["lock"].to_numpy(bool)
+    free = (pu["role"] == "candidate").to_numpy() & ~locked
+    assert np.isin(pu.loc[pu["selected"], "cell_id"], pu.loc[locked, "cell_id"]).sum() == 4
+    blind = prob[locked].sum() + prob[free].mean() * (6 - 4)
+    assert s["expected_occupied_blind"] == pytest.approx(blind)
