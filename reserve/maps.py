@@ -599,6 +599,11 @@ def _labelled(summary: Mapping[str, Any]) -> str:
     return f"{n} surveyed public cells"
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a finite float."""
+    return isinstance(value, float) and bool(np.isfinite(value))
+
+
 def _blind_expected(summary: Mapping[str, Any]) -> str:
     """``, against N for a blind pick`` ('' when the summary does not say)."""
     blind = summary.get("expected_occupied_blind")
@@ -638,6 +643,12 @@ def _certainty(summary: Mapping[str, Any]) -> str:
             f"chosen cells ({round(100 * float(summary.get('interval_level') or 0.9))}% "
             f"interval {summary['expected_occupied_low']:.0f}-"
             f"{summary['expected_occupied_high']:.0f}){_blind_expected(summary)}."
+        )
+    blind = summary.get("expected_occupied_blind")
+    if _finite(expected) and _finite(blind) and expected < blind:
+        parts.append(
+            f"The calibrated probabilities expect fewer occupied cells in this choice than in "
+            f"a blind pick of as many cells ({expected:.1f} against {blind:.1f})."
         )
     if signal != "ok":
         parts.append(

@@ -691,3 +691,27 @@ def test_several_species_switch_between_their_overlays_in_headless_chromium(tmp_
     assert len(after[0]) == chosen.sum() and after[1] == []
     assert len(set(after[0])) > 1  # the second species' own probabilities
     assert [e for e in errors if e.get("source") != "network"] == []
+
+
+@pytest.mark.parametrize(("expected", "blind", "says"), [(9.7, 13.6, True), (26.2, 5.5, False)])
+def test_the_how_sure_box_says_when_a_blind_pick_is_expected_to_hold_more(
+    tmp_path, expected, blind, says
+):
+    summary = {
+        "budget": 5,
+        "n_train": 40,
+        "n_train_positive": 10,
+        "n_selected": 5,
+        "signal": "weak",
+        "expected_occupied": expected,
+        "expected_occupied_low": expected - 2,
+        "expected_occupied_high": expected + 2,
+        "expected_occupied_blind": blind,
+    }
+    text = write_map(scored_units(12, 5), tmp_path / "m.html", summary=summary).read_text()
+    sentence = (
+        "The calibrated probabilities expect fewer occupied cells in this choice than in a "
+        f"blind pick of as many cells ({expected:.1f} against {blind:.1f})."
+    )
+    assert (sentence in text) is says
+    assert "treat the choice as unproven" in text
