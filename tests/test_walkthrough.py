@@ -109,7 +109,12 @@ def test_readme_walkthrough_says_the_data_cannot_rank_the_land(clone):
         f"AUC {s['check_auc']:.2f} (90% interval {s['check_auc_low']:.2f}-"
         f"{s['check_auc_high']:.2f})",
         f"signal {s['signal']}",
+        f"among the {s['n_selected']} chosen ({s['expected_occupied']:.1f}, 90% interval "
+        f"{s['expected_occupied_low']:.0f}-{s['expected_occupied_high']:.0f}) than among "
+        f"{s['n_selected']} candidates picked blind ({s['expected_occupied_blind']:.1f})",
     ]
+    assert s["expected_occupied"] < s["expected_occupied_blind"]
+    assert "fewer occupied cells in this choice than in a blind pick" in page
     for figure in figures:
         assert figure in said, (figure, said)
     # the README's figure of the same run with --learn-from surveyed --effort
