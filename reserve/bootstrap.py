@@ -15,6 +15,7 @@ from sklearn.base import clone
 from reserve.config import SelectOptions
 from reserve.design import Problem
 from reserve.solvers import SelectionProblem
+from reserve.solvers.registry import fixed_model
 
 __all__ = ["refit", "selection_frequency"]
 
@@ -51,9 +52,7 @@ def selection_frequency(
     if problem.k_free:
         say(f"bootstrap: {opts.bootstrap} refits on resampled training cells ({opts.n_jobs} jobs)")
         samples = problem.bootstrap_samples(opts.bootstrap, opts.seed)
-        chosen = getattr(est, "refit_params", None)
-        if chosen is not None:  # refits keep the chosen maps, C and weightings (no CV each)
-            est = clone(est).set_params(**chosen())
+        est = fixed_model(est)  # refits keep the chosen maps, C and weightings (no CV each)
         jobs = (delayed(refit)(clone(est), fitted, sample) for sample in samples)
         picks = Parallel(n_jobs=opts.n_jobs)(jobs)
         counts = np.zeros(len(problem.rows), dtype=np.int64)

@@ -21,14 +21,9 @@ from sklearn.linear_model import LogisticRegression
 from reserve.adjacency import grid_adjacency, patch_labels
 from reserve.design import Problem
 from reserve.solvers import MapMean, SelectionProblem, at_standard_effort, calibrate_penalty
+from reserve.solvers.registry import fixed_model
 
 __all__ = ["calibrate_boundary", "presence_probability"]
-
-
-def _fixed_model(est: Any) -> Any:
-    """An unfitted copy of ``est`` that refits its chosen model without cross-validation."""
-    refit = getattr(est, "refit_params", None)
-    return clone(est) if refit is None else clone(est).set_params(**refit())
 
 
 def presence_probability(est: Any, Z_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -93,7 +88,7 @@ def calibrate_boundary(
         over the selected cells), ``chosen``.
     """
     adj = grid_adjacency(problem.units.geometry.to_numpy())
-    base = _fixed_model(est)
+    base = fixed_model(est)
     presence = presence_probability(est, fitted.X, fitted.y)
     fits: dict[float, Any] = {0.0: est}
 

@@ -74,7 +74,7 @@ from reserve.solvers import (
     describe_members,
     make_estimator,
 )
-from reserve.solvers.registry import chosen_C
+from reserve.solvers.registry import chosen_C, fixed_model
 from reserve.surveys import (
     SURVEY_CHECKLISTS,
     SurveyResults,
@@ -264,8 +264,7 @@ def cross_fitted_scores(
 
     learned = np.flatnonzero(problem.learned)
     labelled_copy = np.arange(len(problem.rows) - learned.size, len(problem.rows))
-    chosen = getattr(est, "refit_params", None)
-    base = clone(est) if chosen is None else clone(est).set_params(**chosen())
+    base = fixed_model(est)
     held_out = np.full(len(problem.X), np.nan)
     folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=opts.seed)
     say(f"cross-fitting {learned.size} surveyed private cells ({CROSS_FIT_FOLDS} refits)")
@@ -367,8 +366,7 @@ def training_held_out_scores(
     held_out = np.full(len(Z), np.nan)
     held_out[finite] = est.decision_function(Z[finite])
     reference = held_out[problem.rows[cand]]
-    chosen = getattr(est, "refit_params", None)
-    base = clone(est) if chosen is None else clone(est).set_params(**chosen())
+    base = fixed_model(est)
     cols = np.asarray(problem.selection.effort_columns or (), dtype=np.int64)
     standard = np.array([problem.effort[problem.features[j]] for j in cols], dtype=np.float64)
     say(f"scoring {lab.size} training cells out of fold for the calibration ({n_folds} refits)")
@@ -494,15 +492,13 @@ def reselect(
     SelectionResult
         Without outputs written.
     """
-    from sklearn.base import clone
 
     units = apply_surveys(units, surveys, label_column(opts))
     learn = pd.Index(units["cell_id"]).isin(surveys.cell_id)
     problem = build_problem(units, opts, source, learn=learn)
     _check_survey_cells(problem, surveys, None)
     scaler, fitted = standardised(problem.selection)
-    chosen = getattr(estimator, "refit_params", None)
-    est = clone(estimator) if chosen is None else clone(estimator).set_params(**chosen())
+    est = fixed_model(estimator)
     t = time.perf_counter()
     est.fit(fitted)
     Z = scaler.transform(np.where(np.isfinite(problem.X), problem.X, np.nan))

@@ -32,6 +32,7 @@ __all__ = [
     "canonical_method",
     "capabilities",
     "chosen_C",
+    "fixed_model",
     "make_estimator",
 ]
 
@@ -329,3 +330,20 @@ def chosen_C(estimator: Any, source: str = "given") -> tuple[float, str]:
         return float(estimator.C), source
     searched = {p["C"] for p in estimator.cv_results_["params"]}
     return float(best["C"]), "cv" if len(searched) > 1 else "given"
+
+
+def fixed_model(estimator: Any) -> Any:
+    """An unfitted copy of a fitted ``estimator`` that refits its chosen model as it is.
+
+    A model choice (AutoTTK) refits with the feature maps, ``C`` and class weights it chose
+    (its ``refit_params``: no new search); any other estimator is cloned as it is.
+
+    Examples
+    --------
+    >>> fixed_model(make_estimator("svm", k=3, C=2.0)).C
+    2.0
+    """
+    from sklearn.base import clone
+
+    chosen = getattr(estimator, "refit_params", None)
+    return clone(estimator) if chosen is None else clone(estimator).set_params(**chosen())
