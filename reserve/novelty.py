@@ -82,8 +82,10 @@ def _column(p: np.ndarray, ref: np.ndarray) -> np.ndarray:
     f = 100.0 * np.searchsorted(s, p, side="right") / s.size  # share of reference <= p
     sim = np.where(f <= 50.0, 2.0 * f, 2.0 * (100.0 - f))
     if hi > lo:
-        sim = np.where(f == 0.0, 100.0 * (p - lo) / (hi - lo), sim)
-        sim = np.where(f == 100.0, 100.0 * (hi - p) / (hi - lo), sim)
+        # a range so narrow (subnormal) that the quotient overflows gives -inf: far outside
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            sim = np.where(f == 0.0, 100.0 * (p - lo) / (hi - lo), sim)
+            sim = np.where(f == 100.0, 100.0 * (hi - p) / (hi - lo), sim)
     else:  # a constant reference: equal is fully similar, anything else novel
         sim = np.where(p == lo, 100.0, CONSTANT_MISMATCH)
     return np.where(np.isfinite(p), sim, np.nan)
@@ -155,7 +157,7 @@ def mess(points: Any, reference: Any) -> tuple[np.ndarray, np.ndarray]:
     if sim.shape[1] == 0:
         n = sim.shape[0]
         return np.full(n, np.nan), np.full(n, -1, dtype=np.int64)
-    ok = np.isfinite(sim).all(axis=1)
+    ok = ~np.isnan(sim).any(axis=1)  # -inf: a point far outside a subnormal range
     mod = np.where(ok, np.argmin(np.where(np.isnan(sim), np.inf, sim), axis=1), -1)
     value = np.where(ok, np.take_along_axis(sim, np.maximum(mod, 0)[:, None], 1)[:, 0], np.nan)
     return value, mod.astype(np.int64)

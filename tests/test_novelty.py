@@ -431,3 +431,9 @@ def test_a_non_boolean_from_python_is_refused(tmp_path):
     cells = write_units(tmp_path / "cells.gpkg")
     with pytest.raises(InvalidInputError, match="exclude_novel must be true or false"):
         select_reserve(3, cells, exclude_novel="yes")
+
+
+def test_a_point_far_outside_a_subnormal_range_is_novel_not_missing():
+    value, mod = mess(np.array([[1.0], [0.0]]), np.array([[2.22507386e-313], [0.0]]))
+    assert value[0] == -np.inf and mod.tolist() == [0, 0]
+    assert value[1] == 0.0
