@@ -201,7 +201,7 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     # every cell's standardised features (non-finite raw values as NaN: those cells get no score)
     X_all = np.where(np.isfinite(problem.X), problem.X, np.nan)
     Z = scaler.transform(X_all)
-    held_out, training_folds = _held_out(opts, problem, est, Z, X_all, say)
+    held_out, training_folds = _held_out(opts, problem, est, fitted, (Z, X_all), say)
     return FitOutcome(
         estimator=est,
         Z=Z,
@@ -223,16 +223,18 @@ def _held_out(
     opts: SelectOptions,
     problem: Problem,
     est: Any,
-    Z: np.ndarray,
-    X_all: np.ndarray,
+    fitted: SelectionProblem,
+    features: tuple[np.ndarray, np.ndarray],
     say: Callable[[str], None],
 ) -> tuple[np.ndarray | None, int]:
     """The scores the private-land check and the calibration read, and the refits that
     scored the labelled cells out of fold (0: none): :func:`training_held_out_scores` when
     the calibration falls back on the labelled cells, else the learned cells' scores without
-    their labels (:func:`unlearned_scores`, :func:`cross_fitted_scores`)."""
+    their labels (:func:`unlearned_scores`, :func:`cross_fitted_scores`). ``features``:
+    every cell's standardised and raw features."""
+    Z, X_all = features
     if needs_training_calibration(opts, problem):
-        held_out, folds = training_held_out_scores(opts, problem, est, Z, X_all, say)
+        held_out, folds = training_held_out_scores(opts, problem, est, fitted, Z, say)
         if held_out is not None:
             return held_out, folds
     if opts.learn_from == "public" and problem.learned is not None:  # new surveys learned
@@ -320,8 +322,8 @@ def training_held_out_scores(
     opts: SelectOptions,
     problem: Problem,
     est: Any,
+    fitted: SelectionProblem,
     Z: np.ndarray,
-    X_all: np.ndarray,
     say: Callable[[str], None],
 ) -> tuple[np.ndarray | None, int]:
     """Every cell's score, each labelled cell's from a refit that did not see its label.
@@ -329,12 +331,14 @@ def training_held_out_scores(
     Without surveyed candidates to calibrate on, the calibration reads the labelled cells
     (the training cells, and the surveyed candidates the fit learned from); the final fit's
     scores of them are in sample (the fit learned their labels), so the calibrated
-    probabilities would be overconfident. The labelled rows are split into
-    :data:`TRAINING_FOLDS` stratified, seeded folds (fewer when a class has fewer rows);
-    each fold's refit (the chosen feature maps and C, ``refit_params``: no search; features
-    standardised anew; a learned candidate keeps its candidate row) learns from the other
-    folds and scores the fold's cells at the run's standard effort, as candidates are
-    scored, on the final fit's scale (:func:`on_scale_of`). Other cells keep the final fit's
+    probabilities would be overconfident. The labelled rows are split as AutoTTK's
+    cross-validation splits them (:class:`reserve.solvers.search.TransductiveSplit`,
+    :data:`TRAINING_FOLDS` stratified, seeded folds, fewer when a class has fewer rows): each
+    fold's refit (the chosen feature maps and C, :func:`reserve.solvers.registry.fixed_model`:
+    no search) learns from the other folds' rows with the fold's rows as its candidates and
+    the fold's budget, as the model was judged. It scores the fold's cells at the run's
+    standard effort, as candidates are scored, and the run's candidates too: its scores are
+    put on the final fit's scale by :func:`on_scale_of`. Other cells keep the final fit's
     scores.
 
     Parameters
@@ -343,45 +347,46 @@ def training_held_out_scores(
     problem : reserve.design.Problem
     est : estimator
         The final fit.
+    fitted : reserve.solvers.SelectionProblem
+        The standardised problem the final fit learned from.
     Z : numpy.ndarray
         Every cell's features as the final fit standardised them (NaN: no score).
-    X_all : numpy.ndarray
-        Every cell's raw features (NaN: not finite).
     say : callable
 
     Returns
     -------
     (numpy.ndarray or None, int)
-        The scores (None when a class has fewer than 2 training rows) and the folds.
+        The scores (None when a class has fewer than 2 labelled rows) and the folds.
     """
     from sklearn.base import clone
-    from sklearn.model_selection import StratifiedKFold
 
-    y = np.asarray(problem.selection.y)
+    from reserve.solvers.search import TransductiveSplit
+
+    y = np.asarray(fitted.y)
     lab, cand = np.flatnonzero(y != -1), np.flatnonzero(y == -1)
-    n_folds = min(TRAINING_FOLDS, int((y[lab] == 1).sum()), int((y[lab] == 0).sum()))
-    if n_folds < 2:
+    splitter = TransductiveSplit(TRAINING_FOLDS, k=problem.k_fit, random_state=opts.seed)
+    folds, _ = splitter.split(y)
+    if not folds:
         return None, 0
     finite = np.isfinite(Z).all(axis=1)
     held_out = np.full(len(Z), np.nan)
     held_out[finite] = est.decision_function(Z[finite])
     reference = held_out[problem.rows[cand]]
+    cols = np.asarray(fitted.effort_columns or (), dtype=np.int64)
     base = fixed_model(est)
-    cols = np.asarray(problem.selection.effort_columns or (), dtype=np.int64)
-    standard = np.array([problem.effort[problem.features[j]] for j in cols], dtype=np.float64)
-    say(f"scoring {lab.size} training cells out of fold for the calibration ({n_folds} refits)")
-    folds = StratifiedKFold(n_folds, shuffle=True, random_state=opts.seed)
-    for _, fold in folds.split(lab, y[lab]):
-        keep = np.setdiff1d(np.arange(len(problem.rows)), lab[fold])
-        scaler, fitted = standardised(problem.selection.take(keep))
-        refit = clone(base).fit(fitted)
-        cells = problem.rows[lab[fold]]
-        X_held = X_all[cells].copy()
-        X_held[:, cols] = standard
-        own = refit.decision_function(fitted.X[fitted.y == -1])
-        scores = refit.decision_function(scaler.transform(X_held))
-        held_out[cells] = on_scale_of(scores, own, reference)
-    return held_out, n_folds
+    # a fold's fit is a plain cell budget over its rows, as in AutoTTK's cross-validation
+    fold_params = {"budget": None, "boundary_penalty": 0.0}
+    fold_params = {key: v for key, v in fold_params.items() if key in base.get_params()}
+    say(f"scoring {lab.size} labelled cells out of fold for the calibration ({len(folds)} refits)")
+    for fold in folds:
+        Xf, yf = splitter.rows(fitted.X[lab], y[lab], fold)
+        if cols.size and cand.size:  # held-out rows at the standard effort of the candidates
+            Xf[np.ix_(yf == -1, cols)] = fitted.X[cand[0], cols]
+        refit = clone(base).set_params(**{**fold_params, "k": fold.k}).fit(Xf, yf)
+        scores = refit.decision_function(Xf[yf == -1])
+        own = refit.decision_function(fitted.X[cand])
+        held_out[problem.rows[lab[fold.held]]] = on_scale_of(scores, own, reference)
+    return held_out, len(folds)
 
 
 def _planned(

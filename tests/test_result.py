@@ -269,9 +269,8 @@ def test_without_surveyed_candidates_the_training_cells_are_scored_out_of_fold()
     assert not needs_training_calibration(exact, problem)
     scaler, fitted = standardised(problem.selection)
     est = make_estimator("ttk", k=problem.k_fit, C=1.0, random_state=0).fit(fitted)
-    X_all = problem.X
-    Z = scaler.transform(X_all)
-    held, folds = training_held_out_scores(opts, problem, est, Z, X_all, lambda _: None)
+    Z = scaler.transform(problem.X)
+    held, folds = training_held_out_scores(opts, problem, est, fitted, Z, lambda _: None)
     assert folds == TRAINING_FOLDS
     train = problem.train
     y = problem.label[train]
