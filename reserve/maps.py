@@ -607,7 +607,7 @@ def _finite(value: Any) -> bool:
 def _blind_expected(summary: Mapping[str, Any]) -> str:
     """``, against N for a blind pick`` ('' when the summary does not say)."""
     blind = summary.get("expected_occupied_blind")
-    if isinstance(blind, float) and np.isfinite(blind):
+    if _finite(blind):
         return f", against {blind:.0f} for a blind pick"
     return ""
 
@@ -630,14 +630,14 @@ def _certainty(summary: Mapping[str, Any]) -> str:
         )
     elif summary.get("check_note"):
         parts.append(f"No check on private land ({summary['check_note']}).")
-    if isinstance(summary.get("cv_precision"), float) and np.isfinite(summary["cv_precision"]):
+    if _finite(summary.get("cv_precision")):
         parts.append(
             f"In cross-validation on the {_labelled(summary)}, "
             f"{_pct_interval(summary, 'cv_precision')} of the cells this model picked held "
             f"the species, against {summary.get('cv_blind', n_pos / n_train):.0%} blind."
         )
     expected = summary.get("expected_occupied")
-    if isinstance(expected, float) and np.isfinite(expected) and signal == "ok":
+    if _finite(expected) and signal == "ok":
         parts.append(
             f"Expected to hold the species: {expected:.0f} of the {summary['n_selected']} "
             f"chosen cells ({round(100 * float(summary.get('interval_level') or 0.9))}% "
@@ -664,7 +664,7 @@ def _solver_certainty(summary: Mapping[str, Any]) -> str:
     status, gap = str(summary.get("solver_status", "")), summary.get("gap")
     if status == "optimal":
         return "The solver proved this the best choice for the fitted model."
-    if isinstance(gap, float) and np.isfinite(gap):
+    if _finite(gap):
         return f"The solver proved its choice within {gap:.0%} of the best possible one."
     if status == "local":
         return "The solver's choice is the best it found (a local optimum), not proved best."

@@ -69,11 +69,7 @@ from reserve.run_files import (
     one_species_options,
     write_outputs,
 )
-from reserve.solvers import (
-    SelectionProblem,
-    describe_members,
-    make_estimator,
-)
+from reserve.solvers import SelectionProblem, describe_members, make_estimator
 from reserve.solvers.registry import chosen_C, fixed_model
 from reserve.surveys import (
     SURVEY_CHECKLISTS,
@@ -497,7 +493,6 @@ def reselect(
     SelectionResult
         Without outputs written.
     """
-
     units = apply_surveys(units, surveys, label_column(opts))
     learn = pd.Index(units["cell_id"]).isin(surveys.cell_id)
     problem = build_problem(units, opts, source, learn=learn)
