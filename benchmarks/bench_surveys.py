@@ -6,7 +6,9 @@ For both virtual species and every budget ``k``, :func:`reserve.select.select_re
 with its defaults (``seed=0``, ``n_jobs=1``, no outputs): the run before any survey. Then,
 for every number of surveys ``M``, five plans of ``M`` cells are surveyed:
 
-* ``suggested``: :func:`reserve.surveys.suggest_surveys` (``reserve select --suggest-surveys``);
+* ``suggested``: :func:`reserve.surveys.suggest_surveys` with the run's problem, as
+  ``reserve select --suggest-surveys`` calls it (its value includes the refit's
+  approximation); its expected gain is recorded beside the realised one;
 * ``random``: a uniform draw;
 * ``top``: the highest scores (verify the top of the ranking);
 * ``uncertain``: the calibrated probability closest to 0.5 (uncertainty sampling);
@@ -50,7 +52,7 @@ from benchmarks.bench_coverage import WORK, cached_region, parse_seeds, truth_pa
 from reserve.config import DEFAULT_REGION, SelectOptions
 from reserve.default_region import FILES, default_data_dir
 from reserve.defaults import SPECIES_LABEL_PREFIX, species_slug
-from reserve.design import read_planning_units
+from reserve.design import build_problem, read_planning_units
 from reserve.evaluate import read_truth
 from reserve.io.atomic import replacing
 from reserve.select import reselect, select_reserve
@@ -131,17 +133,32 @@ def _visits(res: Any, species: str) -> np.ndarray:
 
 
 def plans(
-    res: Any, m: int, seed: int, species: str = "", draws: bool = False
+    res: Any,
+    m: int,
+    seed: int,
+    species: str = "",
+    draws: bool = False,
+    problem: Any = None,
+    promised: dict[int, float] | None = None,
 ) -> dict[str, tuple[np.ndarray, float]]:
     """Each plan's ``m`` cells and the seconds it took to choose them (``draws``: also the
-    value averaged over the calibration's draws, a design measured in settled mode)."""
+    value averaged over the calibration's draws, a design measured in settled mode;
+    ``problem``: the run's, for the refit's approximation in the suggestions; ``promised``
+    takes the suggestions' expected gain under ``m``)."""
+    promised = {} if promised is None else promised
     pool = _eligible(res.ranking)
     out: dict[str, tuple[np.ndarray, float]] = {}
     t = time.perf_counter()
-    layer, _ = suggest_surveys(
-        res.ranking, res.planning_units, res.summary["detection_per_checklist"], m, seed=0
+    layer, expected = suggest_surveys(
+        res.ranking,
+        res.planning_units,
+        res.summary["detection_per_checklist"],
+        m,
+        seed=0,
+        problem=problem,
     )
     out["suggested"] = (layer["cell_id"].to_numpy(), time.perf_counter() - t)
+    promised[m] = expected
     if draws:  # the value averaged over the calibration's parameter draws
         free = res.ranking[~res.ranking["locked_in"].astype(bool)].reset_index(drop=True)
         p_all = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64))
@@ -225,12 +242,14 @@ def run_case(
     base = precision(res.selected["cell_id"].to_numpy(), truth)
     units = read_planning_units(cells)
     opts = SelectOptions(budget=k, cells=cells, species=(species,), seed=0, n_jobs=1)
+    problem = build_problem(units, opts, str(cells))
     rng = np.random.default_rng([seed, k, DEFAULT_REGION.species_all.index(species)])
     ids = units["cell_id"].to_numpy()
     draws = pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids)
     records = []
     for m in ms:
-        chosen_plans = plans(res, m, seed, species, reselection == "settle")
+        promised: dict[int, float] = {}
+        chosen_plans = plans(res, m, seed, species, reselection == "settle", problem, promised)
         for plan, (cells_m, plan_s) in chosen_plans.items():
             if only is not None and plan not in only:
                 continue
@@ -256,6 +275,7 @@ def run_case(
                 "gain": got - base,
                 "n_detected": int(surveys.detected.sum()),
                 "seconds": plan_s + time.perf_counter() - t,
+                "expected": promised[m] if plan == "suggested" else np.nan,
                 "base_seconds": base_s,
                 "reselection": reselection,
             }
@@ -348,6 +368,7 @@ def report(records: pd.DataFrame, command: str) -> str:
         gains = [f"{100 * at.loc[at['plan'] == p, 'gain'].mean():+.2f}" for p in plan_names]
         before = at["base"].mean()
         lines.append(f"| {k} | {m} | " + " | ".join(gains) + f" | {before:.3f} |")
+    lines += _promised(records)
     lines += ["", "Seconds (mean per reselection, plan included; the run before surveys):", ""]
     secs = records.groupby("plan")["seconds"].mean()
     lines.append(
@@ -355,6 +376,26 @@ def report(records: pd.DataFrame, command: str) -> str:
         + f"; run before surveys {records['base_seconds'].mean():.1f} s."
     )
     return "\n".join(lines) + "\n"
+
+
+def _promised(records: pd.DataFrame) -> list[str]:
+    """The suggestions' expected gain against the realised one, in occupied chosen cells."""
+    if "expected" not in records:
+        return []
+    at = records[(records["plan"] == "suggested") & records["expected"].notna()]
+    if at.empty:
+        return []
+    lines = [
+        "",
+        "The suggestions' expected gain (what `survey_expected_gain` promises) against the "
+        "realised gain, both in occupied chosen cells (mean over the cases):",
+        "",
+        "| k | M | expected | realised |",
+        "|---|---|---|---|",
+    ]
+    for (k, m), g in at.groupby(["k", "m"]):
+        lines.append(f"| {k} | {m} | {g['expected'].mean():.2f} | {(g['gain'] * k).mean():.2f} |")
+    return lines
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -571,7 +571,9 @@ def _settled(
     return replace(fit, picked=picked.astype(np.int64)), figures
 
 
-def _suggest(opts: SelectOptions, result: SelectionResult, say: Callable[[str], None]) -> None:
+def _suggest(
+    opts: SelectOptions, problem: Problem, result: SelectionResult, say: Callable[[str], None]
+) -> None:
     """Add the ``survey_next`` layer, its cells' ``survey_rank`` and the summary's figures."""
     t = time.perf_counter()
     detection = float(result.summary["detection_per_checklist"])
@@ -582,6 +584,7 @@ def _suggest(opts: SelectOptions, result: SelectionResult, say: Callable[[str], 
         int(opts.suggest_surveys),
         clusters=opts.survey_clusters,
         seed=opts.seed,
+        problem=problem,
     )
     rank = np.zeros(len(result.planning_units), dtype=np.int64)
     rank[pd.Index(result.planning_units["cell_id"]).get_indexer(layer["cell_id"])] = layer["rank"]
@@ -594,13 +597,15 @@ def _suggest(opts: SelectOptions, result: SelectionResult, say: Callable[[str], 
             "survey_checklists": SURVEY_CHECKLISTS,
             "survey_detection": survey_detection(detection),
             "survey_expected_gain": total,
+            "survey_expected_gain_refit": float(layer["value_refit"].sum()),
             "survey_clusters": opts.survey_clusters or 0,
             "n_survey_clusters": int(layer["cluster"].max()) if len(layer) else 0,
         }
     )
     say(
-        f"suggested {len(layer)} surveys: expected gain {total:.2f} occupied chosen cells "
-        f"({time.perf_counter() - t:.1f} s)"
+        f"suggested {len(layer)} surveys: expected gain {total:.2f} occupied chosen cells, "
+        f"{layer['value_refit'].sum():.2f} of them through what the next run learns from "
+        f"the labels ({time.perf_counter() - t:.1f} s)"
     )
 
 
@@ -696,7 +701,7 @@ def run_selection(
     result.summary_path = None if gpkg_path is None else gpkg_path.with_name(SUMMARY_NAME)
     result.summary["effort_covariates"] = json.dumps(problem.effort, sort_keys=True)
     if opts.suggest_surveys is not None:
-        _suggest(opts, result, say)
+        _suggest(opts, problem, result, say)
     write_outputs(result, say, t0, public, outline, parallel=opts.n_jobs > 1, drawer=map_drawer)
     result.summary["runtime_seconds"] = round(time.perf_counter() - t0, 3)
     return result

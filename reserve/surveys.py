@@ -5,19 +5,22 @@ Two halves of one loop, ``reserve select --suggest-surveys M`` then ``reserve se
 
 * :func:`suggest_surveys` ranks candidate cells by the expected value of the information
   their survey would bring: the expected gain in the chosen set's expected occupied cells
-  once the survey's outcome is known and the selection is settled on it
-  (:func:`settle_selection`). The probabilities are the run's calibrated probabilities of
-  presence given each cell's own survey (``probability``, :func:`reserve.result
-  .assess_evidence`), a survey is :data:`SURVEY_CHECKLISTS` checklists, each detecting the
-  species in an occupied cell with the calibration's detection per checklist
-  (``detection_per_checklist``). The M cells of highest value alone are suggested (exact,
-  :func:`single_values`); the plan's expected gain is their joint value (not the sum of
-  theirs: two detections displace two chosen cells, the second a better one), estimated on
-  :data:`VALUE_DRAWS` seeded draws of the outcomes. A greedy choice on the joint value
-  chose no better on the benchmark (``benchmarks/results/surveys.md``), nor did averaging
-  the value over the calibration's parameter draws (:func:`calibration_draws`). With
-  ``clusters=G`` every cell after the G-th must touch (share an edge with) a cell already
-  suggested, so the plan is at most G contiguous areas.
+  once the survey's outcome is known. The probabilities are the run's calibrated
+  probabilities of presence given each cell's own surveys (``probability``,
+  :func:`reserve.result.assess_evidence`), a survey is :data:`SURVEY_CHECKLISTS`
+  checklists, each detecting the species in an occupied cell with the calibration's
+  detection per checklist (``detection_per_checklist``). A survey's value has two parts.
+  Its own outcome settles the selection (:func:`settle_selection`; exact,
+  :func:`single_values`). Its label teaches the next run's refit, which moves the cells of
+  similar habitat (:func:`refit_spillover`, in the approximation of :class:`Habitat`: a
+  kernel regression of the labels on the habitat features whose constants are fitted to
+  measured refits). A plan is chosen greedily: each survey counts as labelled habitat for
+  the values after it, so a plan spreads over the habitats whose labels move the cut. The
+  plan's expected gain is the joint value of its outcomes (not the sum of theirs: two
+  detections displace two chosen cells, the second a better one), estimated on
+  :data:`VALUE_DRAWS` seeded draws, plus the refit's values. With ``clusters=G`` every cell
+  after the G-th must touch (share an edge with) a cell already suggested, so the plan is
+  at most G contiguous areas.
 * :func:`read_surveys` reads new results: a CSV (``cell_id,detected[,checklists]``), or the
   new checklists themselves, an eBird EBD and its Sampling Event Data
   (:func:`read_survey_checklists`: the checklists ``reserve ingest`` would keep, each put in
@@ -27,12 +30,9 @@ Two halves of one loop, ``reserve select --suggest-surveys M`` then ``reserve se
   cell surveyed without one stays chosen only while its probability given the survey is at
   least that of the best candidate left out.
 
-The expected values ignore the refit a new label brings (the model learns from the surveyed
-cells in the next run, :mod:`reserve.design`'s ``learned`` cells): each cell's value is the
-change it makes to the chosen set at the current scores. ``why`` names what drove a
-suggestion: ``near the cut`` (its outcome would move the chosen set), ``outside the surveyed
-habitat`` (negative MESS: the model extrapolates there, and its label is the first of its
-habitat) or ``both``.
+``why`` names what drove a suggestion: ``near the cut`` (its own outcome would move the
+chosen set), ``outside the surveyed habitat`` (negative MESS, or its label moves the
+refit more than its outcome moves the set: habitat with few labels) or ``both``.
 """
 
 from __future__ import annotations
@@ -51,9 +51,14 @@ from reserve.errors import DataFileError, InvalidInputError
 from reserve.io import ChecklistFilter, load_observations, read_header
 
 __all__ = [
+    "REFIT_NEIGHBOURS",
+    "REFIT_PRIOR",
+    "REFIT_STRENGTH",
+    "REFIT_WIDTH",
     "SURVEY_CHECKLISTS",
     "SURVEY_NEXT_COLUMNS",
     "VALUE_DRAWS",
+    "Habitat",
     "Plan",
     "Settlement",
     "SurveyResults",
@@ -66,6 +71,7 @@ __all__ = [
     "plan_surveys",
     "read_survey_checklists",
     "read_surveys",
+    "refit_spillover",
     "settle_selection",
     "single_values",
     "suggest_surveys",
@@ -76,6 +82,16 @@ __all__ = [
 SURVEY_CHECKLISTS = 3
 #: Seeded draws of the survey outcomes behind a joint expected gain.
 VALUE_DRAWS = 256
+#: The refit's approximation (:class:`Habitat`): the kernel's width is this share of the
+#: median distance from a ranked cell to its ``REFIT_NEIGHBOURS``-th nearest labelled cell.
+REFIT_WIDTH = 0.7
+REFIT_NEIGHBOURS = 10
+#: A label moves a cell's probability by ``REFIT_STRENGTH * w (y - p_j) / (mass + REFIT_PRIOR)``
+#: (least squares on measured refits: ``benchmarks/results/refit_shift.md``).
+REFIT_STRENGTH = 0.447
+REFIT_PRIOR = 1.0
+#: Values a plan's lazy greedy recomputes at once.
+LAZY_BATCH = 32
 #: Columns of the ``survey_next`` layer, before its geometry.
 SURVEY_NEXT_COLUMNS = (
     "rank",
@@ -83,6 +99,7 @@ SURVEY_NEXT_COLUMNS = (
     "why",
     "expected_gain",
     "value_alone",
+    "value_refit",
     "probability",
     "p_detect",
     "selected",
@@ -664,6 +681,166 @@ def calibration_draws(
 
 
 @dataclass(frozen=True)
+class Habitat:
+    """The refit's approximation: a kernel regression of the labels on the habitat.
+
+    A survey's label at cell ``j`` moves each ranked cell ``i``'s probability of presence by
+    ``REFIT_STRENGTH * w_ij (y_j - p_j) / (mass_i + REFIT_PRIOR)``: ``y_j`` is ``j``'s
+    probability after the outcome (1 after a detection), ``w_ij`` a Gaussian kernel of their
+    distance in standardised habitat features, ``mass_i`` the kernel weight of the cells the
+    model learned from near ``i`` (a cell in well-labelled habitat moves less). The shift has
+    mean zero over the outcomes, so the value of a label is the gain of the best ``k`` cells
+    it may reorder. Build with :meth:`from_features`.
+
+    Attributes
+    ----------
+    Z : numpy.ndarray of shape (n, p)
+        The ranked cells' standardised habitat features.
+    width : float
+        The kernel's width.
+    mass : numpy.ndarray of shape (n,)
+        Each ranked cell's labelled weight ``sum_t exp(-d_it^2 / (2 width^2))``.
+    """
+
+    Z: np.ndarray
+    width: float
+    mass: np.ndarray
+
+    @classmethod
+    def from_features(cls, Z: np.ndarray, labelled: np.ndarray) -> Habitat:
+        """The approximation for ranked cells ``Z`` and the labelled cells' features.
+
+        Parameters
+        ----------
+        Z : numpy.ndarray of shape (n, p)
+            The ranked cells' standardised habitat features (no missing values).
+        labelled : numpy.ndarray of shape (n_labelled, p)
+            The features of the cells the model learned from.
+
+        Returns
+        -------
+        Habitat
+        """
+        Z = np.asarray(Z, dtype=np.float64)
+        L = np.asarray(labelled, dtype=np.float64)
+        if L.shape[0] == 0:  # nothing labelled: no habitat is covered
+            return cls(Z, 1.0, np.zeros(Z.shape[0]))
+        kth = min(REFIT_NEIGHBOURS, L.shape[0]) - 1
+        d2 = [_sq_distances(Z[s : s + 2048], L) for s in range(0, Z.shape[0], 2048)]
+        near = np.sqrt(np.concatenate([np.partition(x, kth, axis=1)[:, kth] for x in d2]))
+        width = REFIT_WIDTH * max(float(np.median(near)), 1e-6)
+        mass = np.concatenate([np.exp(-x / (2.0 * width**2)).sum(axis=1) for x in d2])
+        return cls(Z, width, mass)
+
+    @classmethod
+    def from_problem(cls, problem: Any, cell_id: np.ndarray) -> Habitat:
+        """The approximation for a run's ranked cells ``cell_id``.
+
+        Parameters
+        ----------
+        problem : reserve.design.Problem
+            The run's problem: its habitat features (not the effort covariates), standardised
+            on the fitted cells, and the cells it learned from (training and learned).
+        cell_id : numpy.ndarray
+            The ranked cells, in the ranking's order.
+
+        Returns
+        -------
+        Habitat
+        """
+        habitat = [i for i, f in enumerate(problem.features) if f not in problem.effort]
+        X = np.asarray(problem.X, dtype=np.float64)[:, habitat]
+        known = np.isfinite(X)
+        fitted = (problem.train | problem.candidate)[:, None] & known
+        n = np.maximum(fitted.sum(axis=0), 1)
+        mu = np.where(fitted, X, 0.0).sum(axis=0) / n
+        sd = np.sqrt(np.where(fitted, (X - mu) ** 2, 0.0).sum(axis=0) / n)
+        # a missing feature sits at the mean
+        Z = np.where(known, (X - mu) / np.where(sd > 0, sd, 1.0), 0.0)
+        labelled = problem.train if problem.learned is None else problem.train | problem.learned
+        at = pd.Index(problem.units["cell_id"]).get_indexer(cell_id)
+        return cls.from_features(Z[at], Z[labelled])
+
+    def weights(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Kernel weights between ranked cells ``rows`` and ``cols``, shape (rows, cols)."""
+        return np.exp(-_sq_distances(self.Z[rows], self.Z[cols]) / (2.0 * self.width**2))
+
+
+def _sq_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    d2 = (A**2).sum(axis=1)[:, None] - 2.0 * A @ B.T + (B**2).sum(axis=1)[None, :]
+    return np.maximum(d2, 0.0)
+
+
+def refit_spillover(
+    p: np.ndarray,
+    d: float,
+    k: int,
+    habitat: Habitat,
+    cells: np.ndarray,
+    mass: np.ndarray | None = None,
+    strength: float = REFIT_STRENGTH,
+) -> np.ndarray:
+    """Each cell's expected gain through the refit: its label moving the cells like it.
+
+    The gain of the best ``k`` cells in contention (presence unknown, or chosen) at the
+    probabilities after the outcome over the best ``k`` now, in expectation over a
+    detection and a miss (:class:`Habitat`); the surveyed cell itself is left at its
+    probability (its own outcome is :func:`single_values`).
+
+    Parameters
+    ----------
+    p : numpy.ndarray of shape (n,)
+        Probabilities of presence in the ranking's order.
+    d : float
+        A survey's chance of detecting the species in an occupied cell.
+    k : int
+        Cells chosen.
+    habitat : Habitat
+    cells : numpy.ndarray of int
+        The surveys to value (positions in the ranking).
+    mass : numpy.ndarray of shape (n,) or None
+        Labelled weights (default ``habitat.mass``; a plan adds its own surveys').
+    strength : float
+        The shift's strength.
+
+    Returns
+    -------
+    numpy.ndarray of shape (len(cells),)
+    """
+    p = np.asarray(p, dtype=np.float64)
+    cells = np.asarray(cells, dtype=np.int64)
+    n = p.size
+    out = np.zeros(cells.size)
+    if k < 1 or k >= n or cells.size == 0:
+        return out
+    mass = habitat.mass if mass is None else mass
+    contention = (p < 1.0) | (np.arange(n) < k)
+    kth = np.sort(p[contention])[-k]
+    # the most one label moves a cell (a detection on record: presence known, it stays)
+    reach = np.where(p < 1.0, strength / (mass + REFIT_PRIOR), 0.0)
+    band = np.flatnonzero(contention & (p + reach >= kth))
+    pb, rb = p[band], reach[band]
+    pb32 = pb.astype(np.float32)
+    now = float(np.sort(pb32)[-k:].sum(dtype=np.float64))
+    at = np.full(n, -1)
+    at[band] = np.arange(band.size)
+    miss = p * (1.0 - d) / np.maximum(1.0 - p * d, 1e-12)
+    step = max(16, 2_000_000 // band.size)
+    for s in range(0, cells.size, step):
+        j = cells[s : s + step]
+        w = (habitat.weights(j, band) * rb[None, :]).astype(np.float32)
+        own = at[j]
+        rows = np.flatnonzero(own >= 0)
+        for after, chance in ((np.ones(j.size), p[j] * d), (miss[j], 1.0 - p[j] * d)):
+            post = pb32[None, :] + (after - p[j]).astype(np.float32)[:, None] * w
+            np.clip(post, 0.0, 1.0, out=post)
+            post[rows, own[rows]] = pb32[own[rows]]
+            top = np.partition(post, band.size - k, axis=1)[:, band.size - k :]
+            out[s : s + step] += chance * (top.sum(axis=1, dtype=np.float64) - now)
+    return out
+
+
+@dataclass(frozen=True)
 class Plan:
     """The suggested surveys, in the order they were chosen.
 
@@ -672,17 +849,22 @@ class Plan:
     cells : numpy.ndarray of int
         Positions in the ranking.
     gain : numpy.ndarray of float
-        Each cell's marginal expected gain when it was added.
+        Each cell's marginal expected gain when it was added (its share of the outcomes'
+        joint gain, and its value through the refit).
     total : float
-        The joint expected gain of every suggested survey.
+        The plan's expected gain: the joint gain of its outcomes and the refit's values.
     cluster : numpy.ndarray of int
         Each cell's cluster (1 = the first started; 0 without clusters).
+    refit : numpy.ndarray of float
+        Each cell's value through the refit when it was added (:func:`refit_spillover`;
+        zeros without a habitat).
     """
 
     cells: np.ndarray
     gain: np.ndarray
     total: float
     cluster: np.ndarray
+    refit: np.ndarray
 
 
 def _neighbours(adjacency: list[np.ndarray] | None, chosen: list[int]) -> set[int]:
@@ -702,14 +884,19 @@ def plan_surveys(
     adjacency: list[np.ndarray] | None = None,
     eligible: np.ndarray | None = None,
     draws: tuple[np.ndarray, np.ndarray] | None = None,
+    habitat: Habitat | None = None,
 ) -> Plan:
-    """Choose ``m`` surveys by their own expected value, and value the plan jointly.
+    """Choose ``m`` surveys by their expected value, and value the plan jointly.
 
-    Each step adds the eligible cell of highest value alone (:func:`single_values`, ties to
-    the better ranked cell); with ``clusters``, only among cells that touch a suggested cell
-    once ``clusters`` areas are started (every cell also may join the area it touches).
-    The plan's expected gain, and each cell's marginal share of it, are the joint expected
-    gains (:func:`expected_joint_gain`) of the plan's first cells, on seeded outcomes.
+    A cell's value is its survey's gain alone (:func:`single_values`) and, with
+    ``habitat``, the gain through the refit (:func:`refit_spillover`). Each step adds the
+    eligible cell of highest value (ties to the better ranked cell); a suggested survey
+    counts as labelled for the values after it (the habitat's mass grows by its kernel), so
+    the next survey in the same habitat is worth less (lazy greedy: a value is recomputed
+    when its cell comes first). With ``clusters``, only cells that touch a suggested cell
+    are eligible once ``clusters`` areas are started. The plan's expected gain is the joint
+    expected gain of its outcomes (:func:`expected_joint_gain`, seeded draws) plus the
+    refit's marginal values.
 
     Parameters
     ----------
@@ -731,8 +918,10 @@ def plan_surveys(
         Cells that may be suggested (default every cell).
     draws : (numpy.ndarray of shape (B, n), numpy.ndarray of shape (B,)) or None
         Probabilities and detections under draws of the calibration
-        (:func:`calibration_draws`): each value is averaged over the rows, each outcome
-        drawn and valued under its own row; None values everything at ``p`` and ``d``.
+        (:func:`calibration_draws`) for the values alone and the joint gain; None values
+        everything at ``p`` and ``d``.
+    habitat : Habitat or None
+        The refit's approximation; None values each survey by its own outcome alone.
 
     Returns
     -------
@@ -741,40 +930,84 @@ def plan_surveys(
     n = p.size
     eligible = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     vp, vd = (p, d) if draws is None else draws
-    alone = np.where(eligible, single_values(vp, vd, k), -np.inf)
-    order = np.lexsort((np.arange(n), -alone))  # best alone first, ties to the better ranked
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n)
+    alone = single_values(vp, vd, k)
+    value = np.where(eligible, alone, -np.inf)
+    strength = REFIT_STRENGTH
+    if habitat is not None:
+        free = np.flatnonzero(eligible)
+        value[free] += refit_spillover(p, d, k, habitat, free, strength=strength)
+    mass = None if habitat is None else habitat.mass.copy()
+    spill = np.zeros(n)
     chosen: list[int] = []
     area = np.zeros(n, dtype=np.int64)
     for _ in range(min(m, int(eligible.sum()))):
-        if clusters is not None and area.max() >= clusters:
-            pool = [j for j in _neighbours(adjacency, chosen) if eligible[j]]
-            if not pool:
-                break
-            cell = min(pool, key=lambda j: position[j])
-        else:
-            taken = set(chosen)
-            cell = next(int(j) for j in order if int(j) not in taken)
+        pool = _pool(value, chosen, clusters, adjacency, area)
+        if pool.size == 0:
+            break
+        cell = _best(pool, value, alone, (p, d, k, strength), habitat, mass, spill)
         near = [area[j] for j in (adjacency[cell] if adjacency is not None else ()) if area[j]]
         area[cell] = min(near) if near else area.max() + 1
-        chosen.append(int(cell))
+        chosen.append(cell)
+        value[cell] = -np.inf
+        if mass is not None:
+            mass += habitat.weights(np.arange(n), np.array([cell]))[:, 0]
     cells = np.array(chosen, dtype=np.int64)
     rows = VALUE_DRAWS if draws is None else vp.shape[0]
     uniforms = np.random.default_rng(seed).random((rows, n))
     totals = np.array(
         [expected_joint_gain(vp, vd, k, cells[: i + 1], uniforms) for i in range(cells.size)]
     )
-    gains = np.diff(np.r_[0.0, totals])
+    gains = np.diff(np.r_[0.0, totals]) + spill[cells]
     cluster = area[cells] if clusters is not None else np.zeros(cells.size, dtype=np.int64)
-    return Plan(cells, gains, float(totals[-1]) if totals.size else 0.0, cluster)
+    return Plan(cells, gains, float(gains.sum()), cluster, spill[cells])
 
 
-def _why(alone: np.ndarray, novel: np.ndarray) -> np.ndarray:
+def _pool(
+    value: np.ndarray,
+    chosen: list[int],
+    clusters: int | None,
+    adjacency: list[np.ndarray] | None,
+    area: np.ndarray,
+) -> np.ndarray:
+    """The cells the next survey may be: eligible, not yet suggested, and with ``clusters``
+    areas started, touching a suggested cell."""
+    if clusters is not None and area.max() >= clusters:
+        near = np.array(sorted(_neighbours(adjacency, chosen)), dtype=np.int64)
+        return near[np.isfinite(value[near])] if near.size else near
+    return np.flatnonzero(np.isfinite(value))
+
+
+def _best(
+    pool: np.ndarray,
+    value: np.ndarray,
+    alone: np.ndarray,
+    problem: tuple[np.ndarray, float, int, float],
+    habitat: Habitat | None,
+    mass: np.ndarray | None,
+    spill: np.ndarray,
+) -> int:
+    """The pool's cell of highest value, refit values brought up to date (lazy greedy:
+    values only fall as the plan labels more habitat, so the leaders are recomputed, a batch
+    at a time, until the best fresh value beats every stale one); ``spill`` records it."""
+    fresh = np.zeros(value.size, dtype=bool)
+    while True:
+        order = pool[np.lexsort((pool, -value[pool]))]
+        if habitat is None or fresh[order[0]]:
+            cell = int(order[0])
+            spill[cell] = value[cell] - alone[cell]
+            return cell
+        lead = order[:LAZY_BATCH][~fresh[order[:LAZY_BATCH]]]
+        p, d, k, strength = problem
+        value[lead] = alone[lead] + refit_spillover(p, d, k, habitat, lead, mass, strength)
+        fresh[lead] = True
+
+
+def _why(alone: np.ndarray, refit: np.ndarray, novel: np.ndarray) -> np.ndarray:
     """``near the cut``, ``outside the surveyed habitat`` or ``both`` (see the module)."""
     cut = alone > 0
+    outside = novel | (refit > alone)
     return np.where(
-        cut & novel, "both", np.where(novel, "outside the surveyed habitat", "near the cut")
+        cut & outside, "both", np.where(outside, "outside the surveyed habitat", "near the cut")
     )
 
 
@@ -795,6 +1028,7 @@ def suggest_surveys(
     *,
     clusters: int | None = None,
     seed: int = 0,
+    problem: Any = None,
 ) -> tuple[gpd.GeoDataFrame, float]:
     """The ``survey_next`` layer: the ``m`` candidate cells best surveyed before buying.
 
@@ -814,6 +1048,10 @@ def suggest_surveys(
         Most contiguous areas of the plan (:func:`plan_surveys`).
     seed : int
         Seed of the outcome draws.
+    problem : reserve.design.Problem or None
+        The run's problem, for the refit's approximation (:meth:`Habitat.from_problem`);
+        None values each survey by its own outcome alone.
+
     Returns
     -------
     (geopandas.GeoDataFrame, float)
@@ -827,8 +1065,17 @@ def suggest_surveys(
     geometry = planning_units.set_index("cell_id").geometry.loc[free["cell_id"]].to_numpy()
     adjacency = _ranked_adjacency(geometry) if clusters is not None else None
     unknown = p < 1.0  # a detection on record: its survey cannot tell anything more
+    habitat = None if problem is None else Habitat.from_problem(problem, free["cell_id"])
     plan = plan_surveys(
-        p, d, k, m, seed=seed, clusters=clusters, adjacency=adjacency, eligible=unknown
+        p,
+        d,
+        k,
+        m,
+        seed=seed,
+        clusters=clusters,
+        adjacency=adjacency,
+        eligible=unknown,
+        habitat=habitat,
     )
     rows = free.iloc[plan.cells]
     novel = rows["novel"].astype(bool).to_numpy() if "novel" in rows else np.zeros(len(rows), bool)
@@ -837,9 +1084,10 @@ def suggest_surveys(
         {
             "rank": np.arange(1, plan.cells.size + 1),
             "cell_id": rows["cell_id"].to_numpy(),
-            "why": _why(alone, novel),
+            "why": _why(alone, plan.refit, novel),
             "expected_gain": plan.gain,
             "value_alone": alone,
+            "value_refit": plan.refit,
             "probability": p[plan.cells],
             "p_detect": p[plan.cells] * d,
             "selected": rows["selected"].astype(bool).to_numpy(),

@@ -10,16 +10,24 @@ import pytest
 from click.testing import CliRunner
 
 from reserve.cli import main
+from reserve.config import SelectOptions
+from reserve.design import build_problem
 from reserve.errors import DataFileError
 from reserve.maps import build_map
 from reserve.select import select_reserve
 from reserve.surveys import (
+    REFIT_NEIGHBOURS,
+    REFIT_PRIOR,
+    REFIT_STRENGTH,
+    REFIT_WIDTH,
     SURVEY_CHECKLISTS,
     SURVEY_NEXT_COLUMNS,
+    Habitat,
     apply_surveys,
     joint_gain,
     plan_surveys,
     read_surveys,
+    refit_spillover,
     settle_selection,
     single_values,
     survey_detection,
@@ -138,6 +146,95 @@ def test_plan_takes_the_best_cells_alone_and_values_them_jointly():
     known = np.ones(60, bool)
     known[a.cells[0]] = False
     assert a.cells[0] not in plan_surveys(p, 0.7, 10, 6, eligible=known).cells
+
+
+def _habitat_case(seed: int, n: int = 40, n_labelled: int = 30):
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, 3))
+    labelled = rng.normal(size=(n_labelled, 3)) + 0.5
+    p = np.sort(rng.uniform(0.45, 0.55, n))[::-1]  # close: a label reorders them
+    return p, Habitat.from_features(Z, labelled), Z, labelled
+
+
+def test_habitat_width_and_mass_follow_their_definitions():
+    _, hab, Z, labelled = _habitat_case(0)
+    d = np.sqrt(((Z[:, None, :] - labelled[None, :, :]) ** 2).sum(axis=2))
+    width = REFIT_WIDTH * np.median(np.sort(d, axis=1)[:, REFIT_NEIGHBOURS - 1])
+    assert hab.width == pytest.approx(width)
+    assert hab.mass == pytest.approx(np.exp(-(d**2) / (2 * width**2)).sum(axis=1))
+
+
+def brute_spillover(p, d, k, hab, j, mass):
+    """The refit's gain of a survey at ``j`` over every cell in contention (no band)."""
+    n = p.size
+    contention = (p < 1) | (np.arange(n) < k)
+    now = np.sort(p[contention])[-k:].sum()
+    w = np.exp(-((hab.Z - hab.Z[j]) ** 2).sum(axis=1) / (2 * hab.width**2))
+    gain = 0.0
+    miss = p[j] * (1 - d) / (1 - p[j] * d)
+    for after, chance in ((1.0, p[j] * d), (miss, 1 - p[j] * d)):
+        reach = np.where(p < 1, REFIT_STRENGTH / (mass + REFIT_PRIOR), 0.0)
+        post = np.clip(p + reach * w * (after - p[j]), 0, 1)
+        post[j] = p[j]
+        gain += chance * (np.sort(post[contention])[-k:].sum() - now)
+    return gain
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_refit_spillover_matches_every_cell_recomputed(seed):
+    p, hab, _, _ = _habitat_case(seed)
+    p[5] = 1.0  # a known detection outside the chosen set is not in contention
+    mass = hab.mass * (0.1 if seed == 2 else 1.0)  # thin labels: long reach, wide band
+    got = refit_spillover(p, 0.7, 8, hab, np.arange(p.size), mass)
+    want = [brute_spillover(p, 0.7, 8, hab, j, mass) for j in range(p.size)]
+    assert got == pytest.approx(want, abs=1e-5)
+    assert (got > 1e-6).any() and (got > -1e-6).all()  # the shift has mean zero
+
+
+def test_the_refit_greedy_is_the_plain_greedy():
+    p, hab, _, _ = _habitat_case(3, n=60, n_labelled=20)
+    d, k, m = 0.7, 10, 8
+    plan = plan_surveys(p, d, k, m, habitat=hab)
+    alone = single_values(p, d, k)
+    mass, taken = hab.mass.copy(), []
+    for _ in range(m):
+        rest = np.setdiff1d(np.arange(p.size), taken)
+        value = alone[rest] + refit_spillover(p, d, k, hab, rest, mass)
+        taken.append(int(rest[np.lexsort((rest, -value))[0]]))
+        mass += np.exp(-((hab.Z - hab.Z[taken[-1]]) ** 2).sum(axis=1) / (2 * hab.width**2))
+    assert plan.cells.tolist() == taken
+    assert plan.cells.tolist() != np.lexsort((np.arange(60), -alone))[:m].tolist()
+
+
+def test_a_label_moves_well_labelled_habitat_less():
+    rng = np.random.default_rng(4)
+    labelled = np.r_[rng.normal(0, 0.3, (40, 2)), rng.normal(5, 0.3, (2, 2))]
+    Z = np.r_[rng.normal(0, 0.3, (20, 2)), rng.normal(5, 0.3, (20, 2))]
+    hab = Habitat.from_features(Z, labelled)
+    assert hab.mass[:20].min() > hab.mass[20:].max()
+    p = np.full(40, 0.5) + rng.uniform(-0.01, 0.01, 40)
+    p = p[np.argsort(-p)]
+    value = refit_spillover(p, 0.7, 10, hab, np.arange(40))
+    assert value[20:].mean() > 2 * value[:20].mean()
+
+
+def test_habitat_of_a_run_is_standardised_on_its_fitted_cells(units):
+    units = units.copy()
+    units.loc[units.index[units["role"] == "other"][0], "lc_forest"] = np.nan  # not fitted
+    problem = build_problem(units, SelectOptions(budget=6), "test")
+    cand = units.loc[units["role"] == "candidate", "cell_id"].to_numpy()
+    hab = Habitat.from_problem(problem, cand)
+    fitted = units[units["role"].isin(["train", "candidate"])]
+    for j, name in enumerate(f for f in problem.features if f not in problem.effort):
+        col = fitted[name].to_numpy(dtype=float)
+        want = (units.set_index("cell_id").loc[cand, name] - col.mean()) / col.std()
+        assert hab.Z[:, j] == pytest.approx(want.to_numpy())
+    train = units.loc[units["role"] == "train", "cell_id"].to_numpy()
+    assert hab.mass == pytest.approx(Habitat.from_features(hab.Z, _z(problem, train)).mass)
+
+
+def _z(problem, cells):
+    return Habitat.from_problem(problem, cells).Z
 
 
 def test_clusters_are_contiguous_and_at_most_g():
