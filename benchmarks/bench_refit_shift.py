@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import sys
 from pathlib import Path
@@ -35,12 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.bench_coverage import WORK, cached_region, truth_path
-from benchmarks.bench_surveys import base_run, checklist_detection, plans, survey
-from reserve.config import DEFAULT_REGION, SelectOptions
-from reserve.default_region import FILES
-from reserve.design import build_problem, read_planning_units
-from reserve.evaluate import read_truth
+from benchmarks.bench_coverage import WORK, cached_region
+from benchmarks.bench_surveys import load_case, plans, survey
 from reserve.io.atomic import replacing
 from reserve.select import reselect
 from reserve.surveys import (
@@ -48,7 +43,6 @@ from reserve.surveys import (
     REFIT_PRIOR,
     REFIT_STRENGTH,
     REFIT_WIDTH,
-    SURVEY_CHECKLISTS,
     Habitat,
     survey_detection,
 )
@@ -77,15 +71,8 @@ def _case(text: str) -> tuple[int, str, int]:
 def responses(seed: int, species: str, k: int, work: Path) -> list[dict]:
     """Every plan's refit of one case: the surveyed cells, their outcome and the response."""
     cells, folder = cached_region(seed, work)
-    truth = read_truth(truth_path(folder, species))["occupied"]
-    p_check = checklist_detection(json.loads((folder / FILES["meta"]).read_text()))
-    res, _ = base_run(k, cells, species, folder)
-    units = read_planning_units(cells)
-    opts = SelectOptions(budget=k, cells=cells, species=(species,), seed=0, n_jobs=1)
-    problem = build_problem(units, opts, str(cells))
-    rng = np.random.default_rng([seed, k, DEFAULT_REGION.species_all.index(species)])
-    ids = units["cell_id"].to_numpy()
-    draws = pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids)
+    case = load_case(seed, species, k, cells, folder)
+    res, problem = case.res, case.problem
     free = res.ranking[~res.ranking["locked_in"].astype(bool)].reset_index(drop=True)
     habitat = Habitat.from_problem(problem, free["cell_id"].to_numpy())
     p = np.nan_to_num(free["probability"].to_numpy(dtype=np.float64))
@@ -95,8 +82,8 @@ def responses(seed: int, species: str, k: int, work: Path) -> list[dict]:
     out = []
     for m, plan in PLANS:
         surveyed = np.asarray(plans(res, m, seed, species)[plan][0])
-        results = survey(surveyed, truth, draws, p_check)
-        new = reselect(opts, units, results, res.estimator, str(cells)).ranking
+        results = survey(surveyed, case.truth, case.draws, case.p_check)
+        new = reselect(case.opts, case.units, results, res.estimator, str(cells)).ranking
         after = new.set_index("cell_id")["probability"].reindex(free["cell_id"]).to_numpy()
         js = pd.Index(free["cell_id"]).get_indexer(surveyed)
         others = np.setdiff1d(np.arange(p.size), js)

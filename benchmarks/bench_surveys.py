@@ -41,6 +41,7 @@ import pickle
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,44 @@ def precision(ids: np.ndarray, occupied: pd.Series) -> float:
     return float(occupied.loc[ids].to_numpy().astype(bool).mean())
 
 
+@dataclass(frozen=True)
+class Case:
+    """One seed, species and budget: the truth, the run before surveys and its problem, and
+    the survey draws every plan shares (one uniform per cell and checklist)."""
+
+    truth: pd.Series
+    p_check: float
+    res: Any
+    base_seconds: float
+    units: Any
+    opts: SelectOptions
+    problem: Any
+    draws: pd.DataFrame
+
+
+def load_case(seed: int, species: str, k: int, cells: Path, folder: Path) -> Case:
+    """The :class:`Case` of a simulated region (the run before surveys cached beside it)."""
+    meta_path = folder / FILES["meta"]
+    meta = json.loads(
+        (meta_path if meta_path.exists() else default_data_dir() / FILES["meta"]).read_text()
+    )
+    res, base_s = base_run(k, cells, species, folder)
+    units = read_planning_units(cells)
+    opts = SelectOptions(budget=k, cells=cells, species=(species,), seed=0, n_jobs=1)
+    rng = np.random.default_rng([seed, k, DEFAULT_REGION.species_all.index(species)])
+    ids = units["cell_id"].to_numpy()
+    return Case(
+        truth=read_truth(truth_path(folder, species))["occupied"],
+        p_check=checklist_detection(meta),
+        res=res,
+        base_seconds=base_s,
+        units=units,
+        opts=opts,
+        problem=build_problem(units, opts, str(cells)),
+        draws=pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids),
+    )
+
+
 def run_case(
     seed: int,
     species: str,
@@ -232,34 +271,23 @@ def run_case(
     only: list[str] | None = None,
 ) -> list[dict]:
     """One seed, species and budget: the run before surveys and every plan's reselection."""
-    truth = read_truth(truth_path(folder, species))["occupied"]
-    meta_path = folder / FILES["meta"]
-    meta = json.loads(
-        (meta_path if meta_path.exists() else default_data_dir() / FILES["meta"]).read_text()
-    )
-    p_check = checklist_detection(meta)
-    res, base_s = base_run(k, cells, species, folder)
+    case = load_case(seed, species, k, cells, folder)
+    res, truth = case.res, case.truth
     base = precision(res.selected["cell_id"].to_numpy(), truth)
-    units = read_planning_units(cells)
-    opts = SelectOptions(budget=k, cells=cells, species=(species,), seed=0, n_jobs=1)
-    problem = build_problem(units, opts, str(cells))
-    rng = np.random.default_rng([seed, k, DEFAULT_REGION.species_all.index(species)])
-    ids = units["cell_id"].to_numpy()
-    draws = pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids)
     records = []
     for m in ms:
         promised: dict[int, float] = {}
-        chosen_plans = plans(res, m, seed, species, reselection == "settle", problem, promised)
+        chosen_plans = plans(res, m, seed, species, reselection == "settle", case.problem, promised)
         for plan, (cells_m, plan_s) in chosen_plans.items():
             if only is not None and plan not in only:
                 continue
             t = time.perf_counter()
-            surveys = survey(np.asarray(cells_m), truth, draws, p_check)
+            surveys = survey(np.asarray(cells_m), truth, case.draws, case.p_check)
             if reselection == "settle":
                 chosen = settled_without_refit(res, surveys)
             else:
                 chosen = (
-                    reselect(opts, units, surveys, res.estimator, str(cells))
+                    reselect(case.opts, case.units, surveys, res.estimator, str(cells))
                     .selected["cell_id"]
                     .to_numpy()
                 )
@@ -276,7 +304,7 @@ def run_case(
                 "n_detected": int(surveys.detected.sum()),
                 "seconds": plan_s + time.perf_counter() - t,
                 "expected": promised[m] if plan == "suggested" else np.nan,
-                "base_seconds": base_s,
+                "base_seconds": case.base_seconds,
                 "reselection": reselection,
             }
             records.append(rec)
