@@ -778,7 +778,6 @@ def refit_spillover(
     habitat: Habitat,
     cells: np.ndarray,
     mass: np.ndarray | None = None,
-    strength: float = REFIT_STRENGTH,
 ) -> np.ndarray:
     """Each cell's expected gain through the refit: its label moving the cells like it.
 
@@ -800,8 +799,6 @@ def refit_spillover(
         The surveys to value (positions in the ranking).
     mass : numpy.ndarray of shape (n,) or None
         Labelled weights (default ``habitat.mass``; a plan adds its own surveys').
-    strength : float
-        The shift's strength.
 
     Returns
     -------
@@ -817,7 +814,7 @@ def refit_spillover(
     contention = (p < 1.0) | (np.arange(n) < k)
     kth = np.sort(p[contention])[-k]
     # the most one label moves a cell (a detection on record: presence known, it stays)
-    reach = np.where(p < 1.0, strength / (mass + REFIT_PRIOR), 0.0)
+    reach = np.where(p < 1.0, REFIT_STRENGTH / (mass + REFIT_PRIOR), 0.0)
     band = np.flatnonzero(contention & (p + reach >= kth))
     pb, rb = p[band], reach[band]
     pb32 = pb.astype(np.float32)
@@ -932,10 +929,9 @@ def plan_surveys(
     vp, vd = (p, d) if draws is None else draws
     alone = single_values(vp, vd, k)
     value = np.where(eligible, alone, -np.inf)
-    strength = REFIT_STRENGTH
     if habitat is not None:
         free = np.flatnonzero(eligible)
-        value[free] += refit_spillover(p, d, k, habitat, free, strength=strength)
+        value[free] += refit_spillover(p, d, k, habitat, free)
     mass = None if habitat is None else habitat.mass.copy()
     spill = np.zeros(n)
     chosen: list[int] = []
@@ -944,7 +940,7 @@ def plan_surveys(
         pool = _pool(value, chosen, clusters, adjacency, area)
         if pool.size == 0:
             break
-        cell = _best(pool, value, alone, (p, d, k, strength), habitat, mass, spill)
+        cell = _best(pool, value, alone, (p, d, k), habitat, mass, spill)
         near = [area[j] for j in (adjacency[cell] if adjacency is not None else ()) if area[j]]
         area[cell] = min(near) if near else area.max() + 1
         chosen.append(cell)
@@ -981,7 +977,7 @@ def _best(
     pool: np.ndarray,
     value: np.ndarray,
     alone: np.ndarray,
-    problem: tuple[np.ndarray, float, int, float],
+    ranking: tuple[np.ndarray, float, int],
     habitat: Habitat | None,
     mass: np.ndarray | None,
     spill: np.ndarray,
@@ -997,8 +993,8 @@ def _best(
             spill[cell] = value[cell] - alone[cell]
             return cell
         lead = order[:LAZY_BATCH][~fresh[order[:LAZY_BATCH]]]
-        p, d, k, strength = problem
-        value[lead] = alone[lead] + refit_spillover(p, d, k, habitat, lead, mass, strength)
+        p, d, k = ranking
+        value[lead] = alone[lead] + refit_spillover(p, d, k, habitat, lead, mass)
         fresh[lead] = True
 
 
