@@ -316,15 +316,32 @@ def run_case(
     return records
 
 
+def code_tag() -> str:
+    """A digest of the package's source but :mod:`reserve.surveys`: what a pickled run's
+    objects mean (a change to them reruns the cached runs; a change to the plans does not)."""
+    import hashlib
+
+    import reserve
+
+    root = Path(reserve.__file__).parent
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        if path.name != "surveys.py":
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
 def base_run(k: int, cells: Path, species: str, folder: Path) -> tuple[Any, float]:
     """The run before any survey and its seconds, cached beside the region.
 
     The run is the cost of a case and does not depend on the survey plans, so designs of
     the plans are compared on the same runs: the result is pickled in ``folder`` under a
-    name of the species, ``k`` and the cells file's size and time (a new ingest reruns it).
+    name of the species, ``k``, the cells file's size and time (a new ingest reruns it) and
+    :func:`code_tag` (so does a change to the code the run's objects come from).
     """
     st = cells.stat()
-    tag = f"{species.replace(' ', '_')}_k{k}_{st.st_size}_{int(st.st_mtime)}"
+    tag = f"{species.replace(' ', '_')}_k{k}_{st.st_size}_{int(st.st_mtime)}_{code_tag()}"
     path = folder / f"surveys_base_{tag}.pkl"
     if path.exists():
         with path.open("rb") as fh:

@@ -25,7 +25,9 @@ yet that is where the chosen cells lie (the top of the ranking, where surveyed c
 few). :class:`LinkAverage` therefore fits several link shapes (:data:`LINKS`) and averages
 them with stacking weights from their held-out likelihood on the calibration cells, so the
 interval carries the disagreement between shapes that fit the surveyed cells about equally
-well.
+well. Every shape is non-decreasing in the score (its slopes are bounded below by 0 where
+a free fit would turn down): the score is the model's ranking, and a probability that fell
+at the top would rank the chosen cells below cells the model put after them.
 
 The calibration cells must be scored out of sample: ``reserve select`` uses the surveyed
 private candidates (never fitted as labelled rows), see :mod:`reserve.confidence`.
@@ -92,6 +94,30 @@ def _loglik(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> f
     return -_nll(theta, A, n, y)[0] + 0.5 * float(theta @ theta) / PRIOR_SD**2
 
 
+def _bounded_fit(
+    theta: np.ndarray, rows: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray
+) -> np.ndarray:
+    """The maximum of :func:`_nll`'s posterior with ``rows @ theta >= 0`` (every slope of
+    the link at least 0), from the free optimum ``theta`` moved onto the bounds."""
+    start = theta.copy()
+    start[1] = max(start[1], 0.0)
+    if rows.shape[0] == 2:  # a tail no steeper downwards than the slope below the knot
+        start[2] = max(start[2], -start[1])
+    res = minimize(
+        _nll,
+        start,
+        args=(A, n, y),
+        jac=True,
+        method="SLSQP",
+        constraints={"type": "ineq", "fun": lambda t: rows @ t, "jac": lambda t: rows},
+    )
+    out = res.x
+    out[1] = max(out[1], 0.0)  # the solver's tolerance, not a slope below 0
+    if rows.shape[0] == 2:
+        out[2] = max(out[2], -out[1])
+    return out
+
+
 def _laplace(theta: np.ndarray, A: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Inverse of the finite-difference Hessian of :func:`_nll` at ``theta``."""
     h, m = 1e-5, theta.size
@@ -118,13 +144,17 @@ class OccupancyCalibration:
         ``reference`` cells (the score of a ranker is only ordinal: its scale near the cut is
         set by the loss, not by occupancy), standardised; ``+tail`` adds a second slope above
         the calibration cells' upper :data:`TAIL_SHARE` (a hinge), so the top of the ranking
-        follows its own cells rather than the bulk.
+        follows its own cells rather than the bulk. The link's slope is at least 0 below the
+        knot and above it: occupancy never falls as the score rises, so the probabilities
+        keep the ranking's order (a hinge fitted freely can turn the top of the ranking down
+        when the few calibration cells there happen to be empty). A free fit that keeps the
+        order is the fit; one that does not is refitted with the slopes bounded.
 
     Attributes
     ----------
     params_ : ndarray
-        Occupancy coefficients (intercept, slope, tail slope as the link has them), then the
-        detection logit.
+        Occupancy coefficients (intercept, slope, tail slope as the link has them: above the
+        knot the slope is their sum), then the detection logit.
     cov_ : ndarray
         Laplace covariance of ``params_``.
     center_, scale_ : float
@@ -178,6 +208,15 @@ class OccupancyCalibration:
                 cols.append(np.maximum(z - self.knot_, 0.0))
         return np.column_stack(cols)
 
+    def _slopes(self, m: int) -> np.ndarray:
+        """Rows that map the ``m`` parameters to the link's slopes: below the knot, and for a
+        ``+tail`` link above it (the slope plus the tail's)."""
+        rows = np.zeros((m - 2, m))
+        rows[:, 1] = 1.0
+        if self.link.endswith("+tail") and m == 4:
+            rows[1, 2] = 1.0
+        return rows
+
     def fit(
         self,
         score: np.ndarray,
@@ -216,10 +255,12 @@ class OccupancyCalibration:
         z = (x - self.center_) / self.scale_
         self.knot_ = float(np.quantile(z, 1.0 - TAIL_SHARE)) if z.size else np.inf
         A = self._design(s)
-        theta0 = np.zeros(A.shape[1] + 1)
-        res = minimize(_nll, theta0, args=(A, n, y), jac=True, method="BFGS")
-        self.params_ = res.x
-        self.cov_ = _laplace(res.x, A, n, y)
+        theta = minimize(_nll, np.zeros(A.shape[1] + 1), args=(A, n, y), jac=True, method="BFGS").x
+        rows = self._slopes(theta.size)
+        if rows.size and (rows @ theta).min() < 0.0:
+            theta = _bounded_fit(theta, rows, A, n, y)
+        self.params_ = theta
+        self.cov_ = _laplace(theta, A, n, y)
         self.n_cells_ = int(s.size)
         return self
 
@@ -241,7 +282,13 @@ class OccupancyCalibration:
         return float(expit(self.params_[-1]))
 
     def draws(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """``size`` parameter draws from the Laplace approximation."""
+        """``size`` parameter draws from the Laplace approximation at the fit.
+
+        The draws are not held to the slopes' bounds: where a slope sits at 0 the
+        approximation keeps the width the cells give it on both sides, which the interval of
+        an expected count needs (holding the draws to the bound narrows it below its stated
+        coverage on the default region, ``docs/confidence.md``).
+        """
         return rng.multivariate_normal(self.params_, self.cov_, size=size, method="eigh")
 
     def _psi(self, score: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -440,18 +487,20 @@ class LinkAverage:
 
     def probability(self, score: np.ndarray) -> np.ndarray:
         """Weighted mean of the links' :meth:`OccupancyCalibration.probability`."""
-        return sum(
+        mean = sum(
             w * m.probability(score) for w, m in zip(self.weights_, self.members_, strict=True)
         )
+        return np.clip(mean, 0.0, 1.0)  # weights summing to 1 up to rounding
 
     def posterior(
         self, score: np.ndarray, n_checklists: np.ndarray, detected: np.ndarray
     ) -> np.ndarray:
         """Weighted mean of the links' :meth:`OccupancyCalibration.posterior`."""
-        return sum(
+        mean = sum(
             w * m.posterior(score, n_checklists, detected)
             for w, m in zip(self.weights_, self.members_, strict=True)
         )
+        return np.clip(mean, 0.0, 1.0)
 
     def expected_count(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.optimize import check_grad
+from scipy.optimize import check_grad, minimize
 from scipy.special import expit
 
 from reserve import occupancy
@@ -83,3 +83,37 @@ def test_stacking_weights_maximise_the_held_out_log_score():
     assert w[0] == pytest.approx(grid[int(np.argmax(score))], abs=1e-3)
     assert 0.2 < w[0] < 0.8  # both keep weight, where pseudo-BMA would put it on one
     assert occupancy._stacking_weights(held[:1]).tolist() == [1.0]
+
+
+@pytest.mark.parametrize("link", occupancy.LINKS)
+def test_probability_never_falls_as_the_score_rises(link):
+    """Calibration cells whose top tenth is empty: a free hinge turns the top down; the
+    bounded fit keeps the order, and matches the best fit with a flat top (the oracle: the
+    likelihood maximised over the other parameters with the slope above the knot at 0)."""
+    s, n, det, _ = simulate(6, 1500)
+    det = det & (s < np.quantile(s, 0.9))  # nothing detected above the knot
+    cal = OccupancyCalibration(link=link).fit(s, n, det)
+    grid = np.linspace(s.min() - 1, s.max() + 1, 400)
+    assert np.all(np.diff(cal.probability(grid)) >= -1e-12)
+    assert cal.params_[1] >= 0
+    if link.endswith("+tail"):
+        A = cal._design(s)
+        free = minimize(occupancy._nll, np.zeros(4), args=(A, n, det), jac=True).x
+        assert free[1] + free[2] < -0.1  # without the bound, the top would fall
+        assert cal.params_[1] + cal.params_[2] == pytest.approx(0.0, abs=1e-6)
+
+        def flat(t):  # the tail slope set to minus the slope: flat above the knot
+            f, g = occupancy._nll(np.r_[t[:2], -t[1], t[2]], A, n, det)
+            return f, np.r_[g[0], g[1] - g[2], g[3]]
+
+        oracle = minimize(flat, cal.params_[[0, 1, 3]], jac=True, method="BFGS")
+        assert occupancy._nll(cal.params_, A, n, det)[0] == pytest.approx(oracle.fun, rel=1e-6)
+
+
+def test_a_free_fit_that_keeps_the_order_is_the_fit():
+    """Where no slope turns down, the bound changes nothing: the free optimum."""
+    s, n, det, _ = simulate(7, 1500)
+    cal = OccupancyCalibration(link="score+tail").fit(s, n, det)
+    free = minimize(occupancy._nll, np.zeros(4), args=(cal._design(s), n, det), jac=True).x
+    assert free[1] > 0 and free[1] + free[2] > 0
+    np.testing.assert_array_equal(cal.params_, free)
