@@ -316,14 +316,16 @@ def run_case(
     return records
 
 
-def code_tag() -> str:
+def code_tag(root: Path | None = None) -> str:
     """A digest of the package's source but :mod:`reserve.surveys`: what a pickled run's
-    objects mean (a change to them reruns the cached runs; a change to the plans does not)."""
+    objects mean (a change to them reruns the cached runs; a change to the plans does not).
+
+    ``root`` is the package's folder (default: the installed ``reserve``)."""
     import hashlib
 
     import reserve
 
-    root = Path(reserve.__file__).parent
+    root = Path(reserve.__file__).parent if root is None else root
     digest = hashlib.sha1()
     for path in sorted(root.rglob("*.py")):
         if path.name != "surveys.py":

@@ -155,3 +155,18 @@ def test_cv_forest_fold_scores_read_one_ranking_at_three_depths():
     # the forest's view or TTK's: a better ranking never scores lower at any depth
     better = fold_scores(np.where(y == 1, 1.0, 0.0) + s * 1e-6, y, 5, 100)
     assert all(better[name] >= got[name] for name in got)
+
+
+def test_survey_cache_tag_follows_the_code_a_run_comes_from_not_the_plans(tmp_path):
+    from benchmarks.bench_surveys import code_tag
+
+    (tmp_path / "solvers").mkdir()
+    (tmp_path / "occupancy.py").write_text("A = 1\n")
+    (tmp_path / "solvers" / "ttk.py").write_text("B = 1\n")
+    (tmp_path / "surveys.py").write_text("C = 1\n")
+    tag = code_tag(tmp_path)
+    assert code_tag(tmp_path) == tag and len(tag) == 10
+    (tmp_path / "surveys.py").write_text("C = 2\n")  # the plans: the cached runs stand
+    assert code_tag(tmp_path) == tag
+    (tmp_path / "solvers" / "ttk.py").write_text("B = 2\n")  # a run's code: they do not
+    assert code_tag(tmp_path) != tag
