@@ -357,7 +357,8 @@ def base_run(k: int, cells: Path, species: str, folder: Path) -> tuple[Any, floa
 
 
 def _paired(records: pd.DataFrame, m: int, plan: str) -> dict[str, Any]:
-    """Suggested against ``plan`` at ``m``: mean gains, wins, losses, Wilcoxon p."""
+    """Suggested against ``plan`` at ``m``: wins, losses, Wilcoxon p, and the mean paired
+    difference in points with its standard error over the cases."""
     at = records[records["m"] == m].pivot_table(
         index=["seed", "species", "k"], columns="plan", values="gain"
     )
@@ -368,7 +369,28 @@ def _paired(records: pd.DataFrame, m: int, plan: str) -> dict[str, Any]:
         "wins": int((diff > 1e-12).sum()),
         "losses": int((diff < -1e-12).sum()),
         "p": p,
+        "mean": 100 * float(diff.mean()),
+        "se": 100 * float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else np.nan,
     }
+
+
+def _differences(records: pd.DataFrame, plan_names: list[str]) -> list[str]:
+    """The table of paired differences, suggested minus each plan, with standard errors."""
+    lines = [
+        "",
+        "Paired difference, the suggestions' gain minus each plan's (points; mean and its "
+        "standard error over the cases): how far apart the plans are against what one "
+        "draw of the survey outcomes per case can resolve.",
+        "",
+        "| M | " + " | ".join(f"vs {p}" for p in plan_names[1:]) + " |",
+        "|---" * len(plan_names) + "|",
+    ]
+    for m in sorted(records["m"].unique()):
+        rs = [_paired(records, m, p) for p in plan_names[1:]]
+        lines.append(
+            f"| {m} | " + " | ".join(f"{r['mean']:+.2f} ± {r['se']:.2f}" for r in rs) + " |"
+        )
+    return lines
 
 
 def report(records: pd.DataFrame, command: str) -> str:
@@ -408,6 +430,8 @@ def report(records: pd.DataFrame, command: str) -> str:
             r = _paired(records, m, p)
             vs.append(f"{r['wins']}/{r['losses']}, {r['p']:.3g}")
         lines.append(f"| {m} | " + " | ".join(cells) + " | " + " | ".join(vs) + " |")
+    if "suggested" in plan_names and len(plan_names) > 1:
+        lines += _differences(records, plan_names)
     lines += ["", "By budget:", ""]
     lines.append("| k | M | " + " | ".join(plan_names) + " | before |")
     lines.append("|---" * (3 + len(plan_names)) + "|")
