@@ -247,8 +247,11 @@ def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = 
     traceback holds no frame of ``reserve``, is started again, up to three times. So is a run
     that ends as if no signal had come (exit 0): under a loaded test suite about one run in
     twenty at 0.2 s does, a loss whose cause is not yet found; three in a row fail the test.
+    Such a run wrote its outputs: they are removed before the next start, so the folder the
+    caller compares is the one it gave.
     """
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    given = set(cwd.rglob("*"))
     for _ in range(3):
         proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
@@ -267,7 +270,17 @@ def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = 
         lost = proc.returncode == 0
         if not before_ours and not lost and (proc.returncode, err) != (-signal.SIGINT, ""):
             break
+        _remove_new(cwd, given)
     return proc.returncode, err
+
+
+def _remove_new(cwd: Path, given: set[Path]) -> None:
+    """Remove what a run added under ``cwd`` (files, then folders, deepest first)."""
+    for path in sorted(set(cwd.rglob("*")) - given, key=lambda p: len(p.parts), reverse=True):
+        if path.is_dir():
+            path.rmdir()
+        else:
+            path.unlink()
 
 
 INTERRUPTED = (
