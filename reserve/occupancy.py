@@ -99,20 +99,22 @@ def _bounded_fit(
 ) -> np.ndarray:
     """The maximum of :func:`_nll`'s posterior with ``rows @ theta >= 0`` (every slope of
     the link at least 0), from the free optimum ``theta`` moved onto the bounds."""
-    start = theta.copy()
-    start[1] = max(start[1], 0.0)
-    if rows.shape[0] == 2:  # a tail no steeper downwards than the slope below the knot
-        start[2] = max(start[2], -start[1])
     res = minimize(
         _nll,
-        start,
+        _onto_bounds(theta, rows),
         args=(A, n, y),
         jac=True,
         method="SLSQP",
         constraints={"type": "ineq", "fun": lambda t: rows @ t, "jac": lambda t: rows},
     )
-    out = res.x
-    out[1] = max(out[1], 0.0)  # the solver's tolerance, not a slope below 0
+    return _onto_bounds(res.x, rows)  # the solver's tolerance, not a slope below 0
+
+
+def _onto_bounds(theta: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``theta`` with its slope at least 0 and, for a tail link (two rows), its tail no
+    steeper downwards than the slope below the knot."""
+    out = theta.copy()
+    out[1] = max(out[1], 0.0)
     if rows.shape[0] == 2:
         out[2] = max(out[2], -out[1])
     return out
