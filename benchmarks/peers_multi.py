@@ -45,9 +45,12 @@ Regions (suite names):
   (:func:`reserve.evaluate.read_truth`);
 - ``multi (bcr27)``: the three BCR 27 surrogate species (:mod:`reserve.paper.surrogates`),
   the candidates cut into seeded random folds as the ``bcr27`` suite cuts them; each fold is
-  written as planning units (labelled national-forest cells with their checklists, the fold's
-  candidates unsurveyed: label -1, no checklists) to a temporary folder outside the
-  repository and removed after the run (eBird's terms forbid redistributing the data). Truth:
+  written as planning units (labelled national-forest cells with their checklists; the
+  fold's candidates unsurveyed: label -1, no checklists; every other candidate locked out of
+  the purchase with its labels and checklists, the surveyed private land a real run holds,
+  which checks and calibrates each species' run but is never bought or fitted) to a
+  temporary folder outside the repository and removed after the run (eBird's terms forbid
+  redistributing the data). Truth:
   the held-out label of each candidate (detected on at least one of its checklists), the
   ``bcr27`` suite's truth. A label undercounts occupancy (a lightly surveyed cell carries
   false absences), while the targets are expected *occupied* cells, so on BCR 27 a target is
@@ -285,8 +288,13 @@ def bcr27_problems(n_folds: int, work: Path, source: Path) -> Iterator[MultiProb
     """BCR 27's three species, one problem per seeded random fold of the candidates.
 
     Each fold's planning units are written to ``work`` (a temporary folder outside the
-    repository): training cells with their labels and checklists, the fold's candidates with
-    label -1 and no checklists (their labels are the truth, never in the fit).
+    repository): training cells with their labels and checklists; the fold's candidates with
+    label -1 and no checklists (their labels are the truth, never in the fit); the other
+    folds' candidates locked out with their labels and checklists. A locked-out cell is
+    neither bought nor a row of the fit, so the fold's rankings are those of its candidates
+    alone, and its survey is the private-land evidence ``reserve select`` checks each
+    ranking against and calibrates its probabilities on (``Problem.private_land``), as on a
+    real ingest.
     """
     import geopandas as gpd
 
@@ -305,11 +313,15 @@ def bcr27_problems(n_folds: int, work: Path, source: Path) -> Iterator[MultiProb
     order = np.random.default_rng(0).permutation(cand.size)  # the bcr27 suite's folds
     for j, fold in enumerate(np.array_split(order, n_folds)):
         fold = np.sort(fold)
-        rows = np.concatenate([lab, cand[fold]])
-        n_lab = lab.size
-        is_lab = np.arange(rows.size) < n_lab
+        others = np.setdiff1d(np.arange(cand.size), fold)
+        rows = np.concatenate([lab, cand[fold], cand[others]])
+        is_lab = np.arange(rows.size) < lab.size
+        is_other = np.arange(rows.size) >= lab.size + fold.size
+        known = is_lab | is_other
         labels = {
-            SPECIES_LABEL_PREFIX + species_slug(name): np.where(is_lab, inst.y[rows], -1)
+            SPECIES_LABEL_PREFIX + species_slug(name): np.concatenate(
+                [inst.y[lab], np.full(fold.size, -1), inst.y_candidates[others]]
+            )
             for name, inst in zip(species, insts, strict=True)
         }
         units = gpd.GeoDataFrame(
@@ -317,9 +329,9 @@ def bcr27_problems(n_folds: int, work: Path, source: Path) -> Iterator[MultiProb
                 "cell_id": first.cell_ids[rows],
                 "role": np.where(is_lab, "train", "candidate"),
                 "label": labels[SPECIES_LABEL_PREFIX + species_slug(species[0])],
-                "n_checklists": np.where(is_lab, first.n_checklists[rows], 0),
+                "n_checklists": np.where(known, first.n_checklists[rows], 0),
                 "public_fraction": first.public_fraction[rows],
-                "locked_out": np.zeros(rows.size, dtype=bool),
+                "locked_out": is_other,
                 **labels,
                 **{c: first.features[c].to_numpy()[rows] for c in first.features.columns},
             },

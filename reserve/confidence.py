@@ -50,9 +50,9 @@ __all__ = [
 LEVEL = 0.90
 #: Bootstrap replicates of the private-land check.
 N_BOOT = 1000
-#: The second share of the check: the top 5 % of the surveyed candidates.
+#: The second share of the check: the top 5 % of the surveyed private cells.
 TOP_SHARE = 0.05
-#: Fewest detected, and fewest undetected, surveyed candidates in comparable strata for the
+#: Fewest detected, and fewest undetected, surveyed private cells in comparable strata for the
 #: check to be reported at all.
 MIN_CHECK_CLASS = 5
 
@@ -211,12 +211,12 @@ def stratified_precision(
 
 @dataclass(frozen=True)
 class PrivateCheck:
-    """The ranking scored against the surveyed private candidates (effort strata).
+    """The ranking scored against the surveyed private cells (effort strata).
 
     Attributes
     ----------
     available : bool
-        False when too few surveyed candidates were detected or not (``reason`` says why);
+        False when too few surveyed private cells were detected or not (``reason`` says why);
         every figure is then NaN.
     reason : str
         Why the check is not available ('' when it is).
@@ -231,7 +231,7 @@ class PrivateCheck:
     precision_top, precision_top_low, precision_top_high : float
         Stratified precision at :data:`TOP_SHARE`, with its interval.
     blind : float
-        A blind pick's precision: the surveyed candidates' prevalence.
+        A blind pick's precision: the surveyed private cells' prevalence.
     n_strata : int
         Effort strata with both detected and undetected cells.
     """
@@ -319,7 +319,7 @@ def private_land_check(
     n_boot: int = N_BOOT,
     seed: int | None = 0,
 ) -> PrivateCheck:
-    """Score a ranking against the surveyed private candidates, within effort strata.
+    """Score a ranking against the surveyed private cells, within effort strata.
 
     Parameters
     ----------
@@ -354,7 +354,7 @@ def private_land_check(
     mixed = _mixed_strata(label, strata)
     if not checkable(label, n_checklists):
         reason = (
-            f"not available: {n} surveyed candidate cells ({n_det} with a detection); it needs "
+            f"not available: {n} surveyed private cells ({n_det} with a detection); it needs "
             f"at least {MIN_CHECK_CLASS} detected and {MIN_CHECK_CLASS} undetected cells of "
             "comparable survey effort"
         )

@@ -242,6 +242,19 @@ class Problem:
         return int(self.locked_in.sum())
 
     @property
+    def private_land(self) -> np.ndarray:
+        """Private cells whose surveys check the ranking and calibrate its probabilities.
+
+        The candidates, and the private cells locked out of the purchase (``role``
+        ``candidate``, never selected): a locked-out cell is not for sale, but its surveys
+        still say how the species uses private land. The fit never sees either kind's labels
+        (unless ``learn_from="surveyed"`` learns the candidates'), and a locked-out cell is
+        not a row of the fit at all, so its score is out of sample.
+        """
+        role = self.units["role"].astype(str).to_numpy()
+        return self.candidate | (self.locked_out & (role == "candidate"))
+
+    @property
     def novel(self) -> np.ndarray:
         """Cells whose habitat lies outside the training cells' range (negative MESS)."""
         if self.mess is None:

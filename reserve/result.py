@@ -167,7 +167,7 @@ class FitOutcome:
     held_out : numpy.ndarray or None
         With ``learn_from="surveyed"``: every cell's score from a fit that did not see its
         label (cross-fitted; NaN for cells not surveyed), for the private-land check. When
-        the surveyed candidates do not allow the check: every cell's score, the training
+        the surveyed private cells do not allow the check: every cell's score, the training
         cells' from refits without their labels (for the calibration).
     training_folds : int
         The refits that scored the training cells out of fold (0: none).
@@ -589,8 +589,10 @@ def assess_evidence(
     Evidence
     """
     check_score = score if fit.held_out is None else fit.held_out
+    if fit.held_out is not None:  # a locked-out cell is never fitted: the final score is held out
+        check_score = np.where(problem.locked_out, score, check_score)
     visits = survey_visits(problem)
-    surveyed = problem.candidate & (visits >= 1) & np.isfinite(check_score)
+    surveyed = problem.private_land & (visits >= 1) & np.isfinite(check_score)
     check = _private_check(problem, check_score, visits, surveyed, int(problem.k_free), opts.seed)
     cv = _cross_validation(problem, fit)
     train = problem.train

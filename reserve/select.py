@@ -283,14 +283,15 @@ TRAINING_FOLDS = 3
 def needs_training_calibration(opts: SelectOptions, problem: Problem) -> bool:
     """Whether the calibration falls back on the labelled cells, scored out of fold.
 
-    So it does for one species when the surveyed candidates do not allow the private-land
-    check (:func:`reserve.confidence.checkable`), unless the method is an exact solve under
-    a time limit (its refits would each take the limit, and stop by the clock).
+    So it does for one species when the surveyed private cells (``problem.private_land``)
+    do not allow the private-land check (:func:`reserve.confidence.checkable`), unless the
+    method is an exact solve under a time limit (its refits would each take the limit, and
+    stop by the clock).
     """
     if problem.multi or capabilities(opts.method).time_limit:
         return False
     visits = survey_visits(problem)
-    surveyed = problem.candidate & (visits >= 1)
+    surveyed = problem.private_land & (visits >= 1)
     return not checkable(problem.label[surveyed], visits[surveyed])
 
 

@@ -192,7 +192,7 @@ def assess_signal(
     """Does the fitted model rank the candidates? Intervals decide, the land being bought first.
 
     In order: a tie that decides every chosen cell gives ``"none"``; then the private-land
-    check (:func:`reserve.confidence.private_land_check`), when the surveyed candidates allow
+    check (:func:`reserve.confidence.private_land_check`), when the surveyed private cells allow
     one: ``"ok"`` when the lower end of its AUC interval is above a blind pick's 0.5,
     ``"none"`` when the upper end is below, else ``"weak"``; without it, too few training
     cells (fewer than :data:`MIN_TRAIN_CELLS`, or fewer than :data:`MIN_TRAIN_POSITIVE` with

@@ -141,3 +141,36 @@ def test_multi_suite_runs_on_its_own(capsys):
     with pytest.raises(SystemExit):
         main(["--suites", "multi,region"])
     assert "on its own" in capsys.readouterr().err
+
+
+def test_bcr27_folds_hide_their_candidates_and_lock_out_the_surveyed_rest(tmp_path):
+    import pyogrio
+
+    from benchmarks.peers_multi import bcr27_problems
+    from reserve.paper.surrogates import BCR27_SPECIES, bcr27_instance
+    from tests.test_surrogates import make_fake_bcr27
+
+    source = make_fake_bcr27(tmp_path / "bcr27")
+    insts = [bcr27_instance(code, source) for code in BCR27_SPECIES]
+    is_cand = insts[0].y == -1
+    cand = insts[0].cell_ids[is_cand]
+    at = {int(c): i for i, c in enumerate(cand)}
+    seen = []
+    for problem in bcr27_problems(3, tmp_path, source):
+        units = pyogrio.read_dataframe(problem.cells, layer="planning_units").set_index("cell_id")
+        fold = units.loc[problem.candidates]
+        # the fold's candidates: for sale, unsurveyed, their labels only in the truth
+        assert (fold["role"] == "candidate").all() and not fold["locked_out"].any()
+        assert (fold["label"] == -1).all() and (fold["n_checklists"] == 0).all()
+        rest = units[(units["role"] == "candidate") & ~units.index.isin(problem.candidates)]
+        # every other surveyed private cell: locked out, with its own labels and checklists
+        assert rest["locked_out"].all() and len(rest) + len(fold) == cand.size
+        pos = [at[int(c)] for c in rest.index]
+        mine = [at[int(c)] for c in problem.candidates]
+        np.testing.assert_array_equal(rest["n_checklists"], insts[0].n_checklists[is_cand][pos])
+        columns = [c for c in units.columns if c.startswith("label__")]
+        for s, (inst, column) in enumerate(zip(insts, columns, strict=True)):
+            np.testing.assert_array_equal(rest[column], inst.y_candidates[pos])
+            np.testing.assert_array_equal(problem.truth[:, s], inst.y_candidates[mine])
+        seen.extend(problem.candidates.tolist())
+    assert sorted(seen) == sorted(cand.tolist())  # the folds partition the candidates

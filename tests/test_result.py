@@ -321,3 +321,45 @@ def test_a_blind_pick_keeps_the_locked_in_cells(tmp_path):
     assert np.isin(pu.loc[pu["selected"], "cell_id"], pu.loc[locked, "cell_id"]).sum() == 4
     blind = prob[locked].sum() + prob[free].mean() * (6 - 4)
     assert s["expected_occupied_blind"] == pytest.approx(blind)
+
+
+@pytest.mark.parametrize("learn_from", ["public", "surveyed"])
+def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(tmp_path, learn_from):
+    from reserve.confidence import private_land_check
+
+    units = surveyed_units()
+    label = units["label"].to_numpy()
+    surveyed = (units["role"] == "candidate").to_numpy() & np.isin(label, (0, 1))
+    locked = surveyed & (np.arange(len(units)) % 2 == 0)  # half the surveyed cells not for sale
+    units["locked_out"] = locked
+    res = reserve.select_reserve(
+        K,
+        write_units(tmp_path / "a.gpkg", units),
+        model="linear",
+        C=1.0,
+        map=False,
+        learn_from=learn_from,
+    )
+    s, pu = res.summary, res.planning_units
+    # the check and the calibration read every surveyed private cell, for sale or not
+    assert s["check_available"] and s["check_n_surveyed"] == int(surveyed.sum())
+    assert s["calibration_source"].startswith(f"the {int(surveyed.sum())} surveyed private cells")
+    if learn_from == "public":  # one fit scores every cell: the check recomputed from its scores
+        score, visits = pu["score"].to_numpy(), units["n_checklists"].to_numpy()
+        share = K / int(((units["role"] == "candidate") & ~units["locked_out"]).sum())
+        check = private_land_check(score[surveyed], label[surveyed], visits[surveyed], share)
+        assert s["check_auc"] == pytest.approx(check.auc)
+        assert s["check_precision_top"] == pytest.approx(check.precision_top)
+    # a locked-out cell's survey is never a row of the fit: without it, the same selection
+    blind = units.copy()
+    blind.loc[locked, ["label", "n_checklists", "n_detections"]] = [-1, 0, 0]
+    again = reserve.select_reserve(
+        K,
+        write_units(tmp_path / "b.gpkg", blind),
+        model="linear",
+        C=1.0,
+        map=False,
+        learn_from=learn_from,
+    )
+    np.testing.assert_array_equal(res.selected["cell_id"], again.selected["cell_id"])
+    assert again.summary["check_n_surveyed"] == int((surveyed & ~locked).sum())
