@@ -245,14 +245,16 @@ class Problem:
     def private_land(self) -> np.ndarray:
         """Private cells whose surveys check the ranking and calibrate its probabilities.
 
-        The candidates, and the private cells locked out of the purchase (``role``
-        ``candidate``, never selected): a locked-out cell is not for sale, but its surveys
-        still say how the species uses private land. The fit never sees either kind's labels
-        (unless ``learn_from="surveyed"`` learns the candidates'), and a locked-out cell is
-        not a row of the fit at all, so its score is out of sample.
+        The candidates, and the cells locked out of the purchase that are not training
+        cells: ``role`` ``other`` when ``reserve ingest`` locked them out, ``candidate`` when
+        the run does (``locked_out=``). A locked-out cell is not for sale, but its surveys
+        still say how the species uses private land (a public cell with surveys is a
+        training cell, and an unsurveyed one has no label). The fit never sees either kind's
+        labels (unless ``learn_from="surveyed"`` learns the candidates'), and a locked-out
+        cell is not a row of the fit at all, so its score is out of sample.
         """
         role = self.units["role"].astype(str).to_numpy()
-        return self.candidate | (self.locked_out & (role == "candidate"))
+        return self.candidate | (self.locked_out & (role != "train"))
 
     @property
     def novel(self) -> np.ndarray:

@@ -324,7 +324,10 @@ def test_a_blind_pick_keeps_the_locked_in_cells(tmp_path):
 
 
 @pytest.mark.parametrize("learn_from", ["public", "surveyed"])
-def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(tmp_path, learn_from):
+@pytest.mark.parametrize("locked_role", ["candidate", "other"])  # locked by select / by ingest
+def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(
+    tmp_path, learn_from, locked_role
+):
     from reserve.confidence import private_land_check
 
     units = surveyed_units()
@@ -332,6 +335,7 @@ def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(tmp
     surveyed = (units["role"] == "candidate").to_numpy() & np.isin(label, (0, 1))
     locked = surveyed & (np.arange(len(units)) % 2 == 0)  # half the surveyed cells not for sale
     units["locked_out"] = locked
+    units.loc[locked, "role"] = locked_role
     res = reserve.select_reserve(
         K,
         write_units(tmp_path / "a.gpkg", units),
@@ -347,6 +351,7 @@ def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(tmp
     if learn_from == "public":  # one fit scores every cell: the check recomputed from its scores
         score, visits = pu["score"].to_numpy(), units["n_checklists"].to_numpy()
         share = K / int(((units["role"] == "candidate") & ~units["locked_out"]).sum())
+        assert np.isfinite(score[surveyed]).all()
         check = private_land_check(score[surveyed], label[surveyed], visits[surveyed], share)
         assert s["check_auc"] == pytest.approx(check.auc)
         assert s["check_precision_top"] == pytest.approx(check.precision_top)
