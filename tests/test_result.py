@@ -336,14 +336,14 @@ def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(
     locked = surveyed & (np.arange(len(units)) % 2 == 0)  # half the surveyed cells not for sale
     units["locked_out"] = locked
     units.loc[locked, "role"] = locked_role
-    res = reserve.select_reserve(
-        K,
-        write_units(tmp_path / "a.gpkg", units),
-        model="linear",
-        C=1.0,
-        map=False,
-        learn_from=learn_from,
-    )
+
+    def run(cells, name):
+        path = write_units(tmp_path / name, cells)
+        return reserve.select_reserve(
+            K, path, model="linear", C=1.0, map=False, learn_from=learn_from
+        )
+
+    res = run(units, "a.gpkg")
     s, pu = res.summary, res.planning_units
     # the check and the calibration read every surveyed private cell, for sale or not
     assert s["check_available"] and s["check_n_surveyed"] == int(surveyed.sum())
@@ -358,13 +358,6 @@ def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(
     # a locked-out cell's survey is never a row of the fit: without it, the same selection
     blind = units.copy()
     blind.loc[locked, ["label", "n_checklists", "n_detections"]] = [-1, 0, 0]
-    again = reserve.select_reserve(
-        K,
-        write_units(tmp_path / "b.gpkg", blind),
-        model="linear",
-        C=1.0,
-        map=False,
-        learn_from=learn_from,
-    )
+    again = run(blind, "b.gpkg")
     np.testing.assert_array_equal(res.selected["cell_id"], again.selected["cell_id"])
     assert again.summary["check_n_surveyed"] == int((surveyed & ~locked).sum())
