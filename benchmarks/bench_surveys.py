@@ -237,8 +237,20 @@ class Case:
     draws: pd.DataFrame
 
 
+def outcome_draws(seed: int, species: str, k: int, ids: np.ndarray, draw: int = 0) -> pd.DataFrame:
+    """One uniform per cell and checklist, shared by the plans of a case: its survey outcomes.
+
+    Draw 0 is seeded by the seed, ``k`` and the species; draw ``r > 0`` by those and ``r``
+    (independent outcomes of the same surveys, to average a case's gain over).
+    """
+    key = [seed, k, DEFAULT_REGION.species_all.index(species)]
+    rng = np.random.default_rng(key if draw == 0 else [*key, draw])
+    return pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids)
+
+
 def load_case(seed: int, species: str, k: int, cells: Path, folder: Path) -> Case:
-    """The :class:`Case` of a simulated region (the run before surveys cached beside it)."""
+    """The :class:`Case` of a simulated region (the run before surveys cached beside it),
+    with the outcomes of draw 0."""
     meta_path = folder / FILES["meta"]
     meta = json.loads(
         (meta_path if meta_path.exists() else default_data_dir() / FILES["meta"]).read_text()
@@ -246,7 +258,6 @@ def load_case(seed: int, species: str, k: int, cells: Path, folder: Path) -> Cas
     res, base_s = base_run(k, cells, species, folder)
     units = read_planning_units(cells)
     opts = SelectOptions(budget=k, cells=cells, species=(species,), seed=0, n_jobs=1)
-    rng = np.random.default_rng([seed, k, DEFAULT_REGION.species_all.index(species)])
     ids = units["cell_id"].to_numpy()
     return Case(
         truth=read_truth(truth_path(folder, species))["occupied"],
@@ -256,7 +267,7 @@ def load_case(seed: int, species: str, k: int, cells: Path, folder: Path) -> Cas
         units=units,
         opts=opts,
         problem=build_problem(units, opts, str(cells)),
-        draws=pd.DataFrame(rng.random((ids.size, SURVEY_CHECKLISTS)), index=ids),
+        draws=outcome_draws(seed, species, k, ids),
     )
 
 
@@ -269,20 +280,24 @@ def run_case(
     folder: Path,
     reselection: str = "refit",
     only: list[str] | None = None,
+    draws: list[int] | None = None,
 ) -> list[dict]:
-    """One seed, species and budget: the run before surveys and every plan's reselection."""
+    """One seed, species and budget: the run before surveys and every plan's reselection,
+    for each outcome draw of ``draws`` (default ``[0]``, :func:`outcome_draws`)."""
     case = load_case(seed, species, k, cells, folder)
     res, truth = case.res, case.truth
     base = precision(res.selected["cell_id"].to_numpy(), truth)
+    ids = case.units["cell_id"].to_numpy()
     records = []
-    for m in ms:
+    for m, draw in ((m, r) for m in ms for r in (draws or [0])):
         promised: dict[int, float] = {}
         chosen_plans = plans(res, m, seed, species, reselection == "settle", case.problem, promised)
+        outcomes = case.draws if draw == 0 else outcome_draws(seed, species, k, ids, draw)
         for plan, (cells_m, plan_s) in chosen_plans.items():
             if only is not None and plan not in only:
                 continue
             t = time.perf_counter()
-            surveys = survey(np.asarray(cells_m), truth, case.draws, case.p_check)
+            surveys = survey(np.asarray(cells_m), truth, outcomes, case.p_check)
             if reselection == "settle":
                 chosen = settled_without_refit(res, surveys)
             else:
@@ -298,6 +313,7 @@ def run_case(
                 "k": k,
                 "m": m,
                 "plan": plan,
+                "draw": draw,
                 "precision": got,
                 "base": base,
                 "gain": got - base,
@@ -309,8 +325,9 @@ def run_case(
             }
             records.append(rec)
             print(
-                f"seed {seed} {species} k {k:>3} M {m:>2} {plan:<9}: precision {got:.3f} "
-                f"(before {base:.3f}; {rec['n_detected']} detected, {rec['seconds']:.1f} s)",
+                f"seed {seed} {species} k {k:>3} M {m:>2} draw {draw} {plan:<9}: precision "
+                f"{got:.3f} (before {base:.3f}; {rec['n_detected']} detected, "
+                f"{rec['seconds']:.1f} s)",
                 flush=True,
             )
     return records
@@ -393,8 +410,70 @@ def _differences(records: pd.DataFrame, plan_names: list[str]) -> list[str]:
     return lines
 
 
+def first_draw(records: pd.DataFrame) -> pd.DataFrame:
+    """The records of outcome draw 0 (every record, in files from before the draws)."""
+    if "draw" not in records:
+        return records
+    return records[records["draw"].fillna(0).astype(int) == 0]
+
+
+def over_draws(records: pd.DataFrame) -> pd.DataFrame:
+    """Each case's gain averaged over its outcome draws, per ``m`` and plan: ``gain``,
+    ``draws`` (how many) and ``draw_set``; only plans measured on the same draws as the
+    suggestions in every case of that ``m`` are kept."""
+    rec = records.assign(draw=records.get("draw", 0)).fillna({"draw": 0})
+    keys = ["m", "plan", "seed", "species", "k"]
+    per = rec.groupby(keys).agg(
+        gain=("gain", "mean"),
+        draws=("draw", "size"),
+        draw_set=("draw", lambda d: ",".join(map(str, sorted(d.astype(int))))),
+    )
+    per = per.reset_index()
+    kept = []
+    for _, at in per.groupby("m"):
+        mine = at[at["plan"] == "suggested"].set_index(["seed", "species", "k"])["draw_set"]
+        for _, rows in at.groupby("plan"):
+            sets = rows.set_index(["seed", "species", "k"])["draw_set"]
+            if sets.index.equals(mine.index) and (sets == mine).all():
+                kept.append(rows)
+    return pd.concat(kept, ignore_index=True) if kept else per.iloc[:0]
+
+
+def _draws_section(records: pd.DataFrame) -> list[str]:
+    """The suggestions against each plan on every case's gain averaged over its outcome
+    draws (when some case has more than draw 0)."""
+    if "draw" not in records or records["draw"].fillna(0).max() == 0:
+        return []
+    per = over_draws(records)
+    lines = [
+        "",
+        "## Averaged over outcome draws",
+        "",
+        "Each case's gain averaged over independent draws of the same surveys' outcomes "
+        "(`--draws`): an estimate of the case's expected gain, with less of one draw's luck. "
+        "Wins / losses and the Wilcoxon p pair the cases; the difference is the suggestions' "
+        "mean gain minus the plan's, with its standard error over the cases (points).",
+        "",
+        "| M | draws per case | plan | suggested gain | plan gain | W/L, p | difference |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m, at in per.groupby("m"):
+        n = int(at.loc[at["plan"] == "suggested", "draws"].min())
+        for plan in [p for p in PLANS[1:] if p in set(at["plan"])]:
+            r = _paired(at, m, plan)
+            mine = 100 * at.loc[at["plan"] == "suggested", "gain"].mean()
+            theirs = 100 * at.loc[at["plan"] == plan, "gain"].mean()
+            lines.append(
+                f"| {m} | {n} | {plan} | {mine:+.2f} | {theirs:+.2f} | "
+                f"{r['wins']}/{r['losses']}, {r['p']:.3g} | {r['mean']:+.2f} ± {r['se']:.2f} |"
+            )
+    return lines
+
+
 def report(records: pd.DataFrame, command: str) -> str:
-    """The markdown report."""
+    """The markdown report: the tables on outcome draw 0, then the averages over draws."""
+    every = records
+    records = first_draw(records)
     plan_names = [p for p in (*PLANS, "draws") if p in set(records["plan"])]
     seeds = sorted(records["seed"].unique())
     lines = [
@@ -446,6 +525,7 @@ def report(records: pd.DataFrame, command: str) -> str:
         ", ".join(f"{p} {secs[p]:.1f} s" for p in plan_names)
         + f"; run before surveys {records['base_seconds'].mean():.1f} s."
     )
+    lines += _draws_section(every)
     return "\n".join(lines) + "\n"
 
 
@@ -492,6 +572,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="reselect only these plans (default all; each plan costs one reselection)",
     )
+    parser.add_argument(
+        "--draws",
+        type=ints,
+        default=[0],
+        help="outcome draws of every plan's surveys (default 0; 1,2,3: three more, averaged "
+        "per case in the report's last table)",
+    )
     parser.add_argument("--csv", type=Path, default=None, help="write every record as it ends")
     parser.add_argument("--from-csv", type=Path, default=None, help="report from an earlier --csv")
     parser.add_argument("--work", type=Path, default=WORK, help="cache of the simulated regions")
@@ -514,7 +601,15 @@ def main(argv: list[str] | None = None) -> int:
             for species in args.species:
                 for k in args.budgets:
                     new = run_case(
-                        seed, species, k, args.surveys, cells, folder, args.reselection, args.plans
+                        seed,
+                        species,
+                        k,
+                        args.surveys,
+                        cells,
+                        folder,
+                        args.reselection,
+                        args.plans,
+                        args.draws,
                     )
                     rows += new
                     if args.csv is not None:

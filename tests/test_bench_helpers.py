@@ -170,3 +170,50 @@ def test_survey_cache_tag_follows_the_code_a_run_comes_from_not_the_plans(tmp_pa
     assert code_tag(tmp_path) == tag
     (tmp_path / "solvers" / "ttk.py").write_text("B = 2\n")  # a run's code: they do not
     assert code_tag(tmp_path) != tag
+
+
+def _survey_records(draws_of: dict[str, list[int]]) -> pd.DataFrame:
+    """Records of two cases at M = 10: each plan's gain is ``0.1 * draw`` plus an offset."""
+    offset = {"suggested": 0.02, "uncertain": 0.0, "top": -0.01}
+    rows = []
+    for seed in (0, 1):
+        for plan, draws in draws_of.items():
+            for r in draws:
+                gain = offset[plan] + 0.1 * r + 0.01 * seed
+                rows.append(
+                    {
+                        "seed": seed,
+                        "species": "S",
+                        "k": 30,
+                        "m": 10,
+                        "plan": plan,
+                        "draw": r,
+                        "precision": 0.5 + gain,
+                        "base": 0.5,
+                        "gain": gain,
+                        "n_detected": 1,
+                        "seconds": 1.0,
+                        "expected": np.nan,
+                        "base_seconds": 2.0,
+                        "reselection": "refit",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_survey_report_averages_each_case_over_its_outcome_draws():
+    from benchmarks.bench_surveys import first_draw, over_draws, report
+
+    records = _survey_records({"suggested": [0, 1, 2], "uncertain": [0, 1, 2], "top": [0]})
+    per = over_draws(records).set_index(["plan", "seed"])["gain"]
+    # the mean over draws 0-2 of 0.1 r is 0.1; top, measured on draw 0 only, is left out
+    assert per[("suggested", 1)] == pytest.approx(0.02 + 0.1 + 0.01)
+    assert per[("uncertain", 0)] == pytest.approx(0.1)
+    assert set(per.index.get_level_values("plan")) == {"suggested", "uncertain"}
+    assert (first_draw(records)["draw"] == 0).all() and len(first_draw(records)) == 6
+    text = report(records, "cmd")
+    # the main tables read draw 0 alone: the same as a report of draw 0's records
+    head = text.split("\n## Averaged over outcome draws")[0]
+    assert head == report(first_draw(records).drop(columns="draw"), "cmd")
+    assert "| 10 | 3 | uncertain | +12.50 | +10.50 | 2/0, 0.5 | +2.00 ± 0.00 |" in text
+    assert "## Averaged" not in report(first_draw(records), "cmd")
