@@ -524,7 +524,11 @@ def _calibrate(
     """The occupancy calibration, on the surveyed private cells when the check allows it."""
     if check.available:
         cells = surveyed
-        source = f"the {int(cells.sum())} surveyed private cells, scored out of sample"
+        locked = int((cells & problem.locked_out).sum())
+        source = f"the {int(cells.sum())} surveyed private cells" + (
+            f" ({locked} of them locked out of the purchase)" if locked else ""
+        )
+        source += ", scored out of sample"
     elif training_folds:
         learned = problem.learned if problem.learned is not None else False
         cells = (problem.train | learned) & np.isfinite(score)

@@ -347,7 +347,10 @@ def test_locked_out_private_cells_check_and_calibrate_without_moving_the_fit(
     s, pu = res.summary, res.planning_units
     # the check and the calibration read every surveyed private cell, for sale or not
     assert s["check_available"] and s["check_n_surveyed"] == int(surveyed.sum())
-    assert s["calibration_source"].startswith(f"the {int(surveyed.sum())} surveyed private cells")
+    assert s["calibration_source"].startswith(
+        f"the {int(surveyed.sum())} surveyed private cells ({int(locked.sum())} of them locked "
+        "out of the purchase), scored out of sample"
+    )
     if learn_from == "public":  # one fit scores every cell: the check recomputed from its scores
         score, visits = pu["score"].to_numpy(), units["n_checklists"].to_numpy()
         share = K / int(((units["role"] == "candidate") & ~units["locked_out"]).sum())
