@@ -243,16 +243,17 @@ def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = 
     """Start ``python -m module args``; Ctrl-C (SIGINT) it ``delay`` s later; code, stderr.
 
     A signal that comes while Python itself is still starting (its ``site`` import, about the
-    first 40 ms, or runpy finding the package) reaches no code of ours: such a run, whose
-    traceback holds no frame of ``reserve``, is started again, up to three times. So is a run
-    that ends as if no signal had come (exit 0): under a loaded test suite about one run in
-    twenty at 0.2 s does, a loss whose cause is not yet found; three in a row fail the test.
+    first 40 ms, longer under a loaded test suite, or runpy finding the package) reaches no
+    code of ours: such a run, whose traceback holds no frame of ``reserve``, is started
+    again with the delay doubled, up to five starts in all. So is a run that ends as if no
+    signal had come (exit 0): under a loaded test suite about one run in twenty at 0.2 s
+    does, a loss whose cause is not yet found; five starts that all miss fail the test.
     Such a run wrote its outputs: they are removed before the next start, so the folder the
     caller compares is the one it gave.
     """
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     given = set(cwd.rglob("*"))
-    for _ in range(3):
+    for _ in range(5):
         proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             cwd=cwd,
@@ -271,6 +272,8 @@ def _interrupt_after(args: list[str], cwd: Path, delay: float, *, module: str = 
         if not before_ours and not lost and (proc.returncode, err) != (-signal.SIGINT, ""):
             break
         _remove_new(cwd, given)
+        if before_ours:
+            delay *= 2.0
     return proc.returncode, err
 
 
