@@ -27,15 +27,18 @@ run's model refitted on the surveyed labels without a new search, the chosen cel
 on the outcomes. Each run is scored by its precision at ``k`` against the truth.
 
 Run: ``python -m benchmarks.bench_surveys [--seeds 0-9] [--budgets 30,100]
-[--surveys 10,20,50] [--plans suggested,top] [--csv FILE]`` (writes
-``benchmarks/results/surveys.md``; figures, no assertions). ``--from-csv FILE`` writes the
-report from the records of an earlier run.
+[--surveys 10,20,50] [--plans suggested,top] [--draws 0,1,2,3] [--csv FILE]`` (writes
+``benchmarks/results/surveys.md``; figures, no assertions). ``--draws`` surveys every plan
+again on independent outcome draws (:func:`outcome_draws`); the report's tables read draw 0
+and a last table pairs the plans on each case's gain averaged over its draws.
+``--from-csv FILE`` writes the report from the records of an earlier run.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import pickle
 import platform
@@ -288,16 +291,18 @@ def run_case(
     res, truth = case.res, case.truth
     base = precision(res.selected["cell_id"].to_numpy(), truth)
     ids = case.units["cell_id"].to_numpy()
+    outcomes = {
+        r: case.draws if r == 0 else outcome_draws(seed, species, k, ids, r) for r in draws or [0]
+    }
     records = []
-    for m, draw in ((m, r) for m in ms for r in (draws or [0])):
+    for m in ms:
         promised: dict[int, float] = {}
         chosen_plans = plans(res, m, seed, species, reselection == "settle", case.problem, promised)
-        outcomes = case.draws if draw == 0 else outcome_draws(seed, species, k, ids, draw)
-        for plan, (cells_m, plan_s) in chosen_plans.items():
+        for draw, (plan, (cells_m, plan_s)) in itertools.product(outcomes, chosen_plans.items()):
             if only is not None and plan not in only:
                 continue
             t = time.perf_counter()
-            surveys = survey(np.asarray(cells_m), truth, outcomes, case.p_check)
+            surveys = survey(np.asarray(cells_m), truth, outcomes[draw], case.p_check)
             if reselection == "settle":
                 chosen = settled_without_refit(res, surveys)
             else:
@@ -459,9 +464,9 @@ def _draws_section(records: pd.DataFrame) -> list[str]:
     ]
     for m, at in per.groupby("m"):
         n = int(at.loc[at["plan"] == "suggested", "draws"].min())
+        mine = 100 * at.loc[at["plan"] == "suggested", "gain"].mean()
         for plan in [p for p in PLANS[1:] if p in set(at["plan"])]:
             r = _paired(at, m, plan)
-            mine = 100 * at.loc[at["plan"] == "suggested", "gain"].mean()
             theirs = 100 * at.loc[at["plan"] == plan, "gain"].mean()
             lines.append(
                 f"| {m} | {n} | {plan} | {mine:+.2f} | {theirs:+.2f} | "
