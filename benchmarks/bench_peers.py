@@ -21,6 +21,10 @@ and select their ``k`` best-scoring candidates:
   ``pip install elapid``);
 - ``random``: a seeded uniform draw of ``k`` candidates.
 
+Design probes, run only when ``--methods`` names them (:data:`AUTO_VARIANTS`): AutoTTK with
+one choice fixed, ``auto-winner`` (the cross-validation's winner alone, no ensemble),
+``auto-linear`` (the linear map alone) and ``auto-balanced`` (balanced class weights always).
+
 Every method also has a scorer in :data:`SCORERS`, ``score_candidates(X_all, y, k, seed,
 **context) -> one score per candidate row, in row order`` (``auto``, ``ttk``, ``svm``: the
 fitted estimator's ``decision_function`` on the candidate rows; the scikit-learn peers:
@@ -222,6 +226,39 @@ def auto_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any)
     return est.fit(X, y).decision_function(X[y == -1])
 
 
+#: AutoTTK with one of its choices fixed (a design probe, not a peer): the CV's winner alone
+#: instead of the ensemble, the linear map alone, balanced class weights always.
+AUTO_VARIANTS: dict[str, dict[str, Any]] = {
+    "auto-winner": {"ensemble": "none"},
+    "auto-linear": {"models": ("linear",)},
+    "auto-balanced": {"class_weight": "balanced"},
+}
+
+
+def auto_variant(name: str) -> ScoreCandidates:
+    """The scorer of :data:`AUTO_VARIANTS` ``name``: AutoTTK fitted as in :func:`auto_scores`
+    with that variant's parameters."""
+
+    def score_candidates(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any):
+        from reserve.solvers import AutoTTK
+
+        est = AutoTTK(
+            k=k,
+            random_state=seed,
+            effort_columns=context.get("effort_columns"),
+            **AUTO_VARIANTS[name],
+        )
+        return est.fit(X, y).decision_function(X[y == -1])
+
+    return score_candidates
+
+
+def default_methods(methods: dict[str, Any]) -> list[str]:
+    """The methods a run compares when ``--methods`` is not given: all but the design probes
+    of :data:`AUTO_VARIANTS`."""
+    return [m for m in methods if m not in AUTO_VARIANTS]
+
+
 def ttk_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
     """Linear TTK as in :func:`ttk_linear`; its ``decision_function`` on the candidates."""
     return TTK(k=k, C=1.0, random_state=seed).fit(X, y).decision_function(X[y == -1])
@@ -247,6 +284,7 @@ METHODS: dict[str, FitAndRank] = {
     "hgb": sklearn_peer(_boosting),
     "maxent": ranked(maxent_scores),
     "random": random_pick,
+    **{name: ranked(auto_variant(name)) for name in AUTO_VARIANTS},
 }
 
 #: Each method's scorer of every candidate (the ``ebird`` suite ranks them all).
@@ -259,6 +297,7 @@ SCORERS: dict[str, ScoreCandidates] = {
     "hgb": sklearn_scores(_boosting),
     "maxent": maxent_scores,
     "random": random_scores,
+    **{name: auto_variant(name) for name in AUTO_VARIANTS},
 }
 
 #: The method ``reserve select`` runs by default (the reference of the paired comparisons).
@@ -765,7 +804,7 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
         args.out = args.out or MULTI_OUT
         return cli(args, command.strip())
     args.out = args.out or OUT
-    args.methods = args.methods or ",".join(methods)
+    args.methods = args.methods or ",".join(default_methods(methods))
     chosen = args.methods.split(",")
     unknown = [m for m in [*chosen, args.reference] if m not in methods]
     if unknown or set(suites) - {"region", "bcr27", "uci", "ebird"}:

@@ -9,7 +9,11 @@ import pandas as pd
 import pytest
 
 from benchmarks.bench_peers import (
+    AUTO_VARIANTS,
+    METHODS,
+    SCORERS,
     append_records,
+    default_methods,
     effort_variants,
     read_records,
     suite_report,
@@ -217,3 +221,24 @@ def test_survey_report_averages_each_case_over_its_outcome_draws():
     assert head == report(first_draw(records).drop(columns="draw"), "cmd")
     assert "| 10 | 3 | uncertain | +12.50 | +10.50 | 2/0, 0.5 | +2.00 ± 0.00 |" in text
     assert "## Averaged" not in report(first_draw(records), "cmd")
+
+
+def test_auto_variants_fix_one_choice_and_run_only_when_named():
+    from reserve.solvers import AutoTTK
+
+    assert set(AUTO_VARIANTS) <= set(METHODS) & set(SCORERS)
+    assert set(default_methods(METHODS)) == set(METHODS) - set(AUTO_VARIANTS)
+    assert "auto" in default_methods(METHODS)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = np.r_[(X[:24, 0] > 0).astype(int), -np.ones(36, dtype=int)]
+    est = AutoTTK(k=5, random_state=0, models=("linear",)).fit(X, y)
+    scores = SCORERS["auto-linear"](X, y, 5, 0)
+    assert scores.shape == (36,)
+    np.testing.assert_array_equal(scores, est.decision_function(X[y == -1]))
+    assert {m for m, _, _ in est.members_} == {"linear"}
+    winner = AutoTTK(k=5, random_state=0, ensemble="none").fit(X, y)
+    assert len(winner.members_) == 1
+    np.testing.assert_array_equal(
+        SCORERS["auto-winner"](X, y, 5, 0), winner.decision_function(X[y == -1])
+    )
