@@ -242,3 +242,23 @@ def test_auto_variants_fix_one_choice_and_run_only_when_named():
     np.testing.assert_array_equal(
         SCORERS["auto-winner"](X, y, 5, 0), winner.decision_function(X[y == -1])
     )
+
+
+def test_small_training_cuts_the_labelled_rows_and_keeps_rows_aligned():
+    from benchmarks.bench_peers import Problem
+    from benchmarks.bench_small_training import cut_problem
+
+    y = np.r_[np.ones(12), np.zeros(48), -np.ones(30)].astype(int)
+    X = np.arange(y.size * 2, dtype=float).reshape(-1, 2)
+    truth = np.r_[y[:60], np.ones(30, dtype=int)]
+    ids = np.arange(y.size)
+    base = Problem("region", "Virtual Thrush", "seed 0", X, y, truth, (5,), {"cell_id": ids})
+    cut = cut_problem(base, 20, draw=1)
+    assert cut.suite == "region, 20 labelled" and cut.name == "seed 0, draw 1"
+    assert int((cut.y == 1).sum()) == 4 and int((cut.y == 0).sum()) == 16
+    assert int((cut.y == -1).sum()) == 30
+    kept = cut.context["cell_id"]
+    np.testing.assert_array_equal(cut.X, X[kept])
+    np.testing.assert_array_equal(cut.y, y[kept])
+    np.testing.assert_array_equal(cut.truth, truth[kept])
+    assert not np.array_equal(kept, cut_problem(base, 20, draw=0).context["cell_id"])
