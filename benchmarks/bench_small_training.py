@@ -26,6 +26,7 @@ Run: ``python -m benchmarks.bench_small_training [--suites region,bcr27] [--size
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -33,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import wilcoxon
 
 from benchmarks.bench_coverage import parse_seeds
 from benchmarks.bench_peers import (
@@ -44,10 +44,11 @@ from benchmarks.bench_peers import (
     read_records,
     region_problems,
     run_problem,
+    wilcoxon_p,
 )
 
 OUT = Path(__file__).resolve().parent / "results" / "small_training.md"
-WORK = Path("/tmp") / "reserve-bench-peers"
+WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "reserve-bench-peers"
 COMPARED = ("auto", "auto-winner", "auto-linear", "hgb", "rf", "logreg")
 #: Fewest cells of each class a cut-down labelled set keeps.
 MIN_CLASS = 3
@@ -128,12 +129,12 @@ def report(records: pd.DataFrame, command: str) -> str:
     for suite, p in pivots.items():
         cells = []
         for m in COMPARED[1:]:
-            d = (p["auto"] - p[m]).to_numpy() if m in p else np.array([])
-            nz = d[np.abs(d) > 1e-12]
-            pv = wilcoxon(nz).pvalue if nz.size > 1 else float("nan")
-            cells.append(
-                f"{(d > 1e-12).sum()}/{(np.abs(d) <= 1e-12).sum()}/{(d < -1e-12).sum()}, {pv:.2g}"
-            )
+            if m not in p:
+                cells.append("-")
+                continue
+            d = (p["auto"] - p[m]).to_numpy()
+            wins, ties = (d > 1e-12).sum(), (np.abs(d) <= 1e-12).sum()
+            cells.append(f"{wins}/{ties}/{(d < -1e-12).sum()}, {wilcoxon_p(d):.2g}")
         lines.append(f"| {suite} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
