@@ -44,6 +44,7 @@ from benchmarks.bench_peers import (
     read_records,
     region_problems,
     run_problem,
+    summary_table,
     wilcoxon_p,
 )
 
@@ -107,34 +108,29 @@ def problems(args: argparse.Namespace) -> Iterator[Problem]:
                 yield cut_problem(base, n, draw)
 
 
-def report(records: pd.DataFrame, command: str) -> str:
-    """Mean precision per suite and method, and ``auto`` against each method paired."""
+def report(records: list[dict], command: str) -> str:
+    """Mean precision per method and suite with ``auto``'s wins / ties / losses against each
+    (:func:`benchmarks.bench_peers.summary_table`), then the Wilcoxon p of those pairs."""
     lines = [
         "# Few labelled cells: the default against simpler fits and the peers",
         "",
-        f"`{command}`. Precision at k against the truth; wins / ties / losses and the "
-        "Wilcoxon p pair `auto` with each method over the problems of a suite.",
+        f"`{command}`. Precision at k against the truth; in brackets `auto`'s wins / ties / "
+        "losses against the method over the problems of a suite.",
         "",
-        "| suite | problems | " + " | ".join(COMPARED) + " |",
-        "|---" * (2 + len(COMPARED)) + "|",
+        *summary_table(records, list(COMPARED), "auto"),
+        "",
+        "Wilcoxon p of `auto` against each method:",
+        "",
+        "| suite | " + " | ".join(COMPARED[1:]) + " |",
+        "|---" * len(COMPARED) + "|",
     ]
-    pivots = {}
-    for suite, at in records.groupby("suite", sort=False):
-        p = at.pivot_table(index=["group", "problem"], columns="method", values="precision")
-        pivots[suite] = p
-        means = [f"{p[m].mean():.3f}" if m in p else "-" for m in COMPARED]
-        lines.append(f"| {suite} | {len(p)} | " + " | ".join(means) + " |")
-    lines += ["", "| suite | " + " | ".join(f"auto vs {m}" for m in COMPARED[1:]) + " |"]
-    lines.append("|---" * len(COMPARED) + "|")
-    for suite, p in pivots.items():
-        cells = []
-        for m in COMPARED[1:]:
-            if m not in p:
-                cells.append("-")
-                continue
-            d = (p["auto"] - p[m]).to_numpy()
-            wins, ties = (d > 1e-12).sum(), (np.abs(d) <= 1e-12).sum()
-            cells.append(f"{wins}/{ties}/{(d < -1e-12).sum()}, {wilcoxon_p(d):.2g}")
+    frame = pd.DataFrame(records)
+    for suite, at in frame.groupby("suite", sort=False):
+        prec = at.pivot_table(index=["group", "problem"], columns="method", values="precision")
+        cells = [
+            f"{wilcoxon_p((prec['auto'] - prec[m]).to_numpy()):.2g}" if m in prec else "-"
+            for m in COMPARED[1:]
+        ]
         lines.append(f"| {suite} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -156,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         argv if argv is not None else sys.argv[1:]
     )
     if args.from_csv is not None:
-        records = pd.DataFrame(read_records(args.from_csv))
+        records = read_records(args.from_csv)
     else:
         methods = {m: METHODS[m] for m in COMPARED}
         rows: list[dict] = []
@@ -165,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.csv is not None:
                 append_records(args.csv, recs, fresh=not rows)
             rows += recs
-        records = pd.DataFrame(rows)
+        records = rows
     args.out.write_text(report(records, command.strip()))
     return 0
 

@@ -525,10 +525,8 @@ def _calibrate(
     if check.available:
         cells = surveyed
         locked = int((cells & problem.locked_out).sum())
-        source = f"the {int(cells.sum())} surveyed private cells" + (
-            f" ({locked} of them locked out of the purchase)" if locked else ""
-        )
-        source += ", scored out of sample"
+        note = f" ({locked} of them locked out of the purchase)" if locked else ""
+        source = f"the {int(cells.sum())} surveyed private cells{note}, scored out of sample"
     elif training_folds:
         learned = problem.learned if problem.learned is not None else False
         cells = (problem.train | learned) & np.isfinite(score)
