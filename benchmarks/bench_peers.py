@@ -22,8 +22,10 @@ and select their ``k`` best-scoring candidates:
 - ``random``: a seeded uniform draw of ``k`` candidates.
 
 Design probes, run only when ``--methods`` names them (:data:`AUTO_VARIANTS`): AutoTTK with
-one choice fixed, ``auto-winner`` (the cross-validation's winner alone, no ensemble),
-``auto-linear`` (the linear map alone) and ``auto-balanced`` (balanced class weights always).
+one choice fixed, ``auto-ensemble`` (the search over every map at any number of labelled
+cells: without the rule for few labelled cells, ``small_training=0``), ``auto-winner`` (that
+search's winner alone, no ensemble), ``auto-linear`` (the linear map alone) and
+``auto-balanced`` (balanced class weights always).
 
 Every method also has a scorer in :data:`SCORERS`, ``score_candidates(X_all, y, k, seed,
 **context) -> one score per candidate row, in row order`` (``auto``, ``ttk``, ``svm``: the
@@ -143,10 +145,20 @@ def auto_ttk(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) ->
     With the effort covariates (``context["effort_columns"]``) its CV scores each held-out
     fold at the standard effort, as ``reserve select --effort`` runs it.
     """
-    from reserve.solvers import AutoTTK
+    return auto_selection({})(X, y, k, seed, **context)
 
-    est = AutoTTK(k=k, random_state=seed, effort_columns=context.get("effort_columns"))
-    return np.asarray(est.fit(X, y).selected_, dtype=np.int64)
+
+def auto_selection(params: dict[str, Any]) -> FitAndRank:
+    """The ``fit_and_rank`` of AutoTTK with ``params`` (none: the default): its selected
+    cells, ties at the cut broken as ``reserve select`` breaks them."""
+
+    def fit_and_rank(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any):
+        from reserve.solvers import AutoTTK
+
+        est = AutoTTK(k=k, random_state=seed, effort_columns=context.get("effort_columns"))
+        return np.asarray(est.set_params(**params).fit(X, y).selected_, dtype=np.int64)
+
+    return fit_and_rank
 
 
 def shifted_svm(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
@@ -226,12 +238,15 @@ def auto_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any)
     return est.fit(X, y).decision_function(X[y == -1])
 
 
-#: AutoTTK with one of its choices fixed (a design probe, not a peer): the CV's winner alone
-#: instead of the ensemble, the linear map alone, balanced class weights always.
+#: AutoTTK with one of its choices fixed (a design probe, not a peer): the search over every
+#: map whatever the labelled cells, that search's winner alone, the linear map alone, balanced
+#: class weights always. In :data:`METHODS` each selects as the default does
+#: (:func:`auto_selection`), in :data:`SCORERS` it scores every candidate.
 AUTO_VARIANTS: dict[str, dict[str, Any]] = {
-    "auto-winner": {"ensemble": "none"},
+    "auto-winner": {"ensemble": "none", "small_training": 0},
     "auto-linear": {"models": ("linear",)},
     "auto-balanced": {"class_weight": "balanced"},
+    "auto-ensemble": {"small_training": 0},
 }
 
 
@@ -284,7 +299,7 @@ METHODS: dict[str, FitAndRank] = {
     "hgb": sklearn_peer(_boosting),
     "maxent": ranked(maxent_scores),
     "random": random_pick,
-    **{name: ranked(auto_variant(name)) for name in AUTO_VARIANTS},
+    **{name: auto_selection(params) for name, params in AUTO_VARIANTS.items()},
 }
 
 #: Each method's scorer of every candidate (the ``ebird`` suite ranks them all).
@@ -781,6 +796,12 @@ def main(argv: list[str] | None = None, methods: dict[str, FitAndRank] | None = 
     parser.add_argument(
         "--surveyed-folds", type=int, default=5, help="ebird: folds of the surveyed cells"
     )
+    parser.add_argument(
+        "--public-fits-only",
+        action="store_true",
+        help="ebird: leave out the learn-from-surveyed fits (the public fit is still checked "
+        "on every fold)",
+    )
     parser.add_argument("--states", default=None, help="ebird: states (US-FL,...; default all)")
     parser.add_argument("--sizes", default="3000,10000", help="ebird: cell sides in metres")
     parser.add_argument("--regions", default="region,bcr27", help="multi: the regions of the suite")
@@ -894,6 +915,7 @@ def _ebird_batches(
         states=states,
         sizes=sizes,
         n_folds=args.surveyed_folds,
+        learn=not args.public_fits_only,
     ):
         first = batch[0] if batch else {}
         line = "  ".join(

@@ -161,14 +161,17 @@ def fit_rows(units: pd.DataFrame, learn: np.ndarray) -> tuple[np.ndarray, np.nda
     return rows, y
 
 
-def splits(units: pd.DataFrame, n_folds: int = N_FOLDS) -> Iterator[tuple[str, Split]]:
+def splits(
+    units: pd.DataFrame, n_folds: int = N_FOLDS, learn: bool = True
+) -> Iterator[tuple[str, Split]]:
     """Every fit of one set of units: ``(fit kind, split)``; ``split.checks`` is keyed by
     ``(setting, problem)``.
 
     The public fit (kind ``""``) is checked on all surveyed private cells (setting
     ``public``) and on every fold of both fold settings; each fold of ``blocked`` and
-    ``random`` then gets its learn-from-surveyed fit (kind ``"+surveyed"``). With
-    ``n_folds=0`` the public fit alone, checked on all surveyed private cells.
+    ``random`` then gets its learn-from-surveyed fit (kind ``"+surveyed"``), unless
+    ``learn`` is False. With ``n_folds=0`` the public fit alone, checked on all surveyed
+    private cells.
     """
     role = units["role"].astype(str).to_numpy()
     label = units["label"].to_numpy(dtype=np.int64)
@@ -180,7 +183,7 @@ def splits(units: pd.DataFrame, n_folds: int = N_FOLDS) -> Iterator[tuple[str, S
     for name, parts in folds.items():
         checks |= {(name, f"fold {j}"): surveyed[f] for j, f in enumerate(parts)}
     yield "", Split(rows, y, checks)
-    for name, parts in folds.items():
+    for name, parts in folds.items() if learn else ():
         for j, f in enumerate(parts):
             rows, y = fit_rows(units, np.delete(surveyed, f))
             yield "+surveyed", Split(rows, y, {(name, f"fold {j}"): surveyed[f]})
@@ -261,8 +264,10 @@ def score_splits(
     effort: bool,
     n_folds: int = N_FOLDS,
     seed: int = 0,
+    learn: bool = True,
 ) -> Iterator[dict]:
-    """One record per (fit, method, check) of one set of units (:func:`splits`).
+    """One record per (fit, method, check) of one set of units (:func:`splits`; the
+    learn-from-surveyed fits only when ``learn``).
 
     A check whose cells do not allow the private-land check (too few detected or undetected
     cells of comparable effort) is left out, for every method alike.
@@ -270,7 +275,7 @@ def score_splits(
     label = units["label"].to_numpy(dtype=np.int64)
     n = units["n_checklists"].to_numpy(dtype=np.int64)
     ids = units["cell_id"].to_numpy()
-    for kind, split in splits(units, n_folds):
+    for kind, split in splits(units, n_folds, learn):
         X, effort_cols = features(units, split.rows, split.y, effort)
         context = {"cell_id": ids[split.rows], "effort_columns": effort_cols}
         cand = split.rows[split.y == -1]
@@ -317,12 +322,15 @@ def ebird_records(
     sizes: tuple[int, ...] = CELL_SIZES,
     species: tuple[str, ...] | None = None,
     n_folds: int = N_FOLDS,
+    learn: bool = True,
 ) -> Iterator[list[dict]]:
     """The records of the suite, one list per (state, species, cell size, effort).
 
     Records carry the keys of :func:`benchmarks.bench_peers.run_problem`'s (``precision`` is
     the stratified precision at :data:`TOP_SHARE`, ``k`` the fits' budget) and ``auc``,
     ``n_surveyed``, ``n_detected``. Units that cannot run, and their reasons, go to ``notes``.
+    With ``learn`` False the learn-from-surveyed fits are left out (the public fit is still
+    checked on every fold).
     """
     from pipelines.ebird_bcr27 import SPECIES
 
@@ -350,5 +358,5 @@ def ebird_records(
                             "k": BUDGET,
                             **r,
                         }
-                        for r in score_splits(units, scorers, effort, n_folds)
+                        for r in score_splits(units, scorers, effort, n_folds, learn=learn)
                     ]

@@ -78,10 +78,45 @@ def test_too_few_positives_falls_back_with_a_note():
     X, y, _ = quadratic_problem(6, n=60, m=30)
     y[:60] = 0
     y[0] = 1  # a single positive: no stratified fold can hold one out and keep one in
-    est = AutoTTK(k=3, models=("spline", "linear"), Cs=(1.0,), random_state=0).fit(X, y)
+    est = AutoTTK(k=3, models=("spline", "linear"), Cs=(1.0,), random_state=0, small_training=0)
+    est.fit(X, y)
     assert "too few" in est.cv_note_ and "fell back" in est.cv_note_
     assert est.best_params_ == {"model": "spline", "C": 1.0, "class_weight": "auto"}
     assert est.selected_.size == 3
+
+
+def test_few_labelled_cells_compare_the_linear_map_alone():
+    X, y, _ = quadratic_problem(7, n=60, m=40)
+    est = AutoTTK(k=5, Cs=(0.1, 1.0), random_state=0).fit(X, y)  # 60 labelled: the rule
+    assert set(est.cv_results_["model"]) == {"linear"}
+    assert {m for m, _, _ in est.members_} == {"linear"}
+    assert "60 labelled cells (at most 60): the linear map alone" in est.cv_note_
+    # the same fit as asking for the linear map alone
+    lin = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.selected_, lin.selected_)
+    # a refit of the chosen members keeps them, whatever the rows
+    refit = AutoTTK(k=5, random_state=0, **est.refit_params()).fit(X, y)
+    assert refit.members_ == est.members_
+
+
+def test_the_rule_for_few_labelled_cells_leaves_other_grids_alone():
+    X, y, _ = quadratic_problem(7, n=61, m=40)
+    kw = dict(k=5, Cs=(1.0,), random_state=0, class_weight="auto")
+    above = AutoTTK(models=("linear", "spline"), **kw).fit(X, y)  # 61 labelled
+    assert set(above.cv_results_["model"]) == {"linear", "spline"}
+    assert "linear map alone" not in above.cv_note_
+    X, y, _ = quadratic_problem(7, n=40, m=40)
+    no_linear = AutoTTK(models=("spline", "stack"), **kw).fit(X, y)
+    assert set(no_linear.cv_results_["model"]) == {"spline", "stack"}
+    off = AutoTTK(models=("linear", "spline"), small_training=0, **kw).fit(X, y)
+    assert set(off.cv_results_["model"]) == {"linear", "spline"}
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "60"])
+def test_bad_small_training_is_refused(bad):
+    X, y, _ = quadratic_problem(0, n=40, m=20)
+    with pytest.raises(InvalidInputError, match="small_training must be an integer >= 0"):
+        AutoTTK(k=2, small_training=bad).fit(X, y)
 
 
 def test_one_grid_point_skips_the_cross_validation():

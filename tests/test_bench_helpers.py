@@ -237,10 +237,17 @@ def test_auto_variants_fix_one_choice_and_run_only_when_named():
     assert scores.shape == (36,)
     np.testing.assert_array_equal(scores, est.decision_function(X[y == -1]))
     assert {m for m, _, _ in est.members_} == {"linear"}
-    winner = AutoTTK(k=5, random_state=0, ensemble="none").fit(X, y)
+    winner = AutoTTK(k=5, random_state=0, ensemble="none", small_training=0).fit(X, y)
     assert len(winner.members_) == 1
     np.testing.assert_array_equal(
         SCORERS["auto-winner"](X, y, 5, 0), winner.decision_function(X[y == -1])
+    )
+    # 24 labelled rows: the default compares the linear map alone, auto-ensemble every map
+    assert {m for m, _, _ in AutoTTK(k=5, random_state=0).fit(X, y).members_} == {"linear"}
+    every = AutoTTK(k=5, random_state=0, small_training=0).fit(X, y)
+    assert set(every.cv_results_["model"]) == {"linear", "spline", "stack", "forest"}
+    np.testing.assert_array_equal(
+        SCORERS["auto-ensemble"](X, y, 5, 0), every.decision_function(X[y == -1])
     )
 
 

@@ -70,6 +70,7 @@ __all__ = [
     "AUTO_MODELS",
     "BALANCE_RATIO",
     "CLASS_WEIGHTS",
+    "SMALL_TRAINING",
     "TIE_BREAKS",
     "AutoTTK",
     "nearly_balanced",
@@ -84,6 +85,13 @@ AUTO_CS: tuple[float, ...] = (0.1, 1.0, 10.0)
 #: Values of AutoTTK's ``class_weight``: chosen by the CV (guarded), the guard alone, never,
 #: always.
 CLASS_WEIGHTS: tuple[str | None, ...] = ("cv", "auto", None, "balanced")
+
+#: Labelled rows at or below which AutoTTK compares the linear map alone (``small_training``).
+#: With 10-60 labelled cells the linear map alone ranked the held-out cells better than the
+#: ensemble of the maps in every setting of ``benchmarks/bench_small_training.py`` (the
+#: simulated region and BCR 27's folds cut to 10, 30 and 60 labelled cells): the folds of so
+#: few cells cannot tell the maps apart, and the flexible maps fit their noise.
+SMALL_TRAINING = 60
 
 #: Labelled rows above which the cross-validation runs on a stratified sample of this size.
 MAX_CV_ROWS = 4000
@@ -138,7 +146,7 @@ def _as_points(grid: list[tuple]) -> list[dict]:
 def _check_choices(est: AutoTTK) -> None:
     """Refuse a bad ``cv``, ``n_repeats``, ``class_weight``, ``tie_break``, ``ladder`` or
     ``ensemble``."""
-    for name, low in (("cv", 2), ("n_repeats", 1)):
+    for name, low in (("cv", 2), ("n_repeats", 1), ("small_training", 0)):
         v = getattr(est, name)
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
             raise InvalidInputError(f"{name} must be an integer >= {low}; received {v!r}")
@@ -175,6 +183,26 @@ def auto_grid(est: AutoTTK) -> list[tuple[str, float, str | None]]:
     return grid
 
 
+def small_training_grid(grid: list[tuple], n_labelled: int, small_training: int) -> tuple:
+    """The grid AutoTTK searches with ``n_labelled`` labelled rows, and a note ('' when the
+    grid is unchanged): the linear map's points alone when the rows are at most
+    ``small_training`` and the grid holds the linear map beside others.
+
+    Examples
+    --------
+    >>> grid = [("linear", 1.0, "auto"), ("forest", 1.0, "auto")]
+    >>> small_training_grid(grid, 40, 60)[0]
+    [('linear', 1.0, 'auto')]
+    >>> small_training_grid(grid, 61, 60)[0] == grid
+    True
+    """
+    maps = {model for model, _, _ in grid}
+    if n_labelled > small_training or "linear" not in maps or len(maps) == 1:
+        return grid, ""
+    note = f"{n_labelled} labelled cells (at most {small_training}): the linear map alone"
+    return [p for p in grid if p[0] == "linear"], note
+
+
 def _fold_progress(grid: list[tuple], progress: Callable[[str], None] | None) -> Callable | None:
     """The search's ``on_fold``: its progress lines (None without ``progress``)."""
     if progress is None:
@@ -184,7 +212,7 @@ def _fold_progress(grid: list[tuple], progress: Callable[[str], None] | None) ->
     def on_fold(done: int, n_folds: int, n_rows: int) -> None:
         progress(
             f"cross-validating the habitat models: {len(grid)} settings ({n_maps} feature "
-            f"maps) on {n_folds} folds of {n_rows} cells"
+            f"map{'s' if n_maps > 1 else ''}) on {n_folds} folds of {n_rows} cells"
             if done == 0
             else f"cross-validating the habitat models: {done} of {n_folds} folds"
         )
@@ -284,6 +312,12 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         between maps, too little to choose one map reliably; the mean does not bet on one,
         while a map the folds show clearly better stays alone (docs/algorithm.md, "The
         ensemble of the maps"). With a ``boundary_penalty`` the winner alone is fitted.
+    small_training : int, default=SMALL_TRAINING
+        With at most this many labelled rows, and ``"linear"`` among several ``models``,
+        the search compares the linear map alone (its ``C`` and class weights) and
+        ``cv_note_`` says so; 0 never. Folds of a few dozen cells cannot tell the maps
+        apart, and the flexible maps then fit noise (docs/algorithm.md, "Few labelled
+        cells").
     members : sequence of (model, C, class_weight) or None, default=None
         Grid points to fit as the final model without any cross-validation (their mean
         when several). :meth:`refit_params` sets it, so that the bootstrap's and the
@@ -354,6 +388,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         tie_break: str = "forest",
         ladder: str = "mean",
         ensemble: str = "maps",
+        small_training: int = SMALL_TRAINING,
         members: tuple[tuple, ...] | None = None,
     ) -> None:
         self.k = k
@@ -370,6 +405,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         self.tie_break = tie_break
         self.ladder = ladder
         self.ensemble = ensemble
+        self.small_training = small_training
         self.members = members
 
     def __sklearn_tags__(self):  # sklearn protocol: binary only, -1 marks candidates
@@ -451,6 +487,8 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
     ) -> list[tuple]:
         """Search ``grid``; the grid points the final fit uses, the winner first."""
         notes = []
+        grid, note = small_training_grid(grid, int(data.labelled.size), self.small_training)
+        notes.append(note)
         if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
             grid = [p for p in grid if p[2] != "balanced"]
             notes.append(
