@@ -186,8 +186,8 @@ def _fit(opts: SelectOptions, problem: Problem, say: Callable[[str], None]) -> F
     C, C_source = chosen_C(est, C_source)
     if searched:
         say(f"model {describe_members(est.members_)} ({C_source})")
-        if getattr(est, "cv_note_", ""):
-            say(f"model choice: {est.cv_note_}")
+        if getattr(est, "small_training_note_", ""):
+            say(f"model choice: {est.small_training_note_}")
     tradeoff, chooser = None, None
     if penalty == "auto":  # the calibration refits the chosen model: its CV stays the record
         chooser = est

@@ -91,6 +91,7 @@ def test_few_labelled_cells_compare_the_linear_map_alone():
     assert set(est.cv_results_["model"]) == {"linear"}
     assert {m for m, _, _ in est.members_} == {"linear"}
     assert "60 labelled cells (at most 60): the linear map alone" in est.cv_note_
+    assert est.small_training_note_ == "60 labelled cells (at most 60): the linear map alone"
     # the same fit as asking for the linear map alone
     lin = AutoTTK(k=5, models=("linear",), Cs=(0.1, 1.0), random_state=0).fit(X, y)
     np.testing.assert_array_equal(est.selected_, lin.selected_)
@@ -105,6 +106,7 @@ def test_the_rule_for_few_labelled_cells_leaves_other_grids_alone():
     above = AutoTTK(models=("linear", "spline"), **kw).fit(X, y)  # 61 labelled
     assert set(above.cv_results_["model"]) == {"linear", "spline"}
     assert "linear map alone" not in above.cv_note_
+    assert above.small_training_note_ == ""
     X, y, _ = quadratic_problem(7, n=40, m=40)
     no_linear = AutoTTK(models=("spline", "stack"), **kw).fit(X, y)
     assert set(no_linear.cv_results_["model"]) == {"spline", "stack"}

@@ -94,6 +94,11 @@ def test_readme_walkthrough_says_the_data_cannot_rank_the_land(clone):
     s = pyogrio.read_dataframe(out / "reserve.gpkg", layer="run_summary").iloc[0]
     assert s["signal"] in ("weak", "none") and s["signal_evidence"] == "private-land check"
     assert s["check_auc_low"] < 0.5  # no better than a blind pick, within its interval
+    # 35 training cells: the rule for few labelled cells fits the linear map, and says so
+    assert s["model_fitted"] == "linear"
+    assert "model choice: 35 labelled cells (at most 60): the linear map alone" in (
+        procs[-1].stderr
+    )
     page = (out / "map.html").read_text()
     assert "reserve-banner" in page and "treat the choice as unproven" in page
     printed = (out / "summary.txt").read_text(encoding="utf-8")

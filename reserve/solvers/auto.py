@@ -337,6 +337,9 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         ``std_test_score``, ``rank_test_score`` and ``split<i>_test_score`` per grid point.
     cv_note_ : str
         Why the cross-validation was reduced or skipped ('' when it ran as asked).
+    small_training_note_ : str
+        The rule for few labelled cells, when it narrowed the search to the linear map
+        (``small_training``; '' otherwise). Also in ``cv_note_``.
     best_estimator_ : Pipeline or MapMean
         The feature map and TTK, fitted on all rows; with several members, their
         :class:`MapMean`.
@@ -470,6 +473,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
             points = grid[:1] if self.boundary_penalty else grid
             self.cv_results_ = search_results(_as_points(grid), np.empty((len(grid), 0)))
             self.cv_note_ = "members given: fitted without cross-validation"
+            self.small_training_note_ = ""
             self.cv_runtime_ = 0.0
         self._fit_final(data, points, cost, boundary, progress)
         model, C, cw = points[0]
@@ -488,6 +492,7 @@ class AutoTTK(ClassifierMixin, BaseEstimator):
         """Search ``grid``; the grid points the final fit uses, the winner first."""
         notes = []
         grid, note = small_training_grid(grid, int(data.labelled.size), self.small_training)
+        self.small_training_note_ = note
         notes.append(note)
         if self.class_weight == "cv" and nearly_balanced(data.y[data.labelled]):
             grid = [p for p in grid if p[2] != "balanced"]
