@@ -153,12 +153,19 @@ def auto_selection(params: dict[str, Any]) -> FitAndRank:
     cells, ties at the cut broken as ``reserve select`` breaks them."""
 
     def fit_and_rank(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any):
-        from reserve.solvers import AutoTTK
-
-        est = AutoTTK(k=k, random_state=seed, effort_columns=context.get("effort_columns"))
-        return np.asarray(est.set_params(**params).fit(X, y).selected_, dtype=np.int64)
+        est = auto_estimator(k, seed, params, **context)
+        return np.asarray(est.fit(X, y).selected_, dtype=np.int64)
 
     return fit_and_rank
+
+
+def auto_estimator(k: int, seed: int, params: dict[str, Any], **context: Any) -> Any:
+    """AutoTTK as the benchmarks fit it: budget ``k``, seeded, the context's effort columns,
+    then ``params`` (a design probe's, or none for the default)."""
+    from reserve.solvers import AutoTTK
+
+    est = AutoTTK(k=k, random_state=seed, effort_columns=context.get("effort_columns"))
+    return est.set_params(**params)
 
 
 def shifted_svm(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
@@ -232,9 +239,7 @@ def random_pick(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any)
 
 def auto_scores(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any) -> np.ndarray:
     """AutoTTK fitted as in :func:`auto_ttk`; its ``decision_function`` on the candidates."""
-    from reserve.solvers import AutoTTK
-
-    est = AutoTTK(k=k, random_state=seed, effort_columns=context.get("effort_columns"))
+    est = auto_estimator(k, seed, {}, **context)
     return est.fit(X, y).decision_function(X[y == -1])
 
 
@@ -255,14 +260,7 @@ def auto_variant(name: str) -> ScoreCandidates:
     with that variant's parameters."""
 
     def score_candidates(X: np.ndarray, y: np.ndarray, k: int, seed: int, **context: Any):
-        from reserve.solvers import AutoTTK
-
-        est = AutoTTK(
-            k=k,
-            random_state=seed,
-            effort_columns=context.get("effort_columns"),
-            **AUTO_VARIANTS[name],
-        )
+        est = auto_estimator(k, seed, AUTO_VARIANTS[name], **context)
         return est.fit(X, y).decision_function(X[y == -1])
 
     return score_candidates

@@ -110,6 +110,9 @@ def test_splits_check_each_block_once_and_never_learn_its_labels():
     public = fits[0][1]
     ((kind, alone),) = list(splits(units, n_folds=0))
     assert kind == "" and list(alone.checks) == [("public", "all")]
+    # without the learn-from-surveyed fits: the public fit alone, still checked on every fold
+    ((kind, only),) = list(splits(units, n_folds=4, learn=False))
+    assert kind == "" and only.checks.keys() == public.checks.keys()
     np.testing.assert_array_equal(public.checks[("public", "all")], surveyed)
     for setting in ("blocked", "random"):
         blocks = [public.checks[(setting, f"fold {j}")] for j in range(4)]
