@@ -612,6 +612,15 @@ def _blind_expected(summary: Mapping[str, Any]) -> str:
     return ""
 
 
+def _expected_interval(summary: Mapping[str, Any]) -> str:
+    """``90% interval LOW-HIGH`` of the expected occupied chosen cells."""
+    level = round(100 * float(summary.get("interval_level") or 0.9))
+    return (
+        f"{level}% interval {summary['expected_occupied_low']:.0f}-"
+        f"{summary['expected_occupied_high']:.0f}"
+    )
+
+
 def _certainty(summary: Mapping[str, Any]) -> str:
     """How sure the selection is, in plain words: the evidence about the land being bought
     first, each figure with its interval; no confidence claimed where the verdict is weak."""
@@ -640,15 +649,14 @@ def _certainty(summary: Mapping[str, Any]) -> str:
     if _finite(expected) and signal == "ok":
         parts.append(
             f"Expected to hold the species: {expected:.0f} of the {summary['n_selected']} "
-            f"chosen cells ({round(100 * float(summary.get('interval_level') or 0.9))}% "
-            f"interval {summary['expected_occupied_low']:.0f}-"
-            f"{summary['expected_occupied_high']:.0f}){_blind_expected(summary)}."
+            f"chosen cells ({_expected_interval(summary)}){_blind_expected(summary)}."
         )
     blind = summary.get("expected_occupied_blind")
     if _finite(expected) and _finite(blind) and expected < blind:
         parts.append(
             f"The calibrated probabilities expect fewer occupied cells in this choice than in "
-            f"a blind pick of as many cells ({expected:.1f} against {blind:.1f})."
+            f"a blind pick of as many cells ({expected:.1f}, {_expected_interval(summary)}, "
+            f"against {blind:.1f})."
         )
     if signal != "ok":
         parts.append(

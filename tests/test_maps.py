@@ -711,7 +711,8 @@ def test_the_how_sure_box_says_when_a_blind_pick_is_expected_to_hold_more(
     text = write_map(scored_units(12, 5), tmp_path / "m.html", summary=summary).read_text()
     sentence = (
         "The calibrated probabilities expect fewer occupied cells in this choice than in a "
-        f"blind pick of as many cells ({expected:.1f} against {blind:.1f})."
+        f"blind pick of as many cells ({expected:.1f}, 90% interval {expected - 2:.0f}-"
+        f"{expected + 2:.0f}, against {blind:.1f})."
     )
     assert (sentence in text) is says
     assert "treat the choice as unproven" in text
